@@ -1,0 +1,160 @@
+//! Counting algorithms as pure functions of (limit, state, now, cost).
+//!
+//! No I/O, no clock, no locks: a store reads the state, calls [`decide`], and writes the
+//! returned state back only when the whole call is admitted. A denied call consumes nothing.
+
+mod fixed_window;
+mod sliding_log;
+mod sliding_window;
+mod token_bucket;
+
+use crate::clock::Nanos;
+
+pub use sliding_log::LogEntry;
+
+/// Which counting algorithm a limit uses.
+/// The discriminants are stable: they are part of counter keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Algorithm {
+    /// Epoch-aligned fixed windows, as envoyproxy/ratelimit counts.
+    FixedWindow = 0,
+    /// Two-bucket weighted estimate: O(1) state, no edge double-burst.
+    SlidingWindow = 1,
+    /// Exact: never more than N admitted in any window of length W; O(N) state.
+    SlidingLog = 2,
+    /// Token bucket (GCRA): capacity `burst`, refill `requests` per window.
+    TokenBucket = 3,
+}
+
+impl Algorithm {
+    /// Every algorithm, in the order the rule schema documents them.
+    pub const ALL: [Algorithm; 4] = [
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingLog,
+        Algorithm::TokenBucket,
+    ];
+
+    /// The name used in rule files (`algorithm:`) and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::FixedWindow => "fixed_window",
+            Algorithm::SlidingWindow => "sliding_window",
+            Algorithm::SlidingLog => "sliding_log",
+            Algorithm::TokenBucket => "token_bucket",
+        }
+    }
+
+    /// Parses a rule-file name; `None` for an unknown name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|a| a.name() == name)
+    }
+}
+
+impl std::fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The parameters of one limit, as the algorithms need them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Limit {
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// Requests allowed per window (the token bucket's refill per window). 0 blocks everything.
+    pub requests: u64,
+    /// The window length in nanoseconds (never 0).
+    pub window: Nanos,
+    /// Token bucket capacity; equals `requests` for the other algorithms.
+    pub burst: u64,
+}
+
+impl Limit {
+    /// The most a single call can ever be admitted for: the bucket capacity or the limit.
+    pub fn capacity(&self) -> u64 {
+        match self.algorithm {
+            Algorithm::TokenBucket => self.burst,
+            _ => self.requests,
+        }
+    }
+}
+
+/// The stored state of one counter. Which variant is used follows the limit's algorithm.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    /// Fixed window: the start of the window and the hits counted in it.
+    Fixed {
+        /// Start of the counted window (a multiple of the window length).
+        window_start: Nanos,
+        /// Hits admitted in that window.
+        count: u64,
+    },
+    /// Sliding window: hits of the current aligned window and of the one before it.
+    Sliding {
+        /// Start of the current aligned window.
+        window_start: Nanos,
+        /// Hits admitted in the previous window.
+        previous: u64,
+        /// Hits admitted in the current window.
+        current: u64,
+    },
+    /// Sliding log: admitted hits in time order, oldest first, and their total.
+    Log {
+        /// Admission times with the hits admitted at each, oldest first.
+        entries: std::collections::VecDeque<LogEntry>,
+        /// Sum of the hits in `entries`.
+        total: u64,
+    },
+    /// Token bucket (GCRA): the theoretical arrival time, scaled by the refill rate.
+    Bucket {
+        /// Theoretical arrival time in units of 1/`requests` nanoseconds.
+        tat_scaled: u128,
+    },
+}
+
+/// The outcome of one counter for one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    /// Whether the call fits within the limit.
+    pub admitted: bool,
+    /// Requests still allowed after this call (0 when denied).
+    pub remaining: u64,
+    /// When admitted: the time until the counter is back to its full allowance if no more
+    /// calls arrive. When denied: the time after which the same call would be admitted
+    /// (for a call that can never fit, the time to full allowance).
+    pub reset_after: Nanos,
+}
+
+/// Decides one call of `cost` hits against `limit` at `now`, given the counter's stored
+/// `state` (`None` = never seen). Returns the verdict and the state to store if the call is
+/// committed. A `cost` of 0 is a check: it is judged as a cost-1 call and changes nothing.
+pub fn decide(
+    limit: &Limit,
+    state: Option<&State>,
+    now: Nanos,
+    cost: u64,
+) -> (Verdict, Option<State>) {
+    match limit.algorithm {
+        Algorithm::FixedWindow => fixed_window::decide(limit, state, now, cost),
+        Algorithm::SlidingWindow => sliding_window::decide(limit, state, now, cost),
+        Algorithm::SlidingLog => sliding_log::decide(limit, state, now, cost),
+        Algorithm::TokenBucket => token_bucket::decide(limit, state, now, cost),
+    }
+}
+
+/// Whether `state` is equivalent to a counter never seen at `now` (safe to reclaim).
+pub fn is_idle(limit: &Limit, state: &State, now: Nanos) -> bool {
+    match limit.algorithm {
+        Algorithm::FixedWindow => fixed_window::is_idle(limit, state, now),
+        Algorithm::SlidingWindow => sliding_window::is_idle(limit, state, now),
+        Algorithm::SlidingLog => sliding_log::is_idle(limit, state, now),
+        Algorithm::TokenBucket => token_bucket::is_idle(limit, state, now),
+    }
+}
+
+/// Start of the epoch-aligned window of length `window` that contains `now`.
+pub fn window_start(now: Nanos, window: Nanos) -> Nanos {
+    now - now % window
+}
