@@ -1,0 +1,375 @@
+//! Rule files to an immutable [`RuleSet`]: reading paths, validation beyond the schema, merging
+//! domains across files, and indexing each level for matching. Every error of a load is reported.
+
+#[path = "compile_dump.rs"]
+mod dump;
+#[path = "compile_limit.rs"]
+mod limit;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use super::file::{self, Pos, RawDescriptor, RawFile};
+use super::matcher::{Pattern, find_exact};
+use super::{
+    ConfigError, ConfigErrors, DEFAULT_ALGORITHM, Domain, FailureMode, Level, Location, Node,
+    RuleSet,
+};
+use crate::algorithm::Algorithm;
+
+/// The most sub-counters a rule may split its counter into.
+pub(super) const MAX_SHARDS: i128 = 1024;
+
+/// How rule files are turned into a [`RuleSet`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// The algorithm of limits that set no `algorithm:` (`--default-algorithm`).
+    pub default_algorithm: Algorithm,
+    /// Let several files add to one domain (upstream's `MERGE_DOMAIN_CONFIG`).
+    pub merge_domains: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self {
+            default_algorithm: DEFAULT_ALGORITHM,
+            merge_domains: false,
+        }
+    }
+}
+
+/// Loads rule files from `paths`: each a file, or a directory searched recursively for
+/// `*.yaml`/`*.yml` (entries whose name starts with `.` are skipped, as Kubernetes ConfigMap
+/// mounts keep old and staged copies in `..data`-style entries; symlinks are followed; files are
+/// taken in sorted path order). A missing path or an unreadable file is an error like any other.
+pub fn load(paths: &[PathBuf], opts: &LoadOptions) -> Result<RuleSet, ConfigErrors> {
+    let mut errors = Vec::new();
+    let mut sources = Vec::new();
+    for path in paths {
+        collect(path, &mut sources, &mut errors);
+    }
+    let (mut set, compile_errors) = compile(&sources, opts);
+    errors.extend(compile_errors);
+    if sources.is_empty() && errors.is_empty() {
+        for path in paths {
+            set.warnings.push(ConfigError::in_file(
+                path,
+                "no rule files (*.yaml, *.yml) found",
+            ));
+        }
+    }
+    if errors.is_empty() {
+        Ok(set)
+    } else {
+        Err(ConfigErrors(errors))
+    }
+}
+
+/// Compiles rule files already in memory, `(name, contents)` in load order; no I/O.
+pub fn load_sources(
+    sources: &[(PathBuf, String)],
+    opts: &LoadOptions,
+) -> Result<RuleSet, ConfigErrors> {
+    let (set, errors) = compile(sources, opts);
+    if errors.is_empty() {
+        Ok(set)
+    } else {
+        Err(ConfigErrors(errors))
+    }
+}
+
+/// Reads `path` (a file, or a directory's rule files) into `out`.
+fn collect(path: &Path, out: &mut Vec<(PathBuf, String)>, errors: &mut Vec<ConfigError>) {
+    match std::fs::metadata(path) {
+        Err(e) => errors.push(ConfigError::in_file(
+            path,
+            format!("cannot read config path: {e}"),
+        )),
+        Ok(meta) if meta.is_dir() => {
+            let mut files = Vec::new();
+            walk(path, &mut files, &mut HashSet::new(), errors);
+            files.sort();
+            for file in files {
+                read(&file, out, errors);
+            }
+        }
+        Ok(_) => read(path, out, errors),
+    }
+}
+
+fn read(path: &Path, out: &mut Vec<(PathBuf, String)>, errors: &mut Vec<ConfigError>) {
+    match std::fs::read_to_string(path) {
+        Ok(text) => out.push((path.to_path_buf(), text)),
+        Err(e) => errors.push(ConfigError::in_file(
+            path,
+            format!("cannot read config file: {e}"),
+        )),
+    }
+}
+
+/// Finds rule files under `dir`. `seen` holds the directories already walked, so a symlink
+/// loop is walked once instead of forever.
+fn walk(
+    dir: &Path,
+    files: &mut Vec<PathBuf>,
+    seen: &mut HashSet<PathBuf>,
+    errors: &mut Vec<ConfigError>,
+) {
+    if !seen.insert(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())) {
+        return;
+    }
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => {
+            errors.push(ConfigError::in_file(
+                dir,
+                format!("cannot read config directory: {e}"),
+            ));
+            return;
+        }
+    };
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => {
+                errors.push(ConfigError::in_file(
+                    dir,
+                    format!("cannot read config directory: {e}"),
+                ));
+                continue;
+            }
+        };
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        let path = entry.path();
+        match std::fs::metadata(&path) {
+            Ok(meta) if meta.is_dir() => walk(&path, files, seen, errors),
+            Ok(_) => {
+                let ext = path.extension().and_then(|e| e.to_str());
+                if matches!(ext, Some("yaml" | "yml")) {
+                    files.push(path);
+                }
+            }
+            Err(e) => errors.push(ConfigError::in_file(
+                &path,
+                format!("cannot read config path: {e}"),
+            )),
+        }
+    }
+}
+
+/// What one file's compilation needs: where errors go and the options.
+pub(super) struct Ctx<'a> {
+    pub path: &'a Path,
+    pub opts: &'a LoadOptions,
+    pub errors: &'a mut Vec<ConfigError>,
+}
+
+impl Ctx<'_> {
+    pub fn error(&mut self, pos: Pos, message: impl Into<String>) {
+        self.errors
+            .push(ConfigError::at(self.path, Some(pos), message));
+    }
+}
+
+/// Compiles every source; returns the rule set (meaningful only without errors) and the errors,
+/// file by file, each file's in position order.
+fn compile(sources: &[(PathBuf, String)], opts: &LoadOptions) -> (RuleSet, Vec<ConfigError>) {
+    let mut set = RuleSet::default();
+    let mut errors = Vec::new();
+    for (path, text) in sources {
+        let parsed = file::read(path, text);
+        let mut file_errors = parsed.errors;
+        set.warnings.extend(parsed.warnings);
+        if let Some(raw) = parsed.file {
+            let mut ctx = Ctx {
+                path,
+                opts,
+                errors: &mut file_errors,
+            };
+            add_file(&mut ctx, &mut set, raw);
+        }
+        file_errors.sort_by_key(|e| (e.location.line, e.location.col));
+        errors.extend(file_errors);
+    }
+    (set, errors)
+}
+
+fn add_file(ctx: &mut Ctx<'_>, set: &mut RuleSet, raw: RawFile) {
+    let domain_pos = raw.domain.as_ref().map(|d| d.pos).or(raw.pos);
+    let name = raw.domain.filter(|d| !d.value.is_empty());
+    // A file whose domain is unusable is still compiled, into a throwaway level, so that the
+    // errors of its descriptors are reported too.
+    let mut scratch = Level::default();
+    let (root, name) = match name {
+        None => {
+            if !raw.bad {
+                let message = "config file cannot have empty domain";
+                match domain_pos {
+                    Some(pos) => ctx.error(pos, message),
+                    None => ctx.errors.push(ConfigError::in_file(ctx.path, message)),
+                }
+            }
+            (&mut scratch, String::new())
+        }
+        Some(d) if set.domains.contains_key(&d.value) && !ctx.opts.merge_domains => {
+            ctx.error(
+                d.pos,
+                format!("duplicate domain '{}' in config file", d.value),
+            );
+            (&mut scratch, d.value)
+        }
+        Some(d) => {
+            let domain = set
+                .domains
+                .entry(d.value.clone())
+                .or_insert_with(|| Domain {
+                    name: d.value.clone(),
+                    root: Level::default(),
+                });
+            // With merging on, a later file's top-level descriptors join the domain as siblings:
+            // no deep merge, so the same top-level node in two files is a duplicate.
+            (&mut domain.root, d.value)
+        }
+    };
+    add_descriptors(ctx, root, &name, raw.descriptors);
+}
+
+fn add_descriptors(ctx: &mut Ctx<'_>, level: &mut Level, parent: &str, raws: Vec<RawDescriptor>) {
+    for raw in raws {
+        if let Some(node) = build_node(ctx, parent, raw) {
+            insert(ctx, level, node);
+        }
+    }
+}
+
+/// Validates one descriptor and its subtree; `None` if it cannot be a node (no key).
+fn build_node(ctx: &mut Ctx<'_>, parent: &str, mut raw: RawDescriptor) -> Option<Node> {
+    let key = raw
+        .key
+        .as_ref()
+        .map_or("", |k| k.value.as_str())
+        .to_string();
+    if key.is_empty() && !raw.bad {
+        ctx.error(
+            raw.key.as_ref().map_or(raw.pos, |k| k.pos),
+            "descriptor has empty key",
+        );
+    }
+    // Upstream treats an empty value as no value (a key-only node).
+    let value = raw.value.take().map(|v| v.value).filter(|v| !v.is_empty());
+    let segment = match &value {
+        Some(v) => format!("{key}_{v}"),
+        None => key.clone(),
+    };
+    let full_key = format!("{parent}.{segment}");
+    let share_threshold = match &raw.share_threshold {
+        Some(st) if st.value && !raw.bad && !value.as_deref().is_some_and(|v| v.contains('*')) => {
+            ctx.error(
+                st.pos,
+                format!(
+                    "share_threshold can only be used with wildcard values (containing '*'), but found key '{segment}'"
+                ),
+            );
+            false
+        }
+        Some(st) => st.value,
+        None => false,
+    };
+    let limits = limit::build_all(ctx, &raw, &full_key);
+    let failure_mode = match raw.failure_mode.as_ref().map(|f| (f.value.as_str(), f.pos)) {
+        None | Some(("allow", _)) => FailureMode::Allow,
+        Some(("deny", _)) => FailureMode::Deny,
+        Some((other, pos)) => {
+            ctx.error(
+                pos,
+                format!("invalid failure_mode '{other}' (expected allow or deny)"),
+            );
+            FailureMode::Allow
+        }
+    };
+    let shards = match &raw.shards {
+        None => 1,
+        Some(n) if (1..=MAX_SHARDS).contains(&n.value) => n.value as u32,
+        Some(n) => {
+            ctx.error(
+                n.pos,
+                format!("shards must be between 1 and {MAX_SHARDS}, got {}", n.value),
+            );
+            1
+        }
+    };
+    let mut children = Level::default();
+    add_descriptors(
+        ctx,
+        &mut children,
+        &full_key,
+        std::mem::take(&mut raw.descriptors),
+    );
+    // A node with a field in error is not inserted: a wrong value could only cause follow-on
+    // errors (e.g. a duplicate of a key-only sibling), and the load fails anyway.
+    if key.is_empty() || raw.bad {
+        return None;
+    }
+    Some(Node {
+        key,
+        value,
+        limits,
+        shadow_mode: raw.shadow_mode,
+        quota_mode: raw.quota_mode,
+        detailed_metric: raw.detailed_metric,
+        value_to_metric: raw.value_to_metric,
+        share_threshold,
+        failure_mode,
+        shards,
+        metadata: raw.metadata,
+        full_key,
+        location: Location {
+            file: ctx.path.to_path_buf(),
+            line: Some(raw.pos.0),
+            col: Some(raw.pos.1),
+        },
+        children,
+    })
+}
+
+/// Puts `node` into the part of `level` that gives it its matching precedence, unless a
+/// sibling already has the same key and value.
+fn insert(ctx: &mut Ctx<'_>, level: &mut Level, node: Node) {
+    let duplicate = match node.value.as_deref() {
+        None => level.key_only.contains_key(&node.key),
+        Some(v) if v.contains('*') => level
+            .wildcards
+            .iter()
+            .any(|(_, n)| n.key == node.key && n.value == node.value),
+        Some(v) => find_exact(level, &node.key, v).is_some(),
+    };
+    if duplicate {
+        let pos = (
+            node.location.line.unwrap_or(1),
+            node.location.col.unwrap_or(1),
+        );
+        ctx.error(
+            pos,
+            format!("duplicate descriptor composite key '{}'", node.full_key),
+        );
+        return;
+    }
+    match node.value.clone() {
+        None => {
+            level.key_only.insert(node.key.clone(), node);
+        }
+        Some(v) if v.contains('*') => level.wildcards.push((Pattern::new(&v), node)),
+        Some(v) => {
+            level.exact.insert((node.key.clone(), v), node);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "compile_error_tests.rs"]
+mod error_tests;
+#[cfg(test)]
+#[path = "compile_tests.rs"]
+mod tests;

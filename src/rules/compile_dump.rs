@@ -1,0 +1,94 @@
+//! Human-readable views of a [`RuleSet`]: the `check` summary and the `/rlconfig` lines.
+
+use std::fmt::Write as _;
+
+use super::super::duration;
+use super::super::{Level, LimitKind, LimitRule, Node, RuleSet};
+
+impl RuleSet {
+    /// A one-line summary for `sluice check` and the reload log, e.g. `2 domains, 9 limited nodes`.
+    pub fn summary(&self) -> String {
+        let nodes: usize = self.domains.values().map(|d| limited_nodes(&d.root)).sum();
+        let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+        format!(
+            "{}, {}",
+            plural(self.domains.len(), "domain"),
+            plural(nodes, "limited node")
+        )
+    }
+
+    /// One line per node that has limits, sorted, for `GET /rlconfig`. Upstream's format comes
+    /// first, then sluice's fields:
+    /// `<full_key>: unit=MINUTE requests_per_unit=20, shadow_mode: false, quota_mode: false, algorithm=sliding_window window=1m`
+    /// (` burst=<b>` for a token bucket; `unlimited=true` instead for an unlimited node; each
+    /// further limit of `rate_limits` appended as ` | unit=... requests_per_unit=... algorithm=... window=...`).
+    pub fn rlconfig_lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        for domain in self.domains.values() {
+            push_lines(&domain.root, &mut lines);
+        }
+        // By full key, so a parent comes before its children (`a.b:` sorts after `a.b.c:`).
+        lines.sort();
+        lines.into_iter().map(|(_, line)| line).collect()
+    }
+}
+
+fn limited_nodes(level: &Level) -> usize {
+    nodes(level)
+        .map(|n| usize::from(!n.limits.is_empty()) + limited_nodes(&n.children))
+        .sum()
+}
+
+fn nodes(level: &Level) -> impl Iterator<Item = &Node> {
+    level
+        .exact
+        .values()
+        .chain(level.wildcards.iter().map(|(_, n)| n))
+        .chain(level.key_only.values())
+}
+
+fn push_lines<'a>(level: &'a Level, lines: &mut Vec<(&'a str, String)>) {
+    for node in nodes(level) {
+        if let Some((first, rest)) = node.limits.split_first() {
+            let mut line = format!(
+                "{}: {}, shadow_mode: {}, quota_mode: {}, ",
+                node.full_key,
+                upstream_fields(first),
+                node.shadow_mode,
+                node.quota_mode
+            );
+            sluice_fields(first, &mut line);
+            for limit in rest {
+                let _ = write!(line, " | {} ", upstream_fields(limit));
+                sluice_fields(limit, &mut line);
+            }
+            lines.push((&node.full_key, line));
+        }
+        push_lines(&node.children, lines);
+    }
+}
+
+/// `unit=MINUTE requests_per_unit=20` (UNKNOWN for a window that is no unit, as upstream names it).
+fn upstream_fields(limit: &LimitRule) -> String {
+    let unit = limit
+        .unit
+        .map_or_else(|| "UNKNOWN".to_string(), |u| u.name().to_ascii_uppercase());
+    format!("unit={unit} requests_per_unit={}", limit.requests_per_unit)
+}
+
+fn sluice_fields(limit: &LimitRule, line: &mut String) {
+    match &limit.kind {
+        LimitKind::Unlimited => line.push_str("unlimited=true"),
+        LimitKind::Counted(l) => {
+            let _ = write!(
+                line,
+                "algorithm={} window={}",
+                l.algorithm,
+                duration::format(l.window)
+            );
+            if l.algorithm == crate::algorithm::Algorithm::TokenBucket {
+                let _ = write!(line, " burst={}", l.burst);
+            }
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! Rules: YAML rule files (a superset of envoyproxy/ratelimit's) compiled into an immutable,
+//! indexed [`RuleSet`] that the limiter matches descriptors against.
+//!
+//! `file.rs` reads YAML into a positioned tree and checks the schema, `compile.rs` validates and
+//! builds the [`RuleSet`] (every error with its location, all at once), `matcher.rs` walks it.
+
+mod compile;
+mod duration;
+mod error;
+mod file;
+mod matcher;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use crate::algorithm::{Algorithm, Limit};
+
+pub use compile::{LoadOptions, load, load_sources};
+pub use error::{ConfigError, ConfigErrors};
+pub use matcher::Match;
+
+/// A time unit of upstream's `rate_limit.unit` (epoch-aligned; month = 30 days, year = 365 days).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Unit {
+    /// 1 s.
+    Second,
+    /// 60 s.
+    Minute,
+    /// 3,600 s.
+    Hour,
+    /// 86,400 s.
+    Day,
+    /// 604,800 s (windows start on Thursday 00:00 UTC, as upstream's).
+    Week,
+    /// 2,592,000 s (30 days, not a calendar month).
+    Month,
+    /// 31,536,000 s (365 days, not a calendar year).
+    Year,
+}
+
+impl Unit {
+    /// Every unit, shortest first.
+    pub const ALL: [Unit; 7] = [
+        Unit::Second,
+        Unit::Minute,
+        Unit::Hour,
+        Unit::Day,
+        Unit::Week,
+        Unit::Month,
+        Unit::Year,
+    ];
+
+    /// The unit's length in seconds.
+    pub fn seconds(self) -> u64 {
+        match self {
+            Unit::Second => 1,
+            Unit::Minute => 60,
+            Unit::Hour => 3_600,
+            Unit::Day => 86_400,
+            Unit::Week => 604_800,
+            Unit::Month => 2_592_000,
+            Unit::Year => 31_536_000,
+        }
+    }
+
+    /// The lower-case name used in rule files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Second => "second",
+            Unit::Minute => "minute",
+            Unit::Hour => "hour",
+            Unit::Day => "day",
+            Unit::Week => "week",
+            Unit::Month => "month",
+            Unit::Year => "year",
+        }
+    }
+
+    /// Parses a unit name in any case, as upstream does; `None` for anything else.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|u| u.name().eq_ignore_ascii_case(name))
+    }
+
+    /// The unit whose length is exactly `window` nanoseconds, if any.
+    pub fn from_window(window: crate::clock::Nanos) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|u| u.seconds() * crate::clock::SECOND == window)
+    }
+}
+
+/// What a rule does when its counter store cannot be reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailureMode {
+    /// Fail open: answer OK, marked degraded.
+    #[default]
+    Allow,
+    /// Fail closed: answer OVER_LIMIT.
+    Deny,
+}
+
+/// Where in which file something was written.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Location {
+    /// The rule file.
+    pub file: PathBuf,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// 1-based column, when known.
+    pub col: Option<usize>,
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+            if let Some(col) = self.col {
+                write!(f, ":{col}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a matched limit does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LimitKind {
+    /// `unlimited: true`: always OK, never counted.
+    Unlimited,
+    /// A counted limit.
+    Counted(Limit),
+}
+
+/// One limit of a rule node (`rate_limit`, or one entry of `rate_limits`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitRule {
+    /// Counted or unlimited.
+    pub kind: LimitKind,
+    /// `requests_per_unit` as written (reported in `current_limit`).
+    pub requests_per_unit: u32,
+    /// The upstream unit reported in `current_limit`: the configured `unit`, or the unit whose
+    /// length equals `window`; `None` for a window that is no unit (reported as UNKNOWN).
+    pub unit: Option<Unit>,
+    /// `name` (reported in `current_limit.name`; target of `replaces`).
+    pub name: Option<String>,
+    /// Names of limits this one replaces while it matches in the same request.
+    pub replaces: Vec<String>,
+    /// Position among the node's limits (0 for `rate_limit`); part of the counter key.
+    pub index: u8,
+    /// The `RateLimit-Policy` list item for this limit, e.g. `"edge.api_key";q=100;w=60`,
+    /// computed once at compile time.
+    pub policy: String,
+}
+
+/// One node of a domain's descriptor tree.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// The descriptor key.
+    pub key: String,
+    /// The configured value: `None` = key-only (any value, one counter per value).
+    pub value: Option<String>,
+    /// The limits on this node (empty: no limit of its own, e.g. a whitelist entry).
+    pub limits: Vec<LimitRule>,
+    /// `shadow_mode`: counted, but its code is forced to OK.
+    pub shadow_mode: bool,
+    /// `quota_mode`: the request is over only if all its quota descriptors are over.
+    pub quota_mode: bool,
+    /// `detailed_metric`.
+    pub detailed_metric: bool,
+    /// `value_to_metric`.
+    pub value_to_metric: bool,
+    /// `share_threshold`: all values matching the wildcard share one counter.
+    pub share_threshold: bool,
+    /// `failure_mode` (sluice).
+    pub failure_mode: FailureMode,
+    /// `shards` (sluice): split the counter across this many sub-counters (>= 1).
+    pub shards: u32,
+    /// `metadata`, as JSON.
+    pub metadata: Option<serde_json::Value>,
+    /// The configured path from the domain, e.g. `edge.api_key_gold-*.path` (upstream full key).
+    pub full_key: String,
+    /// Where the node was written.
+    pub location: Location,
+    /// Child nodes.
+    pub children: Level,
+}
+
+/// The nodes of one depth under one parent, indexed for matching precedence:
+/// exact value, then wildcards in file order, then key-only.
+#[derive(Debug, Clone, Default)]
+pub struct Level {
+    /// Nodes with a value without `*`, by (key, value).
+    pub exact: HashMap<(String, String), Node, foldhash::fast::RandomState>,
+    /// Nodes with a value containing `*`, in file order.
+    pub wildcards: Vec<(crate::rules::matcher::Pattern, Node)>,
+    /// Key-only nodes, by key.
+    pub key_only: HashMap<String, Node, foldhash::fast::RandomState>,
+}
+
+/// The compiled rules of one domain.
+#[derive(Debug, Clone, Default)]
+pub struct Domain {
+    /// The domain name.
+    pub name: String,
+    /// Top-level descriptors.
+    pub root: Level,
+}
+
+/// The whole compiled, immutable rule set. Swapped whole on reload.
+#[derive(Debug, Clone, Default)]
+pub struct RuleSet {
+    /// Domains by name.
+    pub domains: HashMap<String, Domain, foldhash::fast::RandomState>,
+    /// Non-fatal findings (e.g. a known key in a place where it has no effect).
+    pub warnings: Vec<ConfigError>,
+}
+
+impl RuleSet {
+    /// The domain named `name`, if loaded.
+    pub fn domain(&self, name: &str) -> Option<&Domain> {
+        self.domains.get(name)
+    }
+}
+
+/// Default algorithm etc. are in [`LoadOptions`]; this alias names the default.
+pub const DEFAULT_ALGORITHM: Algorithm = Algorithm::SlidingWindow;
