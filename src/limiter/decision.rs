@@ -1,0 +1,74 @@
+//! The outcome of one call: the overall code, one status per descriptor, and response headers.
+
+use std::sync::Arc;
+
+use crate::clock::Nanos;
+use crate::rules::Unit;
+
+/// OK or over the limit. Being over the limit is a normal result, never an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    /// Let the request through.
+    Ok,
+    /// Refuse the request.
+    OverLimit,
+}
+
+/// The limit reported in a status (`current_limit`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportedLimit {
+    /// `requests_per_unit`.
+    pub requests_per_unit: u32,
+    /// The unit; `None` for a `window:` that is no upstream unit (reported as UNKNOWN).
+    pub unit: Option<Unit>,
+    /// The rule's `name`, if any.
+    pub name: Option<Arc<str>>,
+}
+
+/// The status of one descriptor, in request order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescriptorStatus {
+    /// OK or OVER_LIMIT (a shadow-mode rule over its limit reports OK).
+    pub code: Code,
+    /// The applied limit; `None` when no limit applied (no match, whitelist, unlimited, replaced).
+    pub limit: Option<ReportedLimit>,
+    /// Requests left (`u32::MAX` for unlimited, 0 when over or when no limit applied).
+    pub remaining: u32,
+    /// On OVER_LIMIT the time after which the same call is admitted; on OK the time until the
+    /// counter is back to full allowance. `None` when no limit applied.
+    pub reset_after: Option<Nanos>,
+}
+
+impl DescriptorStatus {
+    /// OK with no limit: no rule matched, a whitelist entry, or a replaced limit.
+    pub fn unlimited_by_absence() -> Self {
+        Self {
+            code: Code::Ok,
+            limit: None,
+            remaining: 0,
+            reset_after: None,
+        }
+    }
+
+    /// OK for an `unlimited: true` rule.
+    pub fn unlimited() -> Self {
+        Self {
+            code: Code::Ok,
+            limit: None,
+            remaining: u32::MAX,
+            reset_after: None,
+        }
+    }
+}
+
+/// The answer to one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// The overall code.
+    pub code: Code,
+    /// One status per request descriptor, same order.
+    pub statuses: Vec<DescriptorStatus>,
+    /// Headers for the response to the client (`RateLimit-Policy`, `RateLimit`, and on
+    /// OVER_LIMIT `Retry-After` and `cache-control`).
+    pub headers: Vec<(&'static str, String)>,
+}

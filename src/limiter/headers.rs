@@ -1,0 +1,65 @@
+//! Response headers: IETF draft-10 `RateLimit-Policy` / `RateLimit`, and `Retry-After` on refusal.
+
+use crate::clock::{Nanos, SECOND};
+
+/// `RateLimit-Policy`: the policy of the status closest to exhaustion.
+pub const RATELIMIT_POLICY: &str = "RateLimit-Policy";
+/// `RateLimit`: that policy's remaining requests and seconds until reset.
+pub const RATELIMIT: &str = "RateLimit";
+/// `Retry-After`: whole seconds until the refused call would be admitted.
+pub const RETRY_AFTER: &str = "Retry-After";
+/// `cache-control`: a 429 must never be cached.
+pub const CACHE_CONTROL: &str = "cache-control";
+
+/// Whole seconds, rounded up, at least 1.
+pub fn whole_seconds_up(nanos: Nanos) -> u64 {
+    nanos.div_ceil(SECOND).max(1)
+}
+
+/// Builds the headers for the status chosen to describe the call.
+/// `policy` is the compiled policy item (`"<name>";q=<n>;w=<s>`).
+pub fn build(
+    policy: &str,
+    remaining: u32,
+    reset_after: Nanos,
+    over_limit: bool,
+) -> Vec<(&'static str, String)> {
+    // The policy item starts with its quoted name; the RateLimit item repeats that name.
+    let name = policy.rfind(";q=").map_or(policy, |at| &policy[..at]);
+    let reset = whole_seconds_up(reset_after);
+    let mut headers = vec![
+        (RATELIMIT_POLICY, policy.to_owned()),
+        (RATELIMIT, format!("{name};r={remaining};t={reset}")),
+    ];
+    if over_limit {
+        headers.push((RETRY_AFTER, reset.to_string()));
+        headers.push((CACHE_CONTROL, "no-store".to_owned()));
+    }
+    headers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An OK answer carries the policy and the remaining allowance, rounded-up seconds.
+    #[test]
+    fn ok_headers() {
+        let h = build("\"edge.api_key\";q=100;w=60", 42, 1_500_000_000, false);
+        assert_eq!(
+            h,
+            vec![
+                (RATELIMIT_POLICY, "\"edge.api_key\";q=100;w=60".to_owned()),
+                (RATELIMIT, "\"edge.api_key\";r=42;t=2".to_owned()),
+            ]
+        );
+    }
+
+    /// A refusal adds Retry-After (at least 1 s) and forbids caching.
+    #[test]
+    fn over_limit_headers() {
+        let h = build("\"n\";q=1;w=1", 0, 1, true);
+        assert!(h.contains(&(RETRY_AFTER, "1".to_owned())));
+        assert!(h.contains(&(CACHE_CONTROL, "no-store".to_owned())));
+    }
+}

@@ -1,0 +1,98 @@
+//! The limiter: a call's descriptors → matched limits → one atomic store call → a [`Decision`].
+//!
+//! Matching, `replaces`, costs and gates are planned in `plan.rs` against one snapshot of the
+//! rules; the store decides every counter of the call at once (all-or-nothing); `plan.rs` then
+//! turns the verdicts into statuses, the overall code and the headers.
+
+mod decision;
+pub mod headers;
+mod plan;
+mod request;
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use crate::algorithm::Algorithm;
+use crate::clock::Clock;
+use crate::rules::RuleSet;
+use crate::store::{Store, StoreError};
+
+pub use decision::{Code, Decision, DescriptorStatus, ReportedLimit};
+pub use request::{
+    Descriptor, InvalidRequest, LimitOverride, MAX_DESCRIPTORS, MAX_ENTRIES, MAX_TEXT, Request,
+};
+
+/// Behaviour switches of the limiter.
+#[derive(Debug, Clone, Copy)]
+pub struct LimiterOptions {
+    /// Global shadow mode: the overall code is forced to OK; statuses keep OVER_LIMIT.
+    pub global_shadow_mode: bool,
+    /// The algorithm of request-side limit overrides (rules carry their own).
+    pub default_algorithm: Algorithm,
+}
+
+impl Default for LimiterOptions {
+    fn default() -> Self {
+        Self {
+            global_shadow_mode: false,
+            default_algorithm: crate::rules::DEFAULT_ALGORITHM,
+        }
+    }
+}
+
+/// Why a call could not be decided.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LimitError {
+    /// The call itself is malformed.
+    #[error(transparent)]
+    Invalid(#[from] InvalidRequest),
+    /// The counter store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Decides rate-limit calls against the current rules and a store.
+pub struct Limiter {
+    rules: Arc<ArcSwap<RuleSet>>,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    options: LimiterOptions,
+}
+
+impl Limiter {
+    /// A limiter reading rules from `rules` (swapped whole on reload), counting in `store`,
+    /// telling time with `clock`.
+    pub fn new(
+        rules: Arc<ArcSwap<RuleSet>>,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        options: LimiterOptions,
+    ) -> Self {
+        Self {
+            rules,
+            store,
+            clock,
+            options,
+        }
+    }
+
+    /// The rules currently in force.
+    pub fn rules(&self) -> Arc<RuleSet> {
+        self.rules.load_full()
+    }
+
+    /// Decides one call.
+    pub async fn check(&self, request: &Request) -> Result<Decision, LimitError> {
+        request.validate()?;
+        let rules = self.rules.load_full();
+        let plan = plan::Plan::build(&rules, request, &self.options);
+        let verdicts = if plan.charges().is_empty() {
+            Vec::new()
+        } else {
+            let now = self.clock.now();
+            self.store.apply(plan.charges(), now).await?
+        };
+        Ok(plan.decide(&verdicts, self.options.global_shadow_mode))
+    }
+}

@@ -1,0 +1,120 @@
+//! Counter keys: a collision-free byte encoding of (domain, descriptor entries, limit identity).
+//!
+//! Every field is length-prefixed, so values containing separators (`_`, `.`, `:`) can never
+//! make two descriptors share a counter, unlike upstream's `domain_key_value_` concatenation.
+//! The encoding excludes `requests_per_unit`, so a rule whose limit changes keeps its count.
+
+use crate::algorithm::Algorithm;
+use crate::clock::Nanos;
+
+/// The identity of one counter.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CounterKey(Box<[u8]>);
+
+impl CounterKey {
+    /// The encoded bytes (stable across restarts and replicas).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// Rebuilds a key from bytes produced by [`CounterKey::as_bytes`].
+    pub fn from_bytes(bytes: &[u8]) -> Self {
+        Self(bytes.into())
+    }
+}
+
+/// Tag of a level whose value is the request's own value.
+const RUNTIME_VALUE: u8 = 0;
+/// Tag of a level whose value is a shared wildcard pattern (`share_threshold`).
+const SHARED_PATTERN: u8 = 1;
+
+/// Builds a [`CounterKey`] field by field.
+#[derive(Debug)]
+pub struct CounterKeyBuilder(Vec<u8>);
+
+impl CounterKeyBuilder {
+    /// Starts a key in `domain`.
+    pub fn new(domain: &str) -> Self {
+        let mut bytes = Vec::with_capacity(64);
+        put_str(&mut bytes, domain);
+        Self(bytes)
+    }
+
+    /// Adds one descriptor entry with the request's value.
+    pub fn entry(&mut self, key: &str, value: &str) -> &mut Self {
+        self.level(RUNTIME_VALUE, key, value)
+    }
+
+    /// Adds one descriptor entry counted under its shared wildcard pattern.
+    pub fn shared_entry(&mut self, key: &str, pattern: &str) -> &mut Self {
+        self.level(SHARED_PATTERN, key, pattern)
+    }
+
+    fn level(&mut self, tag: u8, key: &str, value: &str) -> &mut Self {
+        self.0.push(tag);
+        put_str(&mut self.0, key);
+        put_str(&mut self.0, value);
+        self
+    }
+
+    /// Finishes the key with the limit's identity: its position on the node, algorithm and window.
+    pub fn finish(&self, index: u8, algorithm: Algorithm, window: Nanos) -> CounterKey {
+        let mut bytes = Vec::with_capacity(self.0.len() + 11);
+        bytes.extend_from_slice(&self.0);
+        bytes.push(0xff); // end of entries: no entry tag is 0xff
+        bytes.push(index);
+        bytes.push(algorithm as u8);
+        bytes.extend_from_slice(&window.to_le_bytes());
+        CounterKey(bytes.into_boxed_slice())
+    }
+}
+
+fn put_str(bytes: &mut Vec<u8>, s: &str) {
+    bytes.extend_from_slice(&(s.len() as u32).to_le_bytes());
+    bytes.extend_from_slice(s.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(entries: &[(&str, &str)]) -> CounterKey {
+        let mut b = CounterKeyBuilder::new("d");
+        for (k, v) in entries {
+            b.entry(k, v);
+        }
+        b.finish(0, Algorithm::FixedWindow, 60)
+    }
+
+    /// Separators inside keys and values cannot make two descriptors share a counter.
+    #[test]
+    fn separators_do_not_collide() {
+        assert_ne!(key(&[("a_b", "c")]), key(&[("a", "b_c")]));
+        assert_ne!(
+            key(&[("a", "b"), ("c", "d")]),
+            key(&[("a", "b\u{0}c"), ("d", "")])
+        );
+        assert_eq!(key(&[("a", "b")]), key(&[("a", "b")]));
+    }
+
+    /// A shared pattern never equals a runtime value spelled the same way.
+    #[test]
+    fn shared_pattern_differs_from_literal_value() {
+        let mut shared = CounterKeyBuilder::new("d");
+        shared.shared_entry("files", "files/*");
+        assert_ne!(
+            shared.finish(0, Algorithm::FixedWindow, 60),
+            key(&[("files", "files/*")])
+        );
+    }
+
+    /// Window, algorithm and limit position are part of the identity.
+    #[test]
+    fn limit_identity_is_part_of_the_key() {
+        let b = CounterKeyBuilder::new("d");
+        let base = b.finish(0, Algorithm::FixedWindow, 60);
+        assert_ne!(base, b.finish(1, Algorithm::FixedWindow, 60));
+        assert_ne!(base, b.finish(0, Algorithm::SlidingLog, 60));
+        assert_ne!(base, b.finish(0, Algorithm::FixedWindow, 61));
+    }
+}

@@ -1,0 +1,54 @@
+//! Counter stores: the atomic check-and-commit of all the counters of one call.
+//!
+//! A store never reads rules; it is handed [`Charge`]s (a counter key, the algorithm parameters,
+//! the cost and how a denial gates the call) and answers one [`Verdict`] per charge, committing
+//! the admitted charges only if the call as a whole is not blocked (see [`gate`]).
+
+pub mod gate;
+mod key;
+pub mod memory;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::algorithm::{Limit, Verdict};
+use crate::clock::Nanos;
+
+pub use gate::Gate;
+pub use key::{CounterKey, CounterKeyBuilder};
+pub use memory::MemoryStore;
+
+/// One counter to check (and charge) within a call.
+#[derive(Debug, Clone)]
+pub struct Charge {
+    /// The counter.
+    pub key: CounterKey,
+    /// Algorithm and parameters.
+    pub limit: Limit,
+    /// Hits to consume; 0 checks without consuming.
+    pub cost: u64,
+    /// How a denial of this charge affects the whole call.
+    pub gate: Gate,
+}
+
+/// A store failure (never an over-limit result: that is a normal [`Verdict`]).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// The store could not be reached or did not answer in time.
+    #[error("counter store unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// The boxed future a [`Store`] returns (stores are used as trait objects).
+pub type StoreFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Vec<Verdict>, StoreError>> + Send + 'a>>;
+
+/// A counter store.
+pub trait Store: Send + Sync + 'static {
+    /// Decides every charge of one call at `now`, atomically: either every admitted charge is
+    /// committed (the call is not blocked) or nothing is. Returns one verdict per charge, in order.
+    fn apply<'a>(&'a self, charges: &'a [Charge], now: Nanos) -> StoreFuture<'a>;
+
+    /// A short name for logs and metrics (`memory`, `redis`).
+    fn name(&self) -> &'static str;
+}
