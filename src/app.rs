@@ -1,0 +1,195 @@
+//! The composition root: loads rules, builds the store and limiter, binds and serves gRPC and
+//! HTTP, and owns shutdown (one cancellation token for every task).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tonic::transport::server::TcpIncoming;
+use tonic_health::ServingStatus;
+
+use crate::clock::Clock;
+use crate::http::{self, HttpState};
+use crate::limiter::{Limiter, LimiterOptions};
+use crate::rules::{self, ConfigErrors, LoadOptions};
+use crate::service::RlsService;
+use crate::store::MemoryStore;
+
+/// The gRPC health service name envoyproxy/ratelimit registers (besides `""`).
+pub const HEALTH_SERVICE: &str = "ratelimit";
+
+/// Everything `serve` needs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Rule files or directories.
+    pub config: Vec<PathBuf>,
+    /// gRPC listen address (port 0 picks one).
+    pub grpc_addr: SocketAddr,
+    /// HTTP listen address (port 0 picks one).
+    pub http_addr: SocketAddr,
+    /// How rules are compiled.
+    pub load: LoadOptions,
+    /// Limiter switches.
+    pub limiter: LimiterOptions,
+    /// Longest wait for in-flight calls at shutdown.
+    pub shutdown_grace: Duration,
+}
+
+/// Why the server could not start or stopped badly.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// The rules did not load.
+    #[error("rules did not load:\n{0}")]
+    Config(#[from] ConfigErrors),
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A server failed while running.
+    #[error("{0} server failed: {1}")]
+    Serve(&'static str, String),
+}
+
+/// A started server.
+pub struct Running {
+    /// The bound gRPC address.
+    pub grpc_addr: SocketAddr,
+    /// The bound HTTP address.
+    pub http_addr: SocketAddr,
+    /// Cancel to shut down.
+    pub shutdown: CancellationToken,
+    tasks: TaskTracker,
+    failures: tokio::sync::mpsc::UnboundedReceiver<AppError>,
+    grace: Duration,
+}
+
+/// Loads rules, binds both listeners and starts serving in the background.
+pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running, AppError> {
+    let rule_set = rules::load(&settings.config, &settings.load)?;
+    tracing::info!(summary = %rule_set.summary(), "rules loaded");
+    for warning in &rule_set.warnings {
+        tracing::warn!(%warning, "rule file");
+    }
+    let rules = Arc::new(ArcSwap::from_pointee(rule_set));
+    let store = Arc::new(MemoryStore::new());
+    let limiter = Arc::new(Limiter::new(rules, store, clock, settings.limiter));
+
+    let grpc = bind(settings.grpc_addr).await?;
+    let http = bind(settings.http_addr).await?;
+    let grpc_addr = local_addr(&grpc, settings.grpc_addr)?;
+    let http_addr = local_addr(&http, settings.http_addr)?;
+
+    let shutdown = CancellationToken::new();
+    let tasks = TaskTracker::new();
+    let draining = Arc::new(AtomicBool::new(false));
+    let (fail, failures) = tokio::sync::mpsc::unbounded_channel();
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    for name in ["", HEALTH_SERVICE] {
+        health
+            .set_service_status(name, ServingStatus::Serving)
+            .await;
+    }
+    // Health turns NOT_SERVING the moment shutdown begins, before the listeners close.
+    tasks.spawn({
+        let (token, draining) = (shutdown.clone(), draining.clone());
+        async move {
+            token.cancelled().await;
+            draining.store(true, Ordering::SeqCst);
+            for name in ["", HEALTH_SERVICE] {
+                health
+                    .set_service_status(name, ServingStatus::NotServing)
+                    .await;
+            }
+        }
+    });
+
+    tasks.spawn({
+        let (token, fail) = (shutdown.clone(), fail.clone());
+        let service = RlsService::new(limiter.clone()).into_server();
+        async move {
+            let served = tonic::transport::Server::builder()
+                .add_service(health_service)
+                .add_service(service)
+                .serve_with_incoming_shutdown(
+                    TcpIncoming::from(grpc),
+                    token.clone().cancelled_owned(),
+                )
+                .await;
+            if let Err(e) = served {
+                let _ = fail.send(AppError::Serve("gRPC", e.to_string()));
+                token.cancel();
+            }
+        }
+    });
+
+    tasks.spawn({
+        let token = shutdown.clone();
+        let router = http::router(HttpState { limiter, draining });
+        async move {
+            let served = axum::serve(http, router)
+                .with_graceful_shutdown(token.clone().cancelled_owned())
+                .await;
+            if let Err(e) = served {
+                let _ = fail.send(AppError::Serve("HTTP", e.to_string()));
+                token.cancel();
+            }
+        }
+    });
+    tasks.close();
+
+    Ok(Running {
+        grpc_addr,
+        http_addr,
+        shutdown,
+        tasks,
+        failures,
+        grace: settings.shutdown_grace,
+    })
+}
+
+impl Running {
+    /// Waits until shutdown is requested, then for in-flight calls to finish (bounded by the
+    /// grace period). Returns the first server failure, if any.
+    pub async fn wait(mut self) -> Result<(), AppError> {
+        self.shutdown.cancelled().await;
+        if tokio::time::timeout(self.grace, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(grace = ?self.grace, "in-flight calls did not finish within the grace period");
+        }
+        match self.failures.try_recv() {
+            Ok(e) => Err(e),
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Requests shutdown and waits for it.
+    pub async fn stop(self) -> Result<(), AppError> {
+        self.shutdown.cancel();
+        self.wait().await
+    }
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, AppError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| AppError::Bind { addr, source })
+}
+
+fn local_addr(listener: &TcpListener, addr: SocketAddr) -> Result<SocketAddr, AppError> {
+    listener
+        .local_addr()
+        .map_err(|source| AppError::Bind { addr, source })
+}

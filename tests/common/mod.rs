@@ -1,0 +1,158 @@
+//! Shared test helpers: an in-process server on port 0 with a manual clock, and a gRPC client.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice::app::{self, Running, Settings};
+use sluice::clock::{ManualClock, SECOND};
+use sluice::limiter::LimiterOptions;
+use sluice::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
+    Entry, RateLimitOverride,
+};
+use sluice::proto::rate_limit_service_client::RateLimitServiceClient;
+use sluice::proto::{RateLimitDescriptor, RateLimitRequest, RateLimitResponse};
+use sluice::rules::LoadOptions;
+use tonic::transport::Channel;
+
+/// 2026-01-01T00:00:00Z plus 2 s: two seconds past a minute (and hour, and day) boundary.
+pub const START: u64 = 1_767_225_600 * SECOND + 2 * SECOND;
+
+/// A server running in this process.
+pub struct TestServer {
+    pub clock: ManualClock,
+    pub grpc_addr: SocketAddr,
+    pub http_addr: SocketAddr,
+    pub dir: tempfile::TempDir,
+    running: Option<Running>,
+}
+
+impl TestServer {
+    /// Starts a server on port 0 with one rule file holding `yaml`.
+    pub async fn start(yaml: &str) -> Self {
+        Self::start_with(yaml, LimiterOptions::default()).await
+    }
+
+    /// As [`TestServer::start`], with limiter options.
+    pub async fn start_with(yaml: &str, limiter: LimiterOptions) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("rules.yaml"), yaml).expect("write rules");
+        let clock = ManualClock::new(START);
+        let settings = Settings {
+            config: vec![dir.path().to_path_buf()],
+            grpc_addr: "127.0.0.1:0".parse().unwrap(),
+            http_addr: "127.0.0.1:0".parse().unwrap(),
+            load: LoadOptions {
+                default_algorithm: limiter.default_algorithm,
+                merge_domains: false,
+            },
+            limiter,
+            shutdown_grace: Duration::from_secs(5),
+        };
+        let running = app::start(settings, Arc::new(clock.clone()))
+            .await
+            .expect("server starts");
+        Self {
+            clock,
+            grpc_addr: running.grpc_addr,
+            http_addr: running.http_addr,
+            dir,
+            running: Some(running),
+        }
+    }
+
+    /// A new client connection.
+    pub async fn client(&self) -> RateLimitServiceClient<Channel> {
+        RateLimitServiceClient::connect(format!("http://{}", self.grpc_addr))
+            .await
+            .expect("connect")
+    }
+
+    /// The path of the rules directory.
+    pub fn rules_dir(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    /// Moves the manual clock forward.
+    pub fn advance(&self, by: Duration) {
+        self.clock.advance(by);
+    }
+
+    /// Shuts the server down.
+    pub async fn stop(mut self) {
+        if let Some(running) = self.running.take() {
+            running.stop().await.expect("clean stop");
+        }
+    }
+}
+
+/// A descriptor from `(key, value)` pairs.
+pub fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: entries
+            .iter()
+            .map(|(k, v)| Entry {
+                key: (*k).into(),
+                value: (*v).into(),
+            })
+            .collect(),
+        limit: None,
+        hits_addend: None,
+    }
+}
+
+/// A descriptor with a request-side limit override.
+pub fn with_override(
+    mut d: RateLimitDescriptor,
+    requests_per_unit: u32,
+    unit: i32,
+) -> RateLimitDescriptor {
+    d.limit = Some(RateLimitOverride {
+        requests_per_unit,
+        unit,
+    });
+    d
+}
+
+/// A request in `domain`.
+pub fn request(domain: &str, descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: domain.into(),
+        descriptors,
+        hits_addend: 0,
+    }
+}
+
+/// Sends one call and returns the response (panics on a gRPC error).
+pub async fn call(
+    client: &mut RateLimitServiceClient<Channel>,
+    req: RateLimitRequest,
+) -> RateLimitResponse {
+    client
+        .should_rate_limit(req)
+        .await
+        .expect("call succeeds")
+        .into_inner()
+}
+
+/// The value of a response header.
+pub fn header<'a>(response: &'a RateLimitResponse, name: &str) -> Option<&'a str> {
+    response
+        .response_headers_to_add
+        .iter()
+        .find(|h| h.key.eq_ignore_ascii_case(name))
+        .map(|h| h.value.as_str())
+}
+
+/// `duration_until_reset` of status `i` in milliseconds.
+pub fn reset_ms(response: &RateLimitResponse, i: usize) -> u64 {
+    let d = response.statuses[i]
+        .duration_until_reset
+        .expect("duration set");
+    d.seconds as u64 * 1000 + d.nanos as u64 / 1_000_000
+}
+
+pub const OK: i32 = 1;
+pub const OVER: i32 = 2;
