@@ -30,6 +30,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Load and validate rule files; print a summary, or every error as file:line:col: message.
     Check(CheckArgs),
+    /// Run a traffic pattern through all four algorithms and show what each admits.
+    Simulate(crate::simulate::SimulateArgs),
 }
 
 /// How rule files are read (shared by `serve` and `check`).

@@ -10,6 +10,7 @@
 //! - [`http`]: the HTTP endpoints.
 //! - [`app`]: the composition root: builds everything, serves, shuts down.
 //! - [`cli`]: command-line subcommands and flags.
+//! - [`simulate`]: `sluice simulate`, traffic patterns through every algorithm.
 //!
 //! From rules to a decision, with a manual clock:
 //!
@@ -49,4 +50,5 @@ pub mod limiter;
 pub mod proto;
 pub mod rules;
 pub mod service;
+pub mod simulate;
 pub mod store;

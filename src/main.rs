@@ -14,6 +14,10 @@ fn main() -> ExitCode {
             Ok(false) => ExitCode::FAILURE,
             Err(e) => fail(&e),
         },
+        Command::Simulate(args) => match sluice::simulate::run(&args, &mut std::io::stdout()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(&e.into()),
+        },
         Command::Serve(args) => {
             init_logging(args.log_format, args.log_level.as_deref());
             let runtime = match tokio::runtime::Builder::new_multi_thread()
