@@ -32,6 +32,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Run a traffic pattern through all four algorithms and show what each admits.
     Simulate(crate::simulate::SimulateArgs),
+    /// Load-test an Envoy RLS v3 server (sluice or another): calls/s and latency percentiles.
+    Bench(crate::bench::BenchArgs),
 }
 
 /// How rule files are read (shared by `serve` and `check`).

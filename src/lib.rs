@@ -11,6 +11,7 @@
 //! - [`app`]: the composition root: builds everything, serves, shuts down.
 //! - [`cli`]: command-line subcommands and flags.
 //! - [`simulate`]: `sluice simulate`, traffic patterns through every algorithm.
+//! - [`bench`]: `sluice bench`, a load generator for any RLS v3 server.
 //!
 //! From rules to a decision, with a manual clock:
 //!
@@ -43,6 +44,7 @@
 
 pub mod algorithm;
 pub mod app;
+pub mod bench;
 pub mod cli;
 pub mod clock;
 pub mod http;

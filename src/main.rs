@@ -18,6 +18,10 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(&e.into()),
         },
+        Command::Bench(args) => match sluice::bench::run(&args, &mut std::io::stdout()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(&e.into()),
+        },
         Command::Serve(args) => {
             init_logging(args.log_format, args.log_level.as_deref());
             let runtime = match tokio::runtime::Builder::new_multi_thread()
