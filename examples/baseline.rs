@@ -47,7 +47,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("baseline ready grpc={}", listener.local_addr()?);
     tonic::transport::Server::builder()
         .add_service(RateLimitServiceServer::new(Baseline))
-        .serve_with_incoming(TcpIncoming::from(listener))
+        .serve_with_incoming(TcpIncoming::from(listener).with_nodelay(Some(true)))
         .await?;
     Ok(())
 }

@@ -122,7 +122,9 @@ pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running,
                 .add_service(health_service)
                 .add_service(service)
                 .serve_with_incoming_shutdown(
-                    TcpIncoming::from(grpc),
+                    // serve_with_incoming ignores the builder's tcp_nodelay (on by default), so
+                    // set it here: with Nagle on, small answers wait for the peer's delayed ACK.
+                    TcpIncoming::from(grpc).with_nodelay(Some(true)),
                     token.clone().cancelled_owned(),
                 )
                 .await;
