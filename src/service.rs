@@ -72,7 +72,7 @@ pub fn to_domain(request: RateLimitRequest) -> Result<limiter::Request, InvalidR
             Ok(limiter::Descriptor {
                 entries: d.entries.into_iter().map(|e| (e.key, e.value)).collect(),
                 limit_override,
-                hits_addend: d.hits_addend,
+                hits_addend: d.hits_addend.map(|w| w.value),
             })
         })
         .collect::<Result<_, InvalidRequest>>()?;
@@ -150,9 +150,9 @@ fn response_unit(unit: Option<Unit>) -> rate_limit::Unit {
 }
 
 /// Millisecond precision, rounded up (a client that waits this long is admitted), never zero.
-fn duration_ms_up(nanos: Nanos) -> prost_types::Duration {
+fn duration_ms_up(nanos: Nanos) -> pbjson_types::Duration {
     let ms = nanos.div_ceil(MILLI).max(1);
-    prost_types::Duration {
+    pbjson_types::Duration {
         seconds: (ms / 1000) as i64,
         nanos: ((ms % 1000) * MILLI) as i32,
     }
@@ -167,21 +167,21 @@ mod tests {
     fn durations_round_up_to_milliseconds() {
         assert_eq!(
             duration_ms_up(0),
-            prost_types::Duration {
+            pbjson_types::Duration {
                 seconds: 0,
                 nanos: 1_000_000
             }
         );
         assert_eq!(
             duration_ms_up(1_000_000_001),
-            prost_types::Duration {
+            pbjson_types::Duration {
                 seconds: 1,
                 nanos: 1_000_000
             }
         );
         assert_eq!(
             duration_ms_up(58_000_000_000),
-            prost_types::Duration {
+            pbjson_types::Duration {
                 seconds: 58,
                 nanos: 0
             }
