@@ -81,6 +81,17 @@ pub struct ServeArgs {
     /// Longest wait for in-flight calls at shutdown, in seconds.
     #[arg(long, env = "SLUICE_SHUTDOWN_GRACE", default_value_t = 10)]
     pub shutdown_grace: u64,
+    /// Near-limit threshold as a fraction of the limit, for the near_limit statistic
+    /// (upstream NEAR_LIMIT_RATIO).
+    #[arg(long, env = "SLUICE_NEAR_LIMIT_RATIO", default_value_t = 0.8, value_parser = parse_ratio)]
+    pub near_limit_ratio: f64,
+    /// Most per-rule metric series (runtime values from detailed_metric, value_to_metric and
+    /// overrides); past it new series fold into one overflow series.
+    #[arg(long, env = "SLUICE_METRICS_MAX_SERIES", default_value_t = 10_000)]
+    pub metrics_max_series: usize,
+    /// Do not reload rules when their files change.
+    #[arg(long, env = "SLUICE_NO_WATCH")]
+    pub no_watch: bool,
     /// Log format.
     #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -150,6 +161,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             default_algorithm: args.rules.default_algorithm.into(),
         },
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
+        near_limit_ratio: args.near_limit_ratio,
+        max_metric_series: args.metrics_max_series,
+        watch_rules: !args.no_watch,
     };
     let running = app::start(settings, Arc::new(SystemClock)).await?;
     println!(
@@ -179,6 +193,13 @@ pub fn check(args: &CheckArgs) -> anyhow::Result<bool> {
             eprintln!("{errors}");
             Ok(false)
         }
+    }
+}
+
+fn parse_ratio(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(ratio) if (0.0..=1.0).contains(&ratio) => Ok(ratio),
+        _ => Err(format!("'{text}' is not a number between 0 and 1")),
     }
 }
 

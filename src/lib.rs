@@ -10,6 +10,7 @@
 //! - [`http`]: the HTTP endpoints.
 //! - [`app`]: the composition root: builds everything, serves, shuts down.
 //! - [`cli`]: command-line subcommands and flags.
+//! - [`metrics`]: every metric name, in one place; [`reload`]: hot reload of rule files.
 //!
 //! From rules to a decision, with a manual clock:
 //!
@@ -18,6 +19,7 @@
 //! use arc_swap::ArcSwap;
 //! use sluice::clock::{ManualClock, SECOND};
 //! use sluice::limiter::{Code, Descriptor, Limiter, LimiterOptions, Request};
+//! use sluice::metrics::Metrics;
 //! use sluice::rules::{LoadOptions, load_sources};
 //! use sluice::store::MemoryStore;
 //!
@@ -29,6 +31,7 @@
 //!     Arc::new(MemoryStore::new()),
 //!     Arc::new(clock.clone()),
 //!     LimiterOptions::default(),
+//!     Arc::new(Metrics::new(0.8, 1_000)),
 //! );
 //! let call = Request {
 //!     domain: "edge".into(),
@@ -46,7 +49,9 @@ pub mod cli;
 pub mod clock;
 pub mod http;
 pub mod limiter;
+pub mod metrics;
 pub mod proto;
+pub mod reload;
 pub mod rules;
 pub mod service;
 pub mod store;

@@ -1,11 +1,13 @@
 //! The gRPC `envoy.service.ratelimit.v3.RateLimitService`: proto ↔ domain mapping only.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use tonic::{Request, Response, Status};
 
 use crate::clock::{MILLI, Nanos};
 use crate::limiter::{self, Code, Decision, InvalidRequest, LimitError, Limiter};
+use crate::metrics;
 use crate::proto::envoy::config::core::v3::HeaderValue;
 use crate::proto::envoy::r#type::v3::RateLimitUnit;
 use crate::proto::rate_limit_response::{self, DescriptorStatus, rate_limit};
@@ -25,6 +27,22 @@ impl RlsService {
         Self { limiter }
     }
 
+    /// Maps, decides and maps back; malformed calls are INVALID_ARGUMENT.
+    async fn decide(&self, request: RateLimitRequest) -> Result<RateLimitResponse, Status> {
+        let request = to_domain(request).map_err(|e| {
+            self.limiter
+                .metrics()
+                .record_call_error(metrics::SERVICE_ERROR);
+            Status::invalid_argument(e.to_string())
+        })?;
+        match self.limiter.check(&request).await {
+            Ok(decision) => Ok(to_proto(decision)),
+            Err(LimitError::Invalid(e)) => Err(Status::invalid_argument(e.to_string())),
+            // UNAVAILABLE, never UNKNOWN: Envoy's failure_mode_deny must decide a store outage.
+            Err(LimitError::Store(e)) => Err(Status::unavailable(e.to_string())),
+        }
+    }
+
     /// The tonic server for this service.
     pub fn into_server(self) -> RateLimitServiceServer<Self> {
         RateLimitServiceServer::new(self)
@@ -37,14 +55,12 @@ impl RateLimitService for RlsService {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
-        let request =
-            to_domain(request.into_inner()).map_err(|e| Status::invalid_argument(e.to_string()))?;
-        match self.limiter.check(&request).await {
-            Ok(decision) => Ok(Response::new(to_proto(decision))),
-            Err(LimitError::Invalid(e)) => Err(Status::invalid_argument(e.to_string())),
-            // UNAVAILABLE, never UNKNOWN: Envoy's failure_mode_deny must decide a store outage.
-            Err(LimitError::Store(e)) => Err(Status::unavailable(e.to_string())),
-        }
+        let started = Instant::now();
+        let answer = self.decide(request.into_inner()).await;
+        self.limiter
+            .metrics()
+            .record_call(started.elapsed().as_secs_f64());
+        answer.map(Response::new)
     }
 }
 
