@@ -165,14 +165,14 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         max_metric_series: args.metrics_max_series,
         watch_rules: !args.no_watch,
     };
+    // Install the signal handlers before announcing readiness: a SIGTERM sent right after the
+    // ready line must start a graceful shutdown, not kill the process.
+    let signals = shutdown_signals()?;
     let running = app::start(settings, Arc::new(SystemClock)).await?;
-    println!(
-        "sluice ready grpc={} http={}",
-        running.grpc_addr, running.http_addr
-    );
+    println!("sluice ready grpc={} http={}", running.grpc_addr, running.http_addr);
     let token = running.shutdown.clone();
     tokio::spawn(async move {
-        wait_for_signal().await;
+        signals.await;
         tracing::info!("shutdown requested");
         token.cancel();
     });
@@ -203,24 +203,24 @@ fn parse_ratio(text: &str) -> Result<f64, String> {
     }
 }
 
-async fn wait_for_signal() {
+/// A future that completes on SIGTERM or SIGINT; the handlers are installed when this returns.
+fn shutdown_signals() -> anyhow::Result<impl Future<Output = ()>> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
+        let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+        let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+        Ok(async move {
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = interrupt.recv() => {}
             }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
+        })
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
     }
 }
