@@ -1,12 +1,26 @@
-//! Compiles the vendored RLS v3 schema in `proto/` with protox (no system protoc needed).
+//! Compiles the vendored RLS v3 schema in `proto/` with protox (no system protoc needed), and
+//! generates protojson (serde) impls for the `/json` endpoint with pbjson.
+
+use std::path::PathBuf;
+
+use prost::Message;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = "proto/envoy/service/ratelimit/v3/rls.proto";
     println!("cargo:rerun-if-changed=proto");
     let descriptors = protox::compile([root], ["proto"])?;
+    let out = PathBuf::from(std::env::var("OUT_DIR")?);
+    let descriptor_bytes = descriptors.encode_to_vec();
+    // Well-known types come from pbjson-types, which carry protojson impls (e.g. "1.5s" durations).
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
+        .compile_well_known_types(true)
+        .extern_path(".google.protobuf", "::pbjson_types")
         .compile_fds(descriptors)?;
+    pbjson_build::Builder::new()
+        .register_descriptors(&descriptor_bytes)?
+        .out_dir(&out)
+        .build(&[".envoy"])?;
     Ok(())
 }

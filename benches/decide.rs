@@ -66,7 +66,7 @@ fn decision(c: &mut Criterion) {
         // Warm the counter to its steady state (a full log for the sliding log).
         for _ in 0..1_000 {
             now += step;
-            assert!(store.apply_now(&charges, now)[0].admitted);
+            assert!(store.apply_now(&charges, now)[0].verdict.admitted);
         }
         group.bench_function(name, |b| {
             b.iter(|| {

@@ -8,6 +8,7 @@ use arc_swap::ArcSwap;
 use criterion::Criterion;
 use sluice::clock::{ManualClock, SECOND};
 use sluice::limiter::{Descriptor, Limiter, LimiterOptions, Request};
+use sluice::metrics::Metrics;
 use sluice::rules::{LoadOptions, load_sources};
 use sluice::store::MemoryStore;
 
@@ -36,6 +37,7 @@ fn check(c: &mut Criterion) {
         Arc::new(MemoryStore::new()),
         Arc::new(clock),
         LimiterOptions::default(),
+        Arc::new(Metrics::new(0.8, 1_000)),
     );
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()

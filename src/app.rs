@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -17,9 +16,14 @@ use tonic_health::ServingStatus;
 use crate::clock::Clock;
 use crate::http::{self, HttpState};
 use crate::limiter::{Limiter, LimiterOptions};
-use crate::rules::{self, ConfigErrors, LoadOptions};
+use crate::metrics::Metrics;
+use crate::reload::{Reloader, WatchError};
+use crate::rules::{ConfigErrors, LoadOptions};
 use crate::service::RlsService;
 use crate::store::MemoryStore;
+
+/// How often idle counters are reclaimed and the counter gauge refreshed.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The gRPC health service name envoyproxy/ratelimit registers (besides `""`).
 pub const HEALTH_SERVICE: &str = "ratelimit";
@@ -39,6 +43,12 @@ pub struct Settings {
     pub limiter: LimiterOptions,
     /// Longest wait for in-flight calls at shutdown.
     pub shutdown_grace: Duration,
+    /// Upstream's NEAR_LIMIT_RATIO for the near_limit statistic.
+    pub near_limit_ratio: f64,
+    /// Most per-rule metric series before new ones fold into an overflow series.
+    pub max_metric_series: usize,
+    /// Reload rules when their files change.
+    pub watch_rules: bool,
 }
 
 /// Why the server could not start or stopped badly.
@@ -47,6 +57,9 @@ pub enum AppError {
     /// The rules did not load.
     #[error("rules did not load:\n{0}")]
     Config(#[from] ConfigErrors),
+    /// The rule files could not be watched.
+    #[error(transparent)]
+    Watch(#[from] WatchError),
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -68,6 +81,8 @@ pub struct Running {
     pub http_addr: SocketAddr,
     /// Cancel to shut down.
     pub shutdown: CancellationToken,
+    /// The rule loader (its generation tells how many rule sets have loaded).
+    pub reloader: Arc<Reloader>,
     tasks: TaskTracker,
     failures: tokio::sync::mpsc::UnboundedReceiver<AppError>,
     grace: Duration,
@@ -75,14 +90,23 @@ pub struct Running {
 
 /// Loads rules, binds both listeners and starts serving in the background.
 pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running, AppError> {
-    let rule_set = rules::load(&settings.config, &settings.load)?;
-    tracing::info!(summary = %rule_set.summary(), "rules loaded");
-    for warning in &rule_set.warnings {
-        tracing::warn!(%warning, "rule file");
-    }
-    let rules = Arc::new(ArcSwap::from_pointee(rule_set));
+    let metrics = Arc::new(Metrics::new(
+        settings.near_limit_ratio,
+        settings.max_metric_series,
+    ));
+    let reloader = Arc::new(Reloader::load(
+        settings.config.clone(),
+        settings.load,
+        metrics.clone(),
+    )?);
     let store = Arc::new(MemoryStore::new());
-    let limiter = Arc::new(Limiter::new(rules, store, clock, settings.limiter));
+    let limiter = Arc::new(Limiter::new(
+        reloader.rules(),
+        store.clone(),
+        clock.clone(),
+        settings.limiter,
+        metrics.clone(),
+    ));
 
     let grpc = bind(settings.grpc_addr).await?;
     let http = bind(settings.http_addr).await?;
@@ -93,6 +117,11 @@ pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running,
     let tasks = TaskTracker::new();
     let draining = Arc::new(AtomicBool::new(false));
     let (fail, failures) = tokio::sync::mpsc::unbounded_channel();
+
+    if settings.watch_rules {
+        tasks.spawn(reloader.clone().watch(shutdown.clone())?);
+    }
+    tasks.spawn(sweep(store, clock, metrics, shutdown.clone()));
 
     let (health, health_service) = tonic_health::server::health_reporter();
     for name in ["", HEALTH_SERVICE] {
@@ -154,10 +183,30 @@ pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running,
         grpc_addr,
         http_addr,
         shutdown,
+        reloader,
         tasks,
         failures,
         grace: settings.shutdown_grace,
     })
+}
+
+/// Reclaims idle counters and publishes how many are held, until shutdown.
+async fn sweep(
+    store: Arc<MemoryStore>,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) {
+    let mut every = tokio::time::interval(SWEEP_INTERVAL);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = every.tick() => {
+                store.retain_active(clock.now());
+                metrics.set_active_counters("memory", store.len());
+            }
+        }
+    }
 }
 
 impl Running {

@@ -85,6 +85,17 @@ pub struct ServeArgs {
     /// Longest wait for in-flight calls at shutdown, in seconds.
     #[arg(long, env = "SLUICE_SHUTDOWN_GRACE", default_value_t = 10)]
     pub shutdown_grace: u64,
+    /// Near-limit threshold as a fraction of the limit, for the near_limit statistic
+    /// (upstream NEAR_LIMIT_RATIO).
+    #[arg(long, env = "SLUICE_NEAR_LIMIT_RATIO", default_value_t = 0.8, value_parser = parse_ratio)]
+    pub near_limit_ratio: f64,
+    /// Most per-rule metric series (runtime values from detailed_metric, value_to_metric and
+    /// overrides); past it new series fold into one overflow series.
+    #[arg(long, env = "SLUICE_METRICS_MAX_SERIES", default_value_t = 10_000)]
+    pub metrics_max_series: usize,
+    /// Do not reload rules when their files change.
+    #[arg(long, env = "SLUICE_NO_WATCH")]
+    pub no_watch: bool,
     /// Log format.
     #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -154,15 +165,18 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             default_algorithm: args.rules.default_algorithm.into(),
         },
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
+        near_limit_ratio: args.near_limit_ratio,
+        max_metric_series: args.metrics_max_series,
+        watch_rules: !args.no_watch,
     };
+    // Install the signal handlers before announcing readiness: a SIGTERM sent right after the
+    // ready line must start a graceful shutdown, not kill the process.
+    let signals = shutdown_signals()?;
     let running = app::start(settings, Arc::new(SystemClock)).await?;
-    println!(
-        "sluice ready grpc={} http={}",
-        running.grpc_addr, running.http_addr
-    );
+    println!("sluice ready grpc={} http={}", running.grpc_addr, running.http_addr);
     let token = running.shutdown.clone();
     tokio::spawn(async move {
-        wait_for_signal().await;
+        signals.await;
         tracing::info!("shutdown requested");
         token.cancel();
     });
@@ -186,24 +200,31 @@ pub fn check(args: &CheckArgs) -> anyhow::Result<bool> {
     }
 }
 
-async fn wait_for_signal() {
+fn parse_ratio(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(ratio) if (0.0..=1.0).contains(&ratio) => Ok(ratio),
+        _ => Err(format!("'{text}' is not a number between 0 and 1")),
+    }
+}
+
+/// A future that completes on SIGTERM or SIGINT; the handlers are installed when this returns.
+fn shutdown_signals() -> anyhow::Result<impl Future<Output = ()>> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
+        let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+        let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+        Ok(async move {
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = interrupt.recv() => {}
             }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
+        })
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
     }
 }

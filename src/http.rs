@@ -1,19 +1,23 @@
-//! The HTTP endpoints (axum): `/healthcheck` and `/rlconfig`.
+//! The HTTP endpoints (axum): `/healthcheck`, `/metrics`, `POST /json`, `/rlconfig`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
+use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::routing::get;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
 
-use crate::limiter::Limiter;
+use crate::limiter::{Code, LimitError, Limiter};
+use crate::proto::RateLimitRequest;
+use crate::service;
 
 /// What the HTTP handlers read.
 #[derive(Clone)]
 pub struct HttpState {
-    /// The limiter (for its current rules).
+    /// The limiter (its rules and metrics too).
     pub limiter: Arc<Limiter>,
     /// Set once shutdown begins: health turns 503 at once.
     pub draining: Arc<AtomicBool>,
@@ -23,6 +27,8 @@ pub struct HttpState {
 pub fn router(state: HttpState) -> Router {
     Router::new()
         .route("/healthcheck", get(healthcheck))
+        .route("/metrics", get(metrics))
+        .route("/json", post(json))
         .route("/rlconfig", get(rlconfig))
         .with_state(state)
 }
@@ -33,6 +39,51 @@ async fn healthcheck(State(state): State<HttpState>) -> (StatusCode, &'static st
         (StatusCode::SERVICE_UNAVAILABLE, "draining")
     } else {
         (StatusCode::OK, "OK")
+    }
+}
+
+/// Prometheus text format.
+async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.limiter.metrics().render(),
+    )
+}
+
+/// envoyproxy/ratelimit's JSON API: a protojson `RateLimitRequest` in, a protojson
+/// `RateLimitResponse` out; 200 OK, 429 OVER_LIMIT, 400 for a bad body or request, 503 when the
+/// counter store is unavailable.
+async fn json(State(state): State<HttpState>, body: Bytes) -> Response {
+    let request: RateLimitRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(e) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("invalid RateLimitRequest JSON: {e}\n"),
+            )
+                .into_response();
+        }
+    };
+    let request = match service::to_domain(request) {
+        Ok(request) => request,
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+    };
+    match state.limiter.check(&request).await {
+        Ok(decision) => {
+            let status = match decision.code {
+                Code::Ok => StatusCode::OK,
+                Code::OverLimit => StatusCode::TOO_MANY_REQUESTS,
+            };
+            let body = serde_json::to_string(&service::to_proto(decision)).unwrap_or_default();
+            (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+        }
+        Err(LimitError::Invalid(e)) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+        Err(LimitError::Store(e)) => {
+            (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response()
+        }
     }
 }
 

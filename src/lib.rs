@@ -10,6 +10,7 @@
 //! - [`http`]: the HTTP endpoints.
 //! - [`app`]: the composition root: builds everything, serves, shuts down.
 //! - [`cli`]: command-line subcommands and flags.
+//! - [`metrics`]: every metric name, in one place; [`reload`]: hot reload of rule files.
 //! - [`simulate`]: `sluice simulate`, traffic patterns through every algorithm.
 //! - [`bench`]: `sluice bench`, a load generator for any RLS v3 server.
 //!
@@ -20,6 +21,7 @@
 //! use arc_swap::ArcSwap;
 //! use sluice::clock::{ManualClock, SECOND};
 //! use sluice::limiter::{Code, Descriptor, Limiter, LimiterOptions, Request};
+//! use sluice::metrics::Metrics;
 //! use sluice::rules::{LoadOptions, load_sources};
 //! use sluice::store::MemoryStore;
 //!
@@ -31,6 +33,7 @@
 //!     Arc::new(MemoryStore::new()),
 //!     Arc::new(clock.clone()),
 //!     LimiterOptions::default(),
+//!     Arc::new(Metrics::new(0.8, 1_000)),
 //! );
 //! let call = Request {
 //!     domain: "edge".into(),
@@ -49,7 +52,9 @@ pub mod cli;
 pub mod clock;
 pub mod http;
 pub mod limiter;
+pub mod metrics;
 pub mod proto;
+pub mod reload;
 pub mod rules;
 pub mod service;
 pub mod simulate;

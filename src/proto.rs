@@ -10,6 +10,10 @@ pub mod envoy {
             /// `envoy.service.ratelimit.v3`: the service, its request and response.
             pub mod v3 {
                 tonic::include_proto!("envoy.service.ratelimit.v3");
+                include!(concat!(
+                    env!("OUT_DIR"),
+                    "/envoy.service.ratelimit.v3.serde.rs"
+                ));
             }
         }
     }
@@ -22,6 +26,10 @@ pub mod envoy {
                 /// `envoy.extensions.common.ratelimit.v3`: the request descriptor.
                 pub mod v3 {
                     tonic::include_proto!("envoy.extensions.common.ratelimit.v3");
+                    include!(concat!(
+                        env!("OUT_DIR"),
+                        "/envoy.extensions.common.ratelimit.v3.serde.rs"
+                    ));
                 }
             }
         }
@@ -31,6 +39,7 @@ pub mod envoy {
         /// `envoy.type.v3`: the override unit.
         pub mod v3 {
             include!(concat!(env!("OUT_DIR"), "/envoy.r#type.v3.rs"));
+            include!(concat!(env!("OUT_DIR"), "/envoy.r#type.v3.serde.rs"));
         }
     }
     /// `envoy.config.*`
@@ -40,6 +49,7 @@ pub mod envoy {
             /// `envoy.config.core.v3`: header values.
             pub mod v3 {
                 tonic::include_proto!("envoy.config.core.v3");
+                include!(concat!(env!("OUT_DIR"), "/envoy.config.core.v3.serde.rs"));
             }
         }
     }
@@ -50,3 +60,6 @@ pub use envoy::service::ratelimit::v3::{
     RateLimitRequest, RateLimitResponse, rate_limit_response, rate_limit_service_client,
     rate_limit_service_server,
 };
+
+/// Google's well-known types as the generated code uses them (with protojson support).
+pub use pbjson_types as well_known;

@@ -1,11 +1,13 @@
 //! The gRPC `envoy.service.ratelimit.v3.RateLimitService`: proto ↔ domain mapping only.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use tonic::{Request, Response, Status};
 
 use crate::clock::{MILLI, Nanos};
 use crate::limiter::{self, Code, Decision, InvalidRequest, LimitError, Limiter};
+use crate::metrics;
 use crate::proto::envoy::config::core::v3::HeaderValue;
 use crate::proto::envoy::r#type::v3::RateLimitUnit;
 use crate::proto::rate_limit_response::{self, DescriptorStatus, rate_limit};
@@ -25,6 +27,22 @@ impl RlsService {
         Self { limiter }
     }
 
+    /// Maps, decides and maps back; malformed calls are INVALID_ARGUMENT.
+    async fn decide(&self, request: RateLimitRequest) -> Result<RateLimitResponse, Status> {
+        let request = to_domain(request).map_err(|e| {
+            self.limiter
+                .metrics()
+                .record_call_error(metrics::SERVICE_ERROR);
+            Status::invalid_argument(e.to_string())
+        })?;
+        match self.limiter.check(&request).await {
+            Ok(decision) => Ok(to_proto(decision)),
+            Err(LimitError::Invalid(e)) => Err(Status::invalid_argument(e.to_string())),
+            // UNAVAILABLE, never UNKNOWN: Envoy's failure_mode_deny must decide a store outage.
+            Err(LimitError::Store(e)) => Err(Status::unavailable(e.to_string())),
+        }
+    }
+
     /// The tonic server for this service.
     pub fn into_server(self) -> RateLimitServiceServer<Self> {
         RateLimitServiceServer::new(self)
@@ -37,14 +55,12 @@ impl RateLimitService for RlsService {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
-        let request =
-            to_domain(request.into_inner()).map_err(|e| Status::invalid_argument(e.to_string()))?;
-        match self.limiter.check(&request).await {
-            Ok(decision) => Ok(Response::new(to_proto(decision))),
-            Err(LimitError::Invalid(e)) => Err(Status::invalid_argument(e.to_string())),
-            // UNAVAILABLE, never UNKNOWN: Envoy's failure_mode_deny must decide a store outage.
-            Err(LimitError::Store(e)) => Err(Status::unavailable(e.to_string())),
-        }
+        let started = Instant::now();
+        let answer = self.decide(request.into_inner()).await;
+        self.limiter
+            .metrics()
+            .record_call(started.elapsed().as_secs_f64());
+        answer.map(Response::new)
     }
 }
 
@@ -72,7 +88,7 @@ pub fn to_domain(request: RateLimitRequest) -> Result<limiter::Request, InvalidR
             Ok(limiter::Descriptor {
                 entries: d.entries.into_iter().map(|e| (e.key, e.value)).collect(),
                 limit_override,
-                hits_addend: d.hits_addend,
+                hits_addend: d.hits_addend.map(|w| w.value),
             })
         })
         .collect::<Result<_, InvalidRequest>>()?;
@@ -150,9 +166,9 @@ fn response_unit(unit: Option<Unit>) -> rate_limit::Unit {
 }
 
 /// Millisecond precision, rounded up (a client that waits this long is admitted), never zero.
-fn duration_ms_up(nanos: Nanos) -> prost_types::Duration {
+fn duration_ms_up(nanos: Nanos) -> pbjson_types::Duration {
     let ms = nanos.div_ceil(MILLI).max(1);
-    prost_types::Duration {
+    pbjson_types::Duration {
         seconds: (ms / 1000) as i64,
         nanos: ((ms % 1000) * MILLI) as i32,
     }
@@ -167,21 +183,21 @@ mod tests {
     fn durations_round_up_to_milliseconds() {
         assert_eq!(
             duration_ms_up(0),
-            prost_types::Duration {
+            pbjson_types::Duration {
                 seconds: 0,
                 nanos: 1_000_000
             }
         );
         assert_eq!(
             duration_ms_up(1_000_000_001),
-            prost_types::Duration {
+            pbjson_types::Duration {
                 seconds: 1,
                 nanos: 1_000_000
             }
         );
         assert_eq!(
             duration_ms_up(58_000_000_000),
-            prost_types::Duration {
+            pbjson_types::Duration {
                 seconds: 58,
                 nanos: 0
             }

@@ -335,7 +335,7 @@ async fn hits_addend_and_check_only() {
     let r = call(&mut client, req).await;
     assert_eq!((r.overall_code, r.statuses[0].limit_remaining), (OK, 1));
     let mut check = descriptor(&[("fixed", "h")]);
-    check.hits_addend = Some(0);
+    check.hits_addend = Some(sluice::proto::well_known::UInt64Value { value: 0 });
     for _ in 0..3 {
         let r = call(&mut client, request("test", vec![check.clone()])).await;
         assert_eq!((r.overall_code, r.statuses[0].limit_remaining), (OK, 1));

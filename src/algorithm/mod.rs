@@ -144,6 +144,15 @@ pub fn decide(
     }
 }
 
+/// The most hits a call could be admitted for at `now` (0 if not even one fits): what a
+/// check (cost 0) reports as remaining.
+pub fn available(limit: &Limit, state: Option<&State>, now: Nanos) -> u64 {
+    match decide(limit, state, now, 0) {
+        (verdict, _) if verdict.admitted => verdict.remaining,
+        _ => 0,
+    }
+}
+
 /// Whether `state` is equivalent to a counter never seen at `now` (safe to reclaim).
 pub fn is_idle(limit: &Limit, state: &State, now: Nanos) -> bool {
     match limit.algorithm {

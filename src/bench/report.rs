@@ -105,7 +105,7 @@ mod tests {
         };
         let text = report.json();
         assert!(
-            text.starts_with(r#"{"calls":4,"ok":3,"over_limit":1,"errors":0,"calls_per_sec":2.0,"latency_us":{"p50":250.0,"#),
+            text.starts_with(r#"{"calls":4,"ok":3,"over_limit":1,"errors":0,"calls_per_sec":2.0,"latency_us":{"p50":250."#),
             "{text}"
         );
         let doc: serde_json::Value = serde_json::from_str(&text).unwrap();

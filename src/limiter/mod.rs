@@ -10,11 +10,13 @@ mod plan;
 mod request;
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use arc_swap::ArcSwap;
 
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
+use crate::metrics::{self, Metrics};
 use crate::rules::RuleSet;
 use crate::store::{Store, StoreError};
 
@@ -58,23 +60,31 @@ pub struct Limiter {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     options: LimiterOptions,
+    metrics: Arc<Metrics>,
 }
 
 impl Limiter {
     /// A limiter reading rules from `rules` (swapped whole on reload), counting in `store`,
-    /// telling time with `clock`.
+    /// telling time with `clock`, recording into `metrics`.
     pub fn new(
         rules: Arc<ArcSwap<RuleSet>>,
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         options: LimiterOptions,
+        metrics: Arc<Metrics>,
     ) -> Self {
         Self {
             rules,
             store,
             clock,
             options,
+            metrics,
         }
+    }
+
+    /// The metrics this limiter records into.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// The rules currently in force.
@@ -84,15 +94,27 @@ impl Limiter {
 
     /// Decides one call.
     pub async fn check(&self, request: &Request) -> Result<Decision, LimitError> {
-        request.validate()?;
+        let started = Instant::now();
+        if let Err(invalid) = request.validate() {
+            self.metrics.record_call_error(metrics::SERVICE_ERROR);
+            return Err(invalid.into());
+        }
         let rules = self.rules.load_full();
-        let plan = plan::Plan::build(&rules, request, &self.options);
-        let verdicts = if plan.charges().is_empty() {
+        let plan = plan::Plan::build(&rules, request, &self.options, &self.metrics);
+        let outcomes = if plan.charges().is_empty() {
             Vec::new()
         } else {
             let now = self.clock.now();
-            self.store.apply(plan.charges(), now).await?
+            let store_started = Instant::now();
+            let applied = self.store.apply(plan.charges(), now).await;
+            let seconds = store_started.elapsed().as_secs_f64();
+            self.metrics
+                .record_store(self.store.name(), seconds, applied.is_err());
+            applied.inspect_err(|_| self.metrics.record_call_error(metrics::STORE_ERROR))?
         };
-        Ok(plan.decide(&verdicts, self.options.global_shadow_mode))
+        let decision = plan.decide(&outcomes, self.options.global_shadow_mode, &self.metrics);
+        self.metrics
+            .record_decision(started.elapsed().as_secs_f64());
+        Ok(decision)
     }
 }

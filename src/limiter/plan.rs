@@ -10,8 +10,9 @@ use super::headers;
 use super::request::{Descriptor, LimitOverride, Request};
 use crate::algorithm::{Limit, Verdict};
 use crate::clock::SECOND;
-use crate::rules::{LimitKind, LimitRule, Match, Node, RuleSet};
-use crate::store::{Charge, CounterKeyBuilder, Gate, gate};
+use crate::metrics::{HitOutcome, Metrics, RuleCounters};
+use crate::rules::{LimitKind, LimitRule, Match, Node, RuleSet, override_stats_key};
+use crate::store::{Charge, CounterKeyBuilder, Gate, Outcome, gate};
 
 /// What one descriptor resolved to.
 enum Slot<'r> {
@@ -25,6 +26,10 @@ enum Slot<'r> {
         gate: Gate,
         /// Each limit and the index of its charge.
         limits: Vec<(Cow<'r, LimitRule>, usize)>,
+        /// Hits charged.
+        cost: u64,
+        /// The rule's statistics series.
+        stats: Arc<RuleCounters>,
     },
 }
 
@@ -36,7 +41,12 @@ pub(super) struct Plan<'r> {
 
 impl<'r> Plan<'r> {
     /// Plans `request` against `rules`.
-    pub(super) fn build(rules: &'r RuleSet, request: &Request, options: &LimiterOptions) -> Self {
+    pub(super) fn build(
+        rules: &'r RuleSet,
+        request: &Request,
+        options: &LimiterOptions,
+        metrics: &Metrics,
+    ) -> Self {
         let domain = rules.domain(&request.domain);
         let request_cost = if request.hits_addend == 0 {
             1
@@ -48,18 +58,22 @@ impl<'r> Plan<'r> {
         let matched: Vec<Matched<'r>> = request
             .descriptors
             .iter()
-            .map(|d| match (domain, d.limit_override) {
-                (None, _) => Matched::Nothing,
-                (Some(_), Some(o)) => Matched::Override(o),
-                (Some(domain), None) => {
-                    let entries: Vec<(&str, &str)> = d
-                        .entries
-                        .iter()
-                        .map(|(k, v)| (k.as_str(), v.as_str()))
-                        .collect();
-                    domain
-                        .lookup(&entries)
-                        .map_or(Matched::Nothing, Matched::Rule)
+            .map(|d| {
+                let Some(domain) = domain else {
+                    metrics.record_domain_not_found();
+                    return Matched::Nothing;
+                };
+                let entries: Vec<(&str, &str)> = d
+                    .entries
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
+                match d.limit_override {
+                    Some(o) => Matched::Override(o, override_stats_key(&domain.name, &entries)),
+                    None => domain.lookup(&entries).map_or(Matched::Nothing, |found| {
+                        let stats_key = found.stats_key(&domain.name, &entries);
+                        Matched::Rule(found, stats_key)
+                    }),
                 }
             })
             .collect();
@@ -69,7 +83,7 @@ impl<'r> Plan<'r> {
         let replaced: Vec<&str> = matched
             .iter()
             .filter_map(|m| match m {
-                Matched::Rule(found) => Some(found.node().limits.iter()),
+                Matched::Rule(found, _) => Some(found.node().limits.iter()),
                 _ => None,
             })
             .flatten()
@@ -90,20 +104,18 @@ impl<'r> Plan<'r> {
                 };
                 match m {
                     Matched::Nothing => Slot::Free,
-                    Matched::Override(o) => {
+                    Matched::Override(o, stats_key) => {
                         let rule = override_rule(o, options);
                         let key = counter_key(&request.domain, descriptor, None);
-                        let gate = gate_of(None);
-                        plan_counted(
-                            vec![Cow::Owned(rule)],
-                            &key,
+                        let counted = Counted {
+                            key: &key,
                             cost,
-                            gate,
-                            options,
-                            &mut charges,
-                        )
+                            gate: gate_of(None),
+                        };
+                        let stats = || metrics.rule(&request.domain, &stats_key);
+                        counted.plan(vec![Cow::Owned(rule)], stats, options, &mut charges)
                     }
-                    Matched::Rule(found) => {
+                    Matched::Rule(found, stats_key) => {
                         let node = found.node();
                         let kept: Vec<Cow<'r, LimitRule>> = node
                             .limits
@@ -115,14 +127,13 @@ impl<'r> Plan<'r> {
                             Slot::Unlimited
                         } else {
                             let key = counter_key(&request.domain, descriptor, Some(&found));
-                            plan_counted(
-                                kept,
-                                &key,
+                            let counted = Counted {
+                                key: &key,
                                 cost,
-                                gate_of(Some(node)),
-                                options,
-                                &mut charges,
-                            )
+                                gate: gate_of(Some(node)),
+                            };
+                            let stats = || metrics.rule(&request.domain, &stats_key);
+                            counted.plan(kept, stats, options, &mut charges)
                         }
                     }
                 }
@@ -136,11 +147,17 @@ impl<'r> Plan<'r> {
         &self.charges
     }
 
-    /// Turns the store's verdicts (one per charge) into the decision.
-    pub(super) fn decide(&self, verdicts: &[Verdict], global_shadow_mode: bool) -> Decision {
+    /// Turns the store's outcomes (one per charge) into the decision, recording each
+    /// descriptor's hits against its rule's statistics.
+    pub(super) fn decide(
+        &self,
+        outcomes: &[Outcome],
+        global_shadow_mode: bool,
+        metrics: &Metrics,
+    ) -> Decision {
         let mut statuses = Vec::with_capacity(self.slots.len());
         // (the rule's gate, whether the descriptor's limits all admitted the call)
-        let mut outcomes: Vec<(Gate, bool)> = Vec::new();
+        let mut gates: Vec<(Gate, bool)> = Vec::new();
         // The limit chosen to describe each counted descriptor, with its verdict.
         let mut chosen: Vec<Option<(&LimitRule, Verdict)>> = Vec::with_capacity(self.slots.len());
         for slot in &self.slots {
@@ -153,9 +170,27 @@ impl<'r> Plan<'r> {
                     statuses.push(DescriptorStatus::unlimited());
                     chosen.push(None);
                 }
-                Slot::Counted { gate, limits } => {
-                    let (rule, verdict) = binding_limit(limits, verdicts);
-                    outcomes.push((*gate, verdict.admitted));
+                Slot::Counted {
+                    gate,
+                    limits,
+                    cost,
+                    stats,
+                } => {
+                    let (rule, outcome) = binding_limit(limits, outcomes);
+                    let verdict = outcome.verdict;
+                    gates.push((*gate, verdict.admitted));
+                    let capacity = match rule.kind {
+                        LimitKind::Counted(limit) => limit.capacity(),
+                        LimitKind::Unlimited => 0,
+                    };
+                    let hits = HitOutcome {
+                        hits: *cost,
+                        capacity,
+                        available: outcome.available,
+                        admitted: verdict.admitted,
+                        shadowed: !verdict.admitted && *gate == Gate::Advisory,
+                    };
+                    metrics.record_hits(stats, &hits);
                     let code = if verdict.admitted || *gate == Gate::Advisory {
                         Code::Ok
                     } else {
@@ -176,7 +211,7 @@ impl<'r> Plan<'r> {
             }
         }
         // Under global shadow mode the statuses keep OVER_LIMIT and only the overall code flips.
-        let over = gate::blocked(outcomes);
+        let over = gate::blocked(gates);
         let code = if over && !global_shadow_mode {
             Code::OverLimit
         } else {
@@ -194,68 +229,86 @@ impl<'r> Plan<'r> {
 /// What one descriptor matched before `replaces` is applied.
 enum Matched<'r> {
     Nothing,
-    Override(LimitOverride),
-    Rule(Match<'r>),
+    Override(LimitOverride, String),
+    Rule(Match<'r>, String),
 }
 
-fn plan_counted<'r>(
-    rules: Vec<Cow<'r, LimitRule>>,
-    key: &CounterKeyBuilder,
+/// The shared parameters of one counted descriptor's charges.
+struct Counted<'k> {
+    key: &'k CounterKeyBuilder,
     cost: u64,
     gate: Gate,
-    options: &LimiterOptions,
-    charges: &mut Vec<Charge>,
-) -> Slot<'r> {
-    // Under global shadow mode nothing blocks the call, so every admitted counter is charged.
-    let charge_gate = if options.global_shadow_mode {
-        Gate::Advisory
-    } else {
-        gate
-    };
-    if rules.is_empty() {
-        return Slot::Free;
+}
+
+impl Counted<'_> {
+    /// One charge per counted limit; `Free` when every limit was replaced.
+    fn plan<'r>(
+        self,
+        rules: Vec<Cow<'r, LimitRule>>,
+        stats: impl FnOnce() -> Arc<RuleCounters>,
+        options: &LimiterOptions,
+        charges: &mut Vec<Charge>,
+    ) -> Slot<'r> {
+        if rules.is_empty() {
+            return Slot::Free;
+        }
+        // Under global shadow mode nothing blocks the call, so every admitted counter is charged.
+        let charge_gate = if options.global_shadow_mode {
+            Gate::Advisory
+        } else {
+            self.gate
+        };
+        let limits = rules
+            .into_iter()
+            .filter_map(|rule| {
+                let LimitKind::Counted(limit) = rule.kind else {
+                    return None;
+                };
+                charges.push(Charge {
+                    key: self.key.finish(rule.index, limit.algorithm, limit.window),
+                    limit,
+                    cost: self.cost,
+                    gate: charge_gate,
+                });
+                Some((rule, charges.len() - 1))
+            })
+            .collect();
+        Slot::Counted {
+            gate: self.gate,
+            limits,
+            cost: self.cost,
+            stats: stats(),
+        }
     }
-    let limits = rules
-        .into_iter()
-        .filter_map(|rule| {
-            let LimitKind::Counted(limit) = rule.kind else {
-                return None;
-            };
-            charges.push(Charge {
-                key: key.finish(rule.index, limit.algorithm, limit.window),
-                limit,
-                cost,
-                gate: charge_gate,
-            });
-            Some((rule, charges.len() - 1))
-        })
-        .collect();
-    Slot::Counted { gate, limits }
 }
 
 /// The limit that describes a descriptor: a denied one with the longest wait (all must pass),
 /// else the one closest to exhaustion.
 fn binding_limit<'a>(
     limits: &'a [(Cow<'_, LimitRule>, usize)],
-    verdicts: &[Verdict],
-) -> (&'a LimitRule, Verdict) {
-    let mut best: Option<(&LimitRule, Verdict)> = None;
+    outcomes: &[Outcome],
+) -> (&'a LimitRule, Outcome) {
+    let mut best: Option<(&LimitRule, Outcome)> = None;
     for (rule, at) in limits {
-        let v = verdicts[*at];
+        let o = outcomes[*at];
+        let v = o.verdict;
         let better = match best {
             None => true,
-            Some((_, b)) => match (v.admitted, b.admitted) {
+            Some((_, b)) => match (v.admitted, b.verdict.admitted) {
                 (false, true) => true,
                 (true, false) => false,
-                (false, false) => v.reset_after > b.reset_after,
+                (false, false) => v.reset_after > b.verdict.reset_after,
                 (true, true) => {
                     (v.remaining, std::cmp::Reverse(v.reset_after))
-                        < (b.remaining, std::cmp::Reverse(b.reset_after))
+                        < (
+                            b.verdict.remaining,
+                            std::cmp::Reverse(b.verdict.reset_after),
+                        )
                 }
             },
         };
         if better {
-            best = Some((rule.as_ref(), v));
+            best = Some((rule.as_ref(), o));
         }
     }
     best.expect("a counted slot has at least one limit")

@@ -111,11 +111,6 @@ impl<'a> Match<'a> {
         }
         key
     }
-
-    /// [`override_stats_key`], reachable through the re-exported `Match` type.
-    pub fn override_stats_key(domain: &str, entries: &[(&str, &str)]) -> String {
-        override_stats_key(domain, entries)
-    }
 }
 
 /// Upstream's stats key for a request-side limit override (config matching bypassed): every

@@ -18,7 +18,7 @@ use crate::algorithm::{Algorithm, Limit};
 pub use compile::{LoadOptions, load, load_sources};
 pub use duration::parse as parse_window;
 pub use error::{ConfigError, ConfigErrors};
-pub use matcher::Match;
+pub use matcher::{Match, override_stats_key};
 
 /// A time unit of upstream's `rate_limit.unit` (epoch-aligned; month = 30 days, year = 365 days).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

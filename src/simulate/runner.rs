@@ -65,7 +65,7 @@ fn replay(arrivals: &[i64], limit: Limit, origin: Nanos) -> Outcome {
         .iter()
         .map(|&t| {
             clock.set(origin.saturating_add_signed(t));
-            (t, store.apply_now(&charge, clock.now())[0].admitted)
+            (t, store.apply_now(&charge, clock.now())[0].verdict.admitted)
         })
         .collect();
     let admitted: Vec<i64> = decisions.iter().filter(|d| d.1).map(|d| d.0).collect();

@@ -10,8 +10,8 @@ use std::hash::BuildHasher;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use super::{Charge, CounterKey, Store, StoreFuture, gate};
-use crate::algorithm::{self, Limit, State, Verdict};
+use super::{Charge, CounterKey, Outcome, Store, StoreFuture, gate};
+use crate::algorithm::{self, Limit, State};
 use crate::clock::Nanos;
 
 type Hasher = foldhash::fast::RandomState;
@@ -82,7 +82,7 @@ impl MemoryStore {
     }
 
     /// The synchronous core of [`Store::apply`].
-    pub fn apply_now(&self, charges: &[Charge], now: Nanos) -> Vec<Verdict> {
+    pub fn apply_now(&self, charges: &[Charge], now: Nanos) -> Vec<Outcome> {
         let shard_ids: Vec<usize> = charges.iter().map(|c| self.shard_of(&c.key)).collect();
         let mut order: Vec<usize> = shard_ids.clone();
         order.sort_unstable();
@@ -107,17 +107,17 @@ impl MemoryStore {
                     .map(|c| &c.state),
             };
             let (verdict, next) = algorithm::decide(&charge.limit, stored, now, charge.cost);
+            verdicts.push(Outcome::judged(charge, stored, now, verdict));
             if let Some(next) = next {
                 pending.push((i, next));
             }
-            verdicts.push(verdict);
         }
 
         let blocked = gate::blocked(
             charges
                 .iter()
                 .zip(&verdicts)
-                .map(|(c, v)| (c.gate, v.admitted)),
+                .map(|(c, o)| (c.gate, o.verdict.admitted)),
         );
         if !blocked {
             for (i, state) in pending {
@@ -197,10 +197,10 @@ mod tests {
             charge("b", 0, 1, Gate::Enforced),
         ];
         let verdicts = store.apply_now(&call, 0);
-        assert!(verdicts[0].admitted && !verdicts[1].admitted);
+        assert!(verdicts[0].verdict.admitted && !verdicts[1].verdict.admitted);
         assert!(store.is_empty());
         let verdicts = store.apply_now(&call[..1], 0);
-        assert_eq!(verdicts[0].remaining, 4);
+        assert_eq!(verdicts[0].verdict.remaining, 4);
     }
 
     /// A call naming one counter twice sees its own first charge.
@@ -212,7 +212,7 @@ mod tests {
             charge("a", 3, 2, Gate::Enforced),
         ];
         let verdicts = store.apply_now(&call, 0);
-        assert!(verdicts[0].admitted && !verdicts[1].admitted);
+        assert!(verdicts[0].verdict.admitted && !verdicts[1].verdict.admitted);
         assert!(store.is_empty(), "the call was blocked: nothing committed");
     }
 
@@ -251,6 +251,7 @@ mod tests {
                         (0..5_000)
                             .filter(|_| {
                                 store.apply_now(&[charge("hot", 1_000, 1, Gate::Enforced)], 0)[0]
+                                    .verdict
                                     .admitted
                             })
                             .count()
@@ -260,8 +261,11 @@ mod tests {
             for i in 0..2_000 {
                 let verdicts =
                     store.apply_now(&[charge(&format!("cold-{i}"), 1, 1, Gate::Enforced)], 0);
-                assert!(verdicts[0].admitted, "a fresh key is always admitted");
-                assert_eq!(verdicts[0].remaining, 0);
+                assert!(
+                    verdicts[0].verdict.admitted,
+                    "a fresh key is always admitted"
+                );
+                assert_eq!(verdicts[0].verdict.remaining, 0);
             }
             hammers
                 .into_iter()

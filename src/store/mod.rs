@@ -1,7 +1,7 @@
 //! Counter stores: the atomic check-and-commit of all the counters of one call.
 //!
 //! A store never reads rules; it is handed [`Charge`]s (a counter key, the algorithm parameters,
-//! the cost and how a denial gates the call) and answers one [`Verdict`] per charge, committing
+//! the cost and how a denial gates the call) and answers one [`Outcome`] per charge, committing
 //! the admitted charges only if the call as a whole is not blocked (see [`gate`]).
 
 pub mod gate;
@@ -31,6 +31,33 @@ pub struct Charge {
     pub gate: Gate,
 }
 
+/// The verdict on one charge, and what the counter had room for before the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// The algorithm's verdict.
+    pub verdict: Verdict,
+    /// Hits that would have fit before this call (for upstream's near/over-limit statistics).
+    pub available: u64,
+}
+
+impl Outcome {
+    /// The outcome of a charge judged on `stored` state: `available` is derived from the verdict
+    /// when admitted, and computed afresh when denied.
+    pub fn judged(
+        charge: &Charge,
+        stored: Option<&crate::algorithm::State>,
+        now: Nanos,
+        verdict: Verdict,
+    ) -> Self {
+        let available = if verdict.admitted {
+            verdict.remaining.saturating_add(charge.cost)
+        } else {
+            crate::algorithm::available(&charge.limit, stored, now)
+        };
+        Self { verdict, available }
+    }
+}
+
 /// A store failure (never an over-limit result: that is a normal [`Verdict`]).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
@@ -41,12 +68,12 @@ pub enum StoreError {
 
 /// The boxed future a [`Store`] returns (stores are used as trait objects).
 pub type StoreFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<Vec<Verdict>, StoreError>> + Send + 'a>>;
+    Pin<Box<dyn Future<Output = Result<Vec<Outcome>, StoreError>> + Send + 'a>>;
 
 /// A counter store.
 pub trait Store: Send + Sync + 'static {
     /// Decides every charge of one call at `now`, atomically: either every admitted charge is
-    /// committed (the call is not blocked) or nothing is. Returns one verdict per charge, in order.
+    /// committed (the call is not blocked) or nothing is. Returns one outcome per charge, in order.
     fn apply<'a>(&'a self, charges: &'a [Charge], now: Nanos) -> StoreFuture<'a>;
 
     /// A short name for logs and metrics (`memory`, `redis`).

@@ -50,6 +50,9 @@ impl TestServer {
             },
             limiter,
             shutdown_grace: Duration::from_secs(5),
+            near_limit_ratio: 0.8,
+            max_metric_series: 100,
+            watch_rules: true,
         };
         let running = app::start(settings, Arc::new(clock.clone()))
             .await
