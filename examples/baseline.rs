@@ -14,6 +14,10 @@ use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 
+// The same allocator as the `sluice` binary, so the comparison is of the work, not of malloc.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Answers every call OK, with no status, no matching and no counting.
 struct Baseline;
 

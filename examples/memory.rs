@@ -9,6 +9,10 @@ use sluice::algorithm::{Algorithm, Limit};
 use sluice::clock::{MILLI, SECOND};
 use sluice::store::{Charge, CounterKeyBuilder, Gate, MemoryStore};
 
+// The `sluice` binary's allocator, so the bytes are what the server would hold.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn rss_bytes() -> Result<u64, String> {
     let status = std::fs::read_to_string("/proc/self/status").map_err(|e| e.to_string())?;
     let line = status

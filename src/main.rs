@@ -6,6 +6,11 @@ use clap::Parser;
 use sluice::cli::{self, Cli, Command, LogFormat};
 use tracing_subscriber::EnvFilter;
 
+// mimalloc instead of glibc's malloc: under load, with many live counters, glibc's allocator
+// took about a sixth of the server's CPU (see BENCHMARKS.md, "Where the time goes").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
