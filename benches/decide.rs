@@ -8,6 +8,10 @@ use sluice::algorithm::{Algorithm, Limit};
 use sluice::clock::{MILLI, Nanos, SECOND};
 use sluice::store::{Charge, CounterKeyBuilder, Gate, MemoryStore};
 
+// The `sluice` binary's allocator, so allocations cost here what they cost in the server.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// 2026-01-01T00:00:00Z.
 const START: Nanos = 1_767_225_600 * SECOND;
 

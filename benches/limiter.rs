@@ -12,6 +12,10 @@ use sluice::metrics::Metrics;
 use sluice::rules::{LoadOptions, load_sources};
 use sluice::store::MemoryStore;
 
+// The `sluice` binary's allocator, so allocations cost here what they cost in the server.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const RULES: &str = "domain: bench\ndescriptors:\n  - key: user\n    rate_limit: { unit: second, requests_per_unit: 1000000000 }\n";
 
 fn request(user: &str) -> Request {

@@ -123,13 +123,17 @@ impl MemoryStore {
             for (i, state) in pending {
                 let charge = &charges[i];
                 let shard = guard_for_mut(&mut guards, shard_ids[i]);
-                shard.insert(
-                    charge.key.clone(),
-                    Counter {
-                        limit: charge.limit,
-                        state,
-                    },
-                );
+                let counter = Counter {
+                    limit: charge.limit,
+                    state,
+                };
+                // Overwrite a known counter in place: insert() would clone the key only to drop it.
+                match shard.get_mut(&charge.key) {
+                    Some(slot) => *slot = counter,
+                    None => {
+                        shard.insert(charge.key.clone(), counter);
+                    }
+                }
             }
         }
         verdicts
