@@ -20,7 +20,7 @@ use crate::metrics::Metrics;
 use crate::reload::{Reloader, WatchError};
 use crate::rules::{ConfigErrors, LoadOptions};
 use crate::service::RlsService;
-use crate::store::MemoryStore;
+use crate::store::{MemoryStore, Store};
 
 /// How often idle counters are reclaimed and the counter gauge refreshed.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
@@ -88,8 +88,18 @@ pub struct Running {
     grace: Duration,
 }
 
-/// Loads rules, binds both listeners and starts serving in the background.
+/// Loads rules, binds both listeners and starts serving in the background, counting in the
+/// embedded memory store.
 pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running, AppError> {
+    start_with_store(settings, clock, Arc::new(MemoryStore::new())).await
+}
+
+/// As [`start`], counting in `store`.
+pub async fn start_with_store(
+    settings: Settings,
+    clock: Arc<dyn Clock>,
+    store: Arc<dyn Store>,
+) -> Result<Running, AppError> {
     let metrics = Arc::new(Metrics::new(
         settings.near_limit_ratio,
         settings.max_metric_series,
@@ -99,7 +109,6 @@ pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running,
         settings.load,
         metrics.clone(),
     )?);
-    let store = Arc::new(MemoryStore::new());
     let limiter = Arc::new(Limiter::new(
         reloader.rules(),
         store.clone(),
@@ -190,7 +199,7 @@ pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running,
 
 /// Reclaims idle counters and publishes how many are held, until shutdown.
 async fn sweep(
-    store: Arc<MemoryStore>,
+    store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
@@ -200,8 +209,9 @@ async fn sweep(
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = every.tick() => {
-                store.retain_active(clock.now());
-                metrics.set_active_counters("memory", store.len());
+                if let Some(held) = store.sweep(clock.now()) {
+                    metrics.set_active_counters(store.name(), held);
+                }
             }
         }
     }

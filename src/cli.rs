@@ -169,7 +169,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // ready line must start a graceful shutdown, not kill the process.
     let signals = shutdown_signals()?;
     let running = app::start(settings, Arc::new(SystemClock)).await?;
-    println!("sluice ready grpc={} http={}", running.grpc_addr, running.http_addr);
+    println!(
+        "sluice ready grpc={} http={}",
+        running.grpc_addr, running.http_addr
+    );
     let token = running.shutdown.clone();
     tokio::spawn(async move {
         signals.await;

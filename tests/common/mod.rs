@@ -39,6 +39,26 @@ impl TestServer {
     pub async fn start_with(yaml: &str, limiter: LimiterOptions) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         std::fs::write(dir.path().join("rules.yaml"), yaml).expect("write rules");
+        Self::start_in(dir, limiter).await
+    }
+
+    /// Starts a server whose `--config` is the prepared directory `dir`.
+    pub async fn start_in(dir: tempfile::TempDir, limiter: LimiterOptions) -> Self {
+        Self::start_full(dir, limiter, Arc::new(sluice::store::MemoryStore::new())).await
+    }
+
+    /// Starts a server with one rule file holding `yaml`, counting in `store`.
+    pub async fn start_with_store(yaml: &str, store: Arc<dyn sluice::store::Store>) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("rules.yaml"), yaml).expect("write rules");
+        Self::start_full(dir, LimiterOptions::default(), store).await
+    }
+
+    async fn start_full(
+        dir: tempfile::TempDir,
+        limiter: LimiterOptions,
+        store: Arc<dyn sluice::store::Store>,
+    ) -> Self {
         let clock = ManualClock::new(START);
         let settings = Settings {
             config: vec![dir.path().to_path_buf()],
@@ -54,7 +74,7 @@ impl TestServer {
             max_metric_series: 100,
             watch_rules: true,
         };
-        let running = app::start(settings, Arc::new(clock.clone()))
+        let running = app::start_with_store(settings, Arc::new(clock.clone()), store)
             .await
             .expect("server starts");
         Self {
@@ -81,6 +101,27 @@ impl TestServer {
     /// Moves the manual clock forward.
     pub fn advance(&self, by: Duration) {
         self.clock.advance(by);
+    }
+
+    /// The `/metrics` text.
+    pub async fn metrics(&self) -> String {
+        let (status, body) = http(self.http_addr, "GET", "/metrics", "").await;
+        assert_eq!(status, 200);
+        body
+    }
+
+    /// How many rule sets have loaded (1 after start).
+    pub fn generation(&self) -> u64 {
+        self.running
+            .as_ref()
+            .expect("running")
+            .reloader
+            .generation()
+    }
+
+    /// Requests shutdown (as SIGTERM does) without waiting for it.
+    pub fn begin_shutdown(&self) {
+        self.running.as_ref().expect("running").shutdown.cancel();
     }
 
     /// Shuts the server down.
@@ -159,3 +200,39 @@ pub fn reset_ms(response: &RateLimitResponse, i: usize) -> u64 {
 
 pub const OK: i32 = 1;
 pub const OVER: i32 = 2;
+
+/// One HTTP/1.0 exchange over a fresh connection: `(status, body)`.
+pub async fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect http");
+    let request = format!(
+        "{method} {path} HTTP/1.0\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).await.expect("read");
+    let status = reply
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status line");
+    let body = reply
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// The value of one Prometheus sample, by its exact name-and-labels text (0 when absent).
+pub fn sample(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix(series)
+                .and_then(|rest| rest.strip_prefix(' '))
+        })
+        .map_or(0.0, |value| value.trim().parse().expect("numeric sample"))
+}
