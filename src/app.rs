@@ -20,6 +20,7 @@ use crate::limiter::{Limiter, LimiterOptions};
 use crate::rules::{self, ConfigErrors, LoadOptions};
 use crate::service::RlsService;
 use crate::store::MemoryStore;
+use crate::tls::{ServerTls, TlsError, TlsSettings};
 
 /// The gRPC health service name envoyproxy/ratelimit registers (besides `""`).
 pub const HEALTH_SERVICE: &str = "ratelimit";
@@ -39,6 +40,8 @@ pub struct Settings {
     pub limiter: LimiterOptions,
     /// Longest wait for in-flight calls at shutdown.
     pub shutdown_grace: Duration,
+    /// TLS on gRPC; `None` serves plaintext.
+    pub tls: Option<TlsSettings>,
 }
 
 /// Why the server could not start or stopped badly.
@@ -55,6 +58,10 @@ pub enum AppError {
         /// The cause.
         source: std::io::Error,
     },
+    /// The TLS certificates did not load or cannot be watched. Not a `source`: the message
+    /// already holds the cause, and an error chain would print it twice.
+    #[error("TLS: {0}")]
+    Tls(TlsError),
     /// A server failed while running.
     #[error("{0} server failed: {1}")]
     Serve(&'static str, String),
@@ -68,6 +75,8 @@ pub struct Running {
     pub http_addr: SocketAddr,
     /// Cancel to shut down.
     pub shutdown: CancellationToken,
+    /// The live TLS state (reload status), when serving TLS.
+    pub tls: Option<ServerTls>,
     tasks: TaskTracker,
     failures: tokio::sync::mpsc::UnboundedReceiver<AppError>,
     grace: Duration,
@@ -83,6 +92,12 @@ pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running,
     let rules = Arc::new(ArcSwap::from_pointee(rule_set));
     let store = Arc::new(MemoryStore::new());
     let limiter = Arc::new(Limiter::new(rules, store, clock, settings.limiter));
+    // Certificates are checked before binding, so bad files stop the start.
+    let tls = settings
+        .tls
+        .map(ServerTls::load)
+        .transpose()
+        .map_err(AppError::Tls)?;
 
     let grpc = bind(settings.grpc_addr).await?;
     let http = bind(settings.http_addr).await?;
@@ -93,6 +108,14 @@ pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running,
     let tasks = TaskTracker::new();
     let draining = Arc::new(AtomicBool::new(false));
     let (fail, failures) = tokio::sync::mpsc::unbounded_channel();
+    // TLS: reload on file changes; handshakes run in their own tasks (see tls::incoming).
+    let grpc = match &tls {
+        Some(tls) => {
+            tls.watch(&tasks, shutdown.clone()).map_err(AppError::Tls)?;
+            GrpcIncoming::Tls(tls.incoming(grpc, &tasks, shutdown.clone()))
+        }
+        None => GrpcIncoming::Plain(TcpIncoming::from(grpc)),
+    };
 
     let (health, health_service) = tonic_health::server::health_reporter();
     for name in ["", HEALTH_SERVICE] {
@@ -118,14 +141,18 @@ pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running,
         let (token, fail) = (shutdown.clone(), fail.clone());
         let service = RlsService::new(limiter.clone()).into_server();
         async move {
-            let served = tonic::transport::Server::builder()
+            let router = tonic::transport::Server::builder()
                 .add_service(health_service)
-                .add_service(service)
-                .serve_with_incoming_shutdown(
-                    TcpIncoming::from(grpc),
-                    token.clone().cancelled_owned(),
-                )
-                .await;
+                .add_service(service);
+            let stop = token.clone().cancelled_owned();
+            let served = match grpc {
+                GrpcIncoming::Plain(incoming) => {
+                    router.serve_with_incoming_shutdown(incoming, stop).await
+                }
+                GrpcIncoming::Tls(incoming) => {
+                    router.serve_with_incoming_shutdown(incoming, stop).await
+                }
+            };
             if let Err(e) = served {
                 let _ = fail.send(AppError::Serve("gRPC", e.to_string()));
                 token.cancel();
@@ -152,6 +179,7 @@ pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running,
         grpc_addr,
         http_addr,
         shutdown,
+        tls,
         tasks,
         failures,
         grace: settings.shutdown_grace,
@@ -180,6 +208,12 @@ impl Running {
         self.shutdown.cancel();
         self.wait().await
     }
+}
+
+/// The gRPC connections: plain TCP, or TLS after the handshake.
+enum GrpcIncoming {
+    Plain(TcpIncoming),
+    Tls(crate::tls::TlsIncoming),
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, AppError> {

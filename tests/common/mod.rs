@@ -15,6 +15,7 @@ use sluice::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descript
 use sluice::proto::rate_limit_service_client::RateLimitServiceClient;
 use sluice::proto::{RateLimitDescriptor, RateLimitRequest, RateLimitResponse};
 use sluice::rules::LoadOptions;
+use sluice::tls::{ServerTls, TlsSettings};
 use tonic::transport::Channel;
 
 /// 2026-01-01T00:00:00Z plus 2 s: two seconds past a minute (and hour, and day) boundary.
@@ -26,6 +27,8 @@ pub struct TestServer {
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
     pub dir: tempfile::TempDir,
+    /// The live TLS state when started with [`TestServer::start_tls`].
+    pub tls: Option<ServerTls>,
     running: Option<Running>,
 }
 
@@ -37,6 +40,15 @@ impl TestServer {
 
     /// As [`TestServer::start`], with limiter options.
     pub async fn start_with(yaml: &str, limiter: LimiterOptions) -> Self {
+        Self::start_full(yaml, limiter, None).await
+    }
+
+    /// As [`TestServer::start`], serving gRPC over TLS.
+    pub async fn start_tls(yaml: &str, tls: TlsSettings) -> Self {
+        Self::start_full(yaml, LimiterOptions::default(), Some(tls)).await
+    }
+
+    async fn start_full(yaml: &str, limiter: LimiterOptions, tls: Option<TlsSettings>) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         std::fs::write(dir.path().join("rules.yaml"), yaml).expect("write rules");
         let clock = ManualClock::new(START);
@@ -50,6 +62,7 @@ impl TestServer {
             },
             limiter,
             shutdown_grace: Duration::from_secs(5),
+            tls,
         };
         let running = app::start(settings, Arc::new(clock.clone()))
             .await
@@ -59,6 +72,7 @@ impl TestServer {
             grpc_addr: running.grpc_addr,
             http_addr: running.http_addr,
             dir,
+            tls: running.tls.clone(),
             running: Some(running),
         }
     }
