@@ -21,6 +21,7 @@ use crate::reload::{Reloader, WatchError};
 use crate::rules::{ConfigErrors, LoadOptions};
 use crate::service::RlsService;
 use crate::store::{MemoryStore, Store};
+use crate::tls::{ServerTls, TlsError, TlsSettings};
 
 /// How often idle counters are reclaimed and the counter gauge refreshed.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
@@ -49,6 +50,26 @@ pub struct Settings {
     pub max_metric_series: usize,
     /// Reload rules when their files change.
     pub watch_rules: bool,
+    /// TLS on gRPC; `None` serves plaintext.
+    pub tls: Option<TlsSettings>,
+}
+
+impl Settings {
+    /// The defaults of `sluice serve` for the rule paths `config`.
+    pub fn new(config: Vec<PathBuf>) -> Self {
+        Self {
+            config,
+            grpc_addr: SocketAddr::from(([0, 0, 0, 0], 8081)),
+            http_addr: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            load: LoadOptions::default(),
+            limiter: LimiterOptions::default(),
+            shutdown_grace: Duration::from_secs(10),
+            near_limit_ratio: 0.8,
+            max_metric_series: 10_000,
+            watch_rules: true,
+            tls: None,
+        }
+    }
 }
 
 /// Why the server could not start or stopped badly.
@@ -68,6 +89,10 @@ pub enum AppError {
         /// The cause.
         source: std::io::Error,
     },
+    /// The TLS certificates did not load or cannot be watched. Not a `source`: the message
+    /// already holds the cause, and an error chain would print it twice.
+    #[error("TLS: {0}")]
+    Tls(TlsError),
     /// A server failed while running.
     #[error("{0} server failed: {1}")]
     Serve(&'static str, String),
@@ -83,6 +108,8 @@ pub struct Running {
     pub shutdown: CancellationToken,
     /// The rule loader (its generation tells how many rule sets have loaded).
     pub reloader: Arc<Reloader>,
+    /// The live TLS state (reload status), when serving TLS.
+    pub tls: Option<ServerTls>,
     tasks: TaskTracker,
     failures: tokio::sync::mpsc::UnboundedReceiver<AppError>,
     grace: Duration,
@@ -116,6 +143,12 @@ pub async fn start_with_store(
         settings.limiter,
         metrics.clone(),
     ));
+    // Certificates are checked before binding, so bad files stop the start.
+    let tls = settings
+        .tls
+        .map(ServerTls::load)
+        .transpose()
+        .map_err(AppError::Tls)?;
 
     let grpc = bind(settings.grpc_addr).await?;
     let http = bind(settings.http_addr).await?;
@@ -126,6 +159,14 @@ pub async fn start_with_store(
     let tasks = TaskTracker::new();
     let draining = Arc::new(AtomicBool::new(false));
     let (fail, failures) = tokio::sync::mpsc::unbounded_channel();
+    // TLS: reload on file changes; handshakes run in their own tasks (see tls::incoming).
+    let grpc = match &tls {
+        Some(tls) => {
+            tls.watch(&tasks, shutdown.clone()).map_err(AppError::Tls)?;
+            GrpcIncoming::Tls(tls.incoming(grpc, &tasks, shutdown.clone()))
+        }
+        None => GrpcIncoming::Plain(TcpIncoming::from(grpc)),
+    };
 
     if settings.watch_rules {
         tasks.spawn(reloader.clone().watch(shutdown.clone())?);
@@ -156,14 +197,18 @@ pub async fn start_with_store(
         let (token, fail) = (shutdown.clone(), fail.clone());
         let service = RlsService::new(limiter.clone()).into_server();
         async move {
-            let served = tonic::transport::Server::builder()
+            let router = tonic::transport::Server::builder()
                 .add_service(health_service)
-                .add_service(service)
-                .serve_with_incoming_shutdown(
-                    TcpIncoming::from(grpc),
-                    token.clone().cancelled_owned(),
-                )
-                .await;
+                .add_service(service);
+            let stop = token.clone().cancelled_owned();
+            let served = match grpc {
+                GrpcIncoming::Plain(incoming) => {
+                    router.serve_with_incoming_shutdown(incoming, stop).await
+                }
+                GrpcIncoming::Tls(incoming) => {
+                    router.serve_with_incoming_shutdown(incoming, stop).await
+                }
+            };
             if let Err(e) = served {
                 let _ = fail.send(AppError::Serve("gRPC", e.to_string()));
                 token.cancel();
@@ -191,6 +236,7 @@ pub async fn start_with_store(
         http_addr,
         shutdown,
         reloader,
+        tls,
         tasks,
         failures,
         grace: settings.shutdown_grace,
@@ -239,6 +285,12 @@ impl Running {
         self.shutdown.cancel();
         self.wait().await
     }
+}
+
+/// The gRPC connections: plain TCP, or TLS after the handshake.
+enum GrpcIncoming {
+    Plain(TcpIncoming),
+    Tls(crate::tls::TlsIncoming),
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, AppError> {

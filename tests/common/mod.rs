@@ -15,6 +15,8 @@ use sluice::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descript
 use sluice::proto::rate_limit_service_client::RateLimitServiceClient;
 use sluice::proto::{RateLimitDescriptor, RateLimitRequest, RateLimitResponse};
 use sluice::rules::LoadOptions;
+use sluice::store::{MemoryStore, Store};
+use sluice::tls::{ServerTls, TlsSettings};
 use tonic::transport::Channel;
 
 /// 2026-01-01T00:00:00Z plus 2 s: two seconds past a minute (and hour, and day) boundary.
@@ -26,6 +28,8 @@ pub struct TestServer {
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
     pub dir: tempfile::TempDir,
+    /// The live TLS state when started with [`TestServer::start_tls`].
+    pub tls: Option<ServerTls>,
     running: Option<Running>,
 }
 
@@ -37,31 +41,38 @@ impl TestServer {
 
     /// As [`TestServer::start`], with limiter options.
     pub async fn start_with(yaml: &str, limiter: LimiterOptions) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::write(dir.path().join("rules.yaml"), yaml).expect("write rules");
-        Self::start_in(dir, limiter).await
+        Self::start_in(rules_dir(yaml), limiter).await
     }
 
     /// Starts a server whose `--config` is the prepared directory `dir`.
     pub async fn start_in(dir: tempfile::TempDir, limiter: LimiterOptions) -> Self {
-        Self::start_full(dir, limiter, Arc::new(sluice::store::MemoryStore::new())).await
+        Self::start_full(dir, limiter, Arc::new(MemoryStore::new()), None).await
+    }
+
+    /// As [`TestServer::start`], serving gRPC over TLS.
+    pub async fn start_tls(yaml: &str, tls: TlsSettings) -> Self {
+        Self::start_full(
+            rules_dir(yaml),
+            LimiterOptions::default(),
+            Arc::new(MemoryStore::new()),
+            Some(tls),
+        )
+        .await
     }
 
     /// Starts a server with one rule file holding `yaml`, counting in `store`.
-    pub async fn start_with_store(yaml: &str, store: Arc<dyn sluice::store::Store>) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::write(dir.path().join("rules.yaml"), yaml).expect("write rules");
-        Self::start_full(dir, LimiterOptions::default(), store).await
+    pub async fn start_with_store(yaml: &str, store: Arc<dyn Store>) -> Self {
+        Self::start_full(rules_dir(yaml), LimiterOptions::default(), store, None).await
     }
 
     async fn start_full(
         dir: tempfile::TempDir,
         limiter: LimiterOptions,
-        store: Arc<dyn sluice::store::Store>,
+        store: Arc<dyn Store>,
+        tls: Option<TlsSettings>,
     ) -> Self {
         let clock = ManualClock::new(START);
         let settings = Settings {
-            config: vec![dir.path().to_path_buf()],
             grpc_addr: "127.0.0.1:0".parse().unwrap(),
             http_addr: "127.0.0.1:0".parse().unwrap(),
             load: LoadOptions {
@@ -70,9 +81,9 @@ impl TestServer {
             },
             limiter,
             shutdown_grace: Duration::from_secs(5),
-            near_limit_ratio: 0.8,
             max_metric_series: 100,
-            watch_rules: true,
+            tls,
+            ..Settings::new(vec![dir.path().to_path_buf()])
         };
         let running = app::start_with_store(settings, Arc::new(clock.clone()), store)
             .await
@@ -82,6 +93,7 @@ impl TestServer {
             grpc_addr: running.grpc_addr,
             http_addr: running.http_addr,
             dir,
+            tls: running.tls.clone(),
             running: Some(running),
         }
     }
@@ -130,6 +142,13 @@ impl TestServer {
             running.stop().await.expect("clean stop");
         }
     }
+}
+
+/// A fresh directory holding one rule file with `yaml`.
+fn rules_dir(yaml: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("rules.yaml"), yaml).expect("write rules");
+    dir
 }
 
 /// A descriptor from `(key, value)` pairs.
