@@ -152,13 +152,16 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
     };
     let running = app::start(settings, Arc::new(SystemClock)).await?;
+    // Handlers first: a signal that arrives right after the ready line must not kill the
+    // process with the default action.
+    let signal = shutdown_signal().context("cannot install signal handlers")?;
     println!(
         "sluice ready grpc={} http={}",
         running.grpc_addr, running.http_addr
     );
     let token = running.shutdown.clone();
     tokio::spawn(async move {
-        wait_for_signal().await;
+        signal.await;
         tracing::info!("shutdown requested");
         token.cancel();
     });
@@ -182,24 +185,25 @@ pub fn check(args: &CheckArgs) -> anyhow::Result<bool> {
     }
 }
 
-async fn wait_for_signal() {
+/// Registers the SIGTERM and SIGINT handlers now and returns a future that resolves on the
+/// first of them.
+fn shutdown_signal() -> std::io::Result<impl Future<Output = ()>> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        Ok(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
             }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
+        })
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
     }
 }
