@@ -262,7 +262,8 @@ fn listener_addr(json: &str) -> Option<SocketAddr> {
         .ok()
 }
 
-/// sluice, an upstream and Envoy in front of it, wired together; all stop when dropped.
+/// sluice, an upstream and Envoy in front of it, wired together; all stop when dropped (and
+/// print their logs if the test failed).
 pub struct Stack {
     /// The rate-limit server.
     pub sluice: Sluice,
@@ -300,5 +301,14 @@ impl Stack {
     /// The status codes of `n` requests through Envoy.
     pub fn statuses(&self, n: usize, path: &str, headers: &[(&str, &str)]) -> Vec<u16> {
         (0..n).map(|_| self.get(path, headers).status).collect()
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- sluice log\n{}", self.sluice.log());
+            eprintln!("--- envoy log\n{}", self.envoy.log());
+        }
     }
 }
