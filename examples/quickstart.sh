@@ -42,6 +42,13 @@ if [[ -z "$sluice" ]]; then
     fi
 fi
 
+for port in 8081 8080 10000 10001 9901; do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+        echo "127.0.0.1:$port is already in use; stop what listens there first" >&2
+        exit 1
+    fi
+done
+
 logs=$(mktemp -d)
 pids=()
 cleanup() {
