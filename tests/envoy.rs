@@ -28,9 +28,7 @@ fn header_u64(response: &Response, name: &str) -> u64 {
         .unwrap_or_else(|_| panic!("{name}: {value:?} is not a number"))
 }
 
-/// A key gets its 3 requests with falling `x-ratelimit-remaining`, then a 429 carrying
-/// Retry-After, the x-ratelimit-* and RateLimit headers; another key is unaffected; after the
-/// advertised wait the first key passes again. Refused requests never reach the upstream.
+/// A key gets 3 OKs then a 429 with Retry-After and limit headers; others pass; it passes after.
 #[test]
 #[ignore = "needs envoy (scripts/test installs it)"]
 fn a_key_is_limited_then_passes_again_after_the_advertised_wait() {
@@ -75,9 +73,7 @@ fn a_key_is_limited_then_passes_again_after_the_advertised_wait() {
     assert_eq!(again.status, 200, "after Retry-After: {again:#?}");
 }
 
-/// Nested descriptors built from `generic_key` + two `request_headers`: each tenant and plan
-/// value counts on its own, a specific plan beats the key-only node, and a request missing a
-/// header sends no descriptor at all.
+/// generic_key + request_headers nest: one counter per value; a missing header sends nothing.
 #[test]
 #[ignore = "needs envoy (scripts/test installs it)"]
 fn nested_descriptors_from_generic_key_and_request_headers() {
@@ -126,8 +122,7 @@ descriptors:
     );
 }
 
-/// `remote_address` limits each client address on its own (connections from 127.0.0.2 and
-/// 127.0.0.3), and a client cannot escape by sending its own x-forwarded-for.
+/// remote_address counts each client address alone; the client's own x-forwarded-for is ignored.
 #[test]
 #[ignore = "needs envoy (scripts/test installs it)"]
 fn remote_address_limits_each_client_address() {
@@ -160,8 +155,7 @@ descriptors:
     );
 }
 
-/// A token bucket admits its whole burst at once although it refills only 1 per minute, then
-/// refuses with a Retry-After of at most the refill interval; another key has its own bucket.
+/// A token bucket admits its burst of 5 at once despite a 1/min refill, then refuses.
 #[test]
 #[ignore = "needs envoy (scripts/test installs it)"]
 fn token_bucket_admits_a_burst_then_refuses() {
@@ -205,8 +199,7 @@ descriptors:
         rate_limit: { name: trial, unit: minute, requests_per_unit: 2 }
 "#;
 
-/// A `shadow_mode` rule never refuses: all requests reach the upstream, while Envoy's and
-/// sluice's headers report the exhausted limit.
+/// A shadow_mode rule passes every request while the headers report the limit exhausted.
 #[test]
 #[ignore = "needs envoy (scripts/test installs it)"]
 fn shadow_mode_rule_passes_traffic_and_reports_exhaustion() {
@@ -224,8 +217,7 @@ fn shadow_mode_rule_passes_traffic_and_reports_exhaustion() {
     assert_eq!(stack.upstream.hits(), 5);
 }
 
-/// `--shadow-mode` (global) lets every request through an ordinary rule while the statuses
-/// still report it exhausted.
+/// `--shadow-mode` passes every request through an ordinary rule; headers still say it is spent.
 #[test]
 #[ignore = "needs envoy (scripts/test installs it)"]
 fn global_shadow_mode_passes_traffic() {
@@ -241,8 +233,7 @@ fn global_shadow_mode_passes_traffic() {
     assert_eq!(stack.upstream.hits(), 6);
 }
 
-/// Shadow mode is visible in sluice's Prometheus metrics: the over-limit hits a shadow rule
-/// let through are counted.
+/// The over-limit hits a shadow rule let through are counted in sluice's Prometheus metrics.
 #[test]
 #[ignore = "needs /metrics (issue 3)"]
 fn shadow_mode_is_counted_in_metrics() {
@@ -287,8 +278,7 @@ fn rule_edited_on_disk_changes_enforcement_without_restart() {
     );
 }
 
-/// sluice down, `failure_mode_deny: false`: Envoy lets the request through and counts it as
-/// `failure_mode_allowed`.
+/// sluice stopped, failure_mode_deny false: Envoy passes and counts failure_mode_allowed.
 #[test]
 #[ignore = "needs envoy (scripts/test installs it)"]
 fn sluice_down_with_failure_mode_allow_passes_traffic() {
@@ -304,8 +294,7 @@ fn sluice_down_with_failure_mode_allow_passes_traffic() {
     assert_eq!(stack.upstream.hits(), 2);
 }
 
-/// sluice down, `failure_mode_deny: true`: Envoy refuses with its `status_on_error`, 500 by
-/// default, and the request never reaches the upstream.
+/// sluice stopped, failure_mode_deny true: Envoy answers 500 (its default status_on_error).
 #[test]
 #[ignore = "needs envoy (scripts/test installs it)"]
 fn sluice_down_with_failure_mode_deny_refuses_traffic() {

@@ -92,8 +92,7 @@ fn istio_configmap_rules_load_and_match_the_filter_domain() {
     assert!(check(dir.path()).starts_with("ok: 1 domain"));
 }
 
-/// The Istio EnvoyFilter's filter config and route actions, wrapped in a minimal bootstrap
-/// with the cluster they name, pass `envoy --mode validate`.
+/// The Istio filter and route actions, in a minimal bootstrap, pass `envoy --mode validate`.
 #[test]
 #[ignore = "needs envoy (scripts/test installs it)"]
 fn istio_envoyfilter_is_valid_envoy_config() {

@@ -72,9 +72,7 @@ fn flags<'a>(args: &[&'a str]) -> Vec<&'a str> {
         .collect()
 }
 
-/// The defaults render a ServiceAccount, the rules ConfigMap, a Service and a one-replica
-/// Deployment that runs as non-root on a read-only root filesystem with resources set and
-/// replicas spread over nodes, and nothing else.
+/// Defaults: one non-root, read-only-root replica with resources and anti-affinity; no extras.
 #[test]
 #[ignore = "needs helm (scripts/test installs it)"]
 fn default_values_render_a_hardened_single_replica_deployment() {
@@ -107,8 +105,7 @@ fn default_values_render_a_hardened_single_replica_deployment() {
     );
 }
 
-/// Liveness asks `GET /healthcheck` on the http port; readiness asks gRPC health for the
-/// `ratelimit` service on 8081; the container exposes grpc 8081 and http 8080.
+/// Liveness is GET /healthcheck, readiness gRPC health `ratelimit`; ports grpc 8081, http 8080.
 #[test]
 #[ignore = "needs helm (scripts/test installs it)"]
 fn probes_use_healthcheck_and_grpc_health() {
@@ -159,8 +156,7 @@ fn service_exposes_grpc_8081_and_http_8080() {
     }
 }
 
-/// The rules from values.yaml land in a ConfigMap that `sluice check` loads, mounted whole as
-/// the `--config` directory (no subPath, so updates reach the pod).
+/// The rules ConfigMap passes `sluice check` and is mounted whole (no subPath) as --config.
 #[test]
 #[ignore = "needs helm (scripts/test installs it)"]
 fn rules_configmap_loads_and_is_mounted_as_a_directory() {
@@ -202,8 +198,7 @@ fn rules_configmap_loads_and_is_mounted_as_a_directory() {
     assert_eq!(volume["configMap"]["name"], configmap["metadata"]["name"]);
 }
 
-/// Every flag the chart passes by default (and with the optional switches on) is one that
-/// `sluice serve --help` lists.
+/// Every flag the chart passes, by default or with its switches on, is in `sluice serve --help`.
 #[test]
 #[ignore = "needs helm (scripts/test installs it)"]
 fn every_flag_the_chart_passes_exists_in_sluice() {
@@ -232,8 +227,7 @@ fn every_flag_the_chart_passes_exists_in_sluice() {
     }
 }
 
-/// The memory store counts inside one pod: more replicas, or autoscaling, fail to render with
-/// a message that says why; with the Redis store they render.
+/// Memory store: replicas > 1 or an HPA fail to render and say why; Redis allows them.
 #[test]
 #[ignore = "needs helm (scripts/test installs it)"]
 fn memory_store_refuses_several_replicas_and_autoscaling() {
@@ -263,9 +257,7 @@ fn memory_store_refuses_several_replicas_and_autoscaling() {
     assert_eq!(find(&redis, "Deployment")["spec"]["replicas"], 3);
 }
 
-/// The Redis + HPA + ServiceMonitor values: the Deployment leaves replicas to the HPA, reads
-/// the Redis URL from the chart's Secret, and the HPA, PDB, ServiceMonitor and NetworkPolicy
-/// point at the right objects and ports.
+/// Redis + HPA + ServiceMonitor values wire the Secret, HPA, PDB, monitor and NetworkPolicy.
 #[test]
 #[ignore = "needs helm (scripts/test installs it)"]
 fn redis_hpa_servicemonitor_values_render_shared_store_objects() {
@@ -340,8 +332,7 @@ fn existing_configmap_replaces_the_chart_rules() {
     );
 }
 
-/// Memory persistence adds a claim mounted at the data directory, `--data-dir` (a later
-/// feature, so only then), and the Recreate strategy a ReadWriteOnce volume needs.
+/// Memory persistence adds a claim, --data-dir (only then) and the Recreate strategy RWO needs.
 #[test]
 #[ignore = "needs helm (scripts/test installs it)"]
 fn memory_persistence_adds_a_claim_and_recreate_strategy() {

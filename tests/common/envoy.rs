@@ -1,5 +1,4 @@
-//! A real Envoy (from `.venv/bin/envoy` or `SLUICE_ENVOY`) as a child process killed on drop,
-//! its generated bootstrap, and a whole stack: sluice + Envoy + an upstream.
+//! A real Envoy child process (killed on drop), its bootstrap, and a sluice+Envoy+upstream stack.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
