@@ -1,6 +1,11 @@
 //! Shared test helpers: an in-process server on port 0 with a manual clock, and a gRPC client.
 #![allow(dead_code)]
 
+pub mod envoy;
+pub mod http1;
+pub mod process;
+pub mod yaml;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
