@@ -44,6 +44,9 @@ pub struct Settings {
     pub limiter: LimiterOptions,
     /// Longest wait for in-flight calls at shutdown.
     pub shutdown_grace: Duration,
+    /// How long to keep serving after health turns NOT_SERVING, so load balancers and
+    /// Kubernetes stop sending new calls before the listeners close.
+    pub shutdown_delay: Duration,
     /// Upstream's NEAR_LIMIT_RATIO for the near_limit statistic.
     pub near_limit_ratio: f64,
     /// Most per-rule metric series before new ones fold into an overflow series.
@@ -64,6 +67,7 @@ impl Settings {
             load: LoadOptions::default(),
             limiter: LimiterOptions::default(),
             shutdown_grace: Duration::from_secs(10),
+            shutdown_delay: Duration::ZERO,
             near_limit_ratio: 0.8,
             max_metric_series: 10_000,
             watch_rules: true,
@@ -113,6 +117,7 @@ pub struct Running {
     tasks: TaskTracker,
     failures: tokio::sync::mpsc::UnboundedReceiver<AppError>,
     grace: Duration,
+    delay: Duration,
 }
 
 /// Loads rules, binds both listeners and starts serving in the background, counting in the
@@ -179,9 +184,12 @@ pub async fn start_with_store(
             .set_service_status(name, ServingStatus::Serving)
             .await;
     }
-    // Health turns NOT_SERVING the moment shutdown begins, before the listeners close.
+    // Shutdown in order: health turns NOT_SERVING the moment it is requested; the listeners
+    // close after the shutdown delay (`stop`); in-flight calls then finish.
+    let stop = CancellationToken::new();
     tasks.spawn({
-        let (token, draining) = (shutdown.clone(), draining.clone());
+        let (token, stop, draining) = (shutdown.clone(), stop.clone(), draining.clone());
+        let delay = settings.shutdown_delay;
         async move {
             token.cancelled().await;
             draining.store(true, Ordering::SeqCst);
@@ -190,17 +198,23 @@ pub async fn start_with_store(
                     .set_service_status(name, ServingStatus::NotServing)
                     .await;
             }
+            tracing::info!(
+                ?delay,
+                "health is NOT_SERVING; closing listeners after the delay"
+            );
+            tokio::time::sleep(delay).await;
+            stop.cancel();
         }
     });
 
     tasks.spawn({
         let (token, fail) = (shutdown.clone(), fail.clone());
+        let stop = stop.clone().cancelled_owned();
         let service = RlsService::new(limiter.clone()).into_server();
         async move {
             let router = tonic::transport::Server::builder()
                 .add_service(health_service)
                 .add_service(service);
-            let stop = token.clone().cancelled_owned();
             let served = match grpc {
                 GrpcIncoming::Plain(incoming) => {
                     router.serve_with_incoming_shutdown(incoming, stop).await
@@ -218,11 +232,10 @@ pub async fn start_with_store(
 
     tasks.spawn({
         let token = shutdown.clone();
+        let stop = stop.cancelled_owned();
         let router = http::router(HttpState { limiter, draining });
         async move {
-            let served = axum::serve(http, router)
-                .with_graceful_shutdown(token.clone().cancelled_owned())
-                .await;
+            let served = axum::serve(http, router).with_graceful_shutdown(stop).await;
             if let Err(e) = served {
                 let _ = fail.send(AppError::Serve("HTTP", e.to_string()));
                 token.cancel();
@@ -240,6 +253,7 @@ pub async fn start_with_store(
         tasks,
         failures,
         grace: settings.shutdown_grace,
+        delay: settings.shutdown_delay,
     })
 }
 
@@ -265,10 +279,10 @@ async fn sweep(
 
 impl Running {
     /// Waits until shutdown is requested, then for in-flight calls to finish (bounded by the
-    /// grace period). Returns the first server failure, if any.
+    /// shutdown delay plus the grace period). Returns the first server failure, if any.
     pub async fn wait(mut self) -> Result<(), AppError> {
         self.shutdown.cancelled().await;
-        if tokio::time::timeout(self.grace, self.tasks.wait())
+        if tokio::time::timeout(self.delay + self.grace, self.tasks.wait())
             .await
             .is_err()
         {

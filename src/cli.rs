@@ -82,6 +82,10 @@ pub struct ServeArgs {
     /// Longest wait for in-flight calls at shutdown, in seconds.
     #[arg(long, env = "SLUICE_SHUTDOWN_GRACE", default_value_t = 10)]
     pub shutdown_grace: u64,
+    /// Seconds to keep serving after health turns NOT_SERVING at shutdown, so load balancers
+    /// stop sending calls before the listeners close.
+    #[arg(long, env = "SLUICE_SHUTDOWN_DELAY", default_value_t = 0)]
+    pub shutdown_delay: u64,
     /// Near-limit threshold as a fraction of the limit, for the near_limit statistic
     /// (upstream NEAR_LIMIT_RATIO).
     #[arg(long, env = "SLUICE_NEAR_LIMIT_RATIO", default_value_t = 0.8, value_parser = parse_ratio)]
@@ -165,6 +169,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             default_algorithm: args.rules.default_algorithm.into(),
         },
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
+        shutdown_delay: Duration::from_secs(args.shutdown_delay),
         near_limit_ratio: args.near_limit_ratio,
         max_metric_series: args.metrics_max_series,
         watch_rules: !args.no_watch,

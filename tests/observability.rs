@@ -320,16 +320,20 @@ impl Store for SlowStore {
     }
 }
 
-/// Shutdown during calls: every in-flight call completes, health turns NOT_SERVING, and the
-/// server stops cleanly.
+/// Shutdown during calls: health turns NOT_SERVING at once, the listeners close after the
+/// shutdown delay, every in-flight call still completes, and the server stops cleanly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_finishes_in_flight_calls() {
     let store = Arc::new(SlowStore {
         inner: MemoryStore::new(),
-        delay: Duration::from_millis(300),
+        delay: Duration::from_millis(1500),
         started: AtomicUsize::new(0),
     });
-    let server = TestServer::start_with_store(RULES, store.clone()).await;
+    // The listeners close 0.5 s after health turns NOT_SERVING, mid-way through the calls.
+    let server = TestServer::start_adjusted(RULES, store.clone(), |s| {
+        s.shutdown_delay = Duration::from_millis(500);
+    })
+    .await;
     let mut calls = Vec::new();
     for i in 0..20 {
         let mut client = server.client().await;

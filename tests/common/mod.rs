@@ -65,9 +65,20 @@ impl TestServer {
         .await
     }
 
-    /// Starts a server with one rule file holding `yaml`, counting in `store`.
-    pub async fn start_with_store(yaml: &str, store: Arc<dyn Store>) -> Self {
-        Self::start_full(rules_dir(yaml), LimiterOptions::default(), store, None).await
+    /// Starts a server with `settings` adjusted by `adjust` (addresses and rules are set).
+    pub async fn start_adjusted(
+        yaml: &str,
+        store: Arc<dyn Store>,
+        adjust: impl FnOnce(&mut Settings),
+    ) -> Self {
+        Self::start_full_adjusted(
+            rules_dir(yaml),
+            LimiterOptions::default(),
+            store,
+            None,
+            adjust,
+        )
+        .await
     }
 
     async fn start_full(
@@ -75,6 +86,16 @@ impl TestServer {
         limiter: LimiterOptions,
         store: Arc<dyn Store>,
         tls: Option<TlsSettings>,
+    ) -> Self {
+        Self::start_full_adjusted(dir, limiter, store, tls, |_| {}).await
+    }
+
+    async fn start_full_adjusted(
+        dir: tempfile::TempDir,
+        limiter: LimiterOptions,
+        store: Arc<dyn Store>,
+        tls: Option<TlsSettings>,
+        adjust: impl FnOnce(&mut Settings),
     ) -> Self {
         let clock = ManualClock::new(START);
         let settings = Settings {
@@ -90,6 +111,8 @@ impl TestServer {
             tls,
             ..Settings::new(vec![dir.path().to_path_buf()])
         };
+        let mut settings = settings;
+        adjust(&mut settings);
         let running = app::start_with_store(settings, Arc::new(clock.clone()), store)
             .await
             .expect("server starts");
