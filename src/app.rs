@@ -20,7 +20,8 @@ use crate::metrics::Metrics;
 use crate::reload::{Reloader, WatchError};
 use crate::rules::{ConfigErrors, LoadOptions};
 use crate::service::RlsService;
-use crate::store::MemoryStore;
+use crate::store::{MemoryStore, Store};
+use crate::tls::{ServerTls, TlsError, TlsSettings};
 
 /// How often idle counters are reclaimed and the counter gauge refreshed.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
@@ -43,12 +44,36 @@ pub struct Settings {
     pub limiter: LimiterOptions,
     /// Longest wait for in-flight calls at shutdown.
     pub shutdown_grace: Duration,
+    /// How long to keep serving after health turns NOT_SERVING, so load balancers and
+    /// Kubernetes stop sending new calls before the listeners close.
+    pub shutdown_delay: Duration,
     /// Upstream's NEAR_LIMIT_RATIO for the near_limit statistic.
     pub near_limit_ratio: f64,
     /// Most per-rule metric series before new ones fold into an overflow series.
     pub max_metric_series: usize,
     /// Reload rules when their files change.
     pub watch_rules: bool,
+    /// TLS on gRPC; `None` serves plaintext.
+    pub tls: Option<TlsSettings>,
+}
+
+impl Settings {
+    /// The defaults of `sluice serve` for the rule paths `config`.
+    pub fn new(config: Vec<PathBuf>) -> Self {
+        Self {
+            config,
+            grpc_addr: SocketAddr::from(([0, 0, 0, 0], 8081)),
+            http_addr: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            load: LoadOptions::default(),
+            limiter: LimiterOptions::default(),
+            shutdown_grace: Duration::from_secs(10),
+            shutdown_delay: Duration::ZERO,
+            near_limit_ratio: 0.8,
+            max_metric_series: 10_000,
+            watch_rules: true,
+            tls: None,
+        }
+    }
 }
 
 /// Why the server could not start or stopped badly.
@@ -68,6 +93,10 @@ pub enum AppError {
         /// The cause.
         source: std::io::Error,
     },
+    /// The TLS certificates did not load or cannot be watched. Not a `source`: the message
+    /// already holds the cause, and an error chain would print it twice.
+    #[error("TLS: {0}")]
+    Tls(TlsError),
     /// A server failed while running.
     #[error("{0} server failed: {1}")]
     Serve(&'static str, String),
@@ -83,13 +112,26 @@ pub struct Running {
     pub shutdown: CancellationToken,
     /// The rule loader (its generation tells how many rule sets have loaded).
     pub reloader: Arc<Reloader>,
+    /// The live TLS state (reload status), when serving TLS.
+    pub tls: Option<ServerTls>,
     tasks: TaskTracker,
     failures: tokio::sync::mpsc::UnboundedReceiver<AppError>,
     grace: Duration,
+    delay: Duration,
 }
 
-/// Loads rules, binds both listeners and starts serving in the background.
+/// Loads rules, binds both listeners and starts serving in the background, counting in the
+/// embedded memory store.
 pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running, AppError> {
+    start_with_store(settings, clock, Arc::new(MemoryStore::new())).await
+}
+
+/// As [`start`], counting in `store`.
+pub async fn start_with_store(
+    settings: Settings,
+    clock: Arc<dyn Clock>,
+    store: Arc<dyn Store>,
+) -> Result<Running, AppError> {
     let metrics = Arc::new(Metrics::new(
         settings.near_limit_ratio,
         settings.max_metric_series,
@@ -99,7 +141,6 @@ pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running,
         settings.load,
         metrics.clone(),
     )?);
-    let store = Arc::new(MemoryStore::new());
     let limiter = Arc::new(Limiter::new(
         reloader.rules(),
         store.clone(),
@@ -107,6 +148,12 @@ pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running,
         settings.limiter,
         metrics.clone(),
     ));
+    // Certificates are checked before binding, so bad files stop the start.
+    let tls = settings
+        .tls
+        .map(ServerTls::load)
+        .transpose()
+        .map_err(AppError::Tls)?;
 
     let grpc = bind(settings.grpc_addr).await?;
     let http = bind(settings.http_addr).await?;
@@ -117,6 +164,16 @@ pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running,
     let tasks = TaskTracker::new();
     let draining = Arc::new(AtomicBool::new(false));
     let (fail, failures) = tokio::sync::mpsc::unbounded_channel();
+    // TLS: reload on file changes; handshakes run in their own tasks (see tls::incoming).
+    let grpc = match &tls {
+        Some(tls) => {
+            tls.watch(&tasks, shutdown.clone()).map_err(AppError::Tls)?;
+            GrpcIncoming::Tls(tls.incoming(grpc, &tasks, shutdown.clone()))
+        }
+        // serve_with_incoming ignores the builder's tcp_nodelay (on by default), so set it here:
+        // with Nagle on, small answers wait for the peer's delayed ACK.
+        None => GrpcIncoming::Plain(TcpIncoming::from(grpc).with_nodelay(Some(true))),
+    };
 
     if settings.watch_rules {
         tasks.spawn(reloader.clone().watch(shutdown.clone())?);
@@ -129,9 +186,12 @@ pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running,
             .set_service_status(name, ServingStatus::Serving)
             .await;
     }
-    // Health turns NOT_SERVING the moment shutdown begins, before the listeners close.
+    // Shutdown in order: health turns NOT_SERVING the moment it is requested; the listeners
+    // close after the shutdown delay (`stop`); in-flight calls then finish.
+    let stop = CancellationToken::new();
     tasks.spawn({
-        let (token, draining) = (shutdown.clone(), draining.clone());
+        let (token, stop, draining) = (shutdown.clone(), stop.clone(), draining.clone());
+        let delay = settings.shutdown_delay;
         async move {
             token.cancelled().await;
             draining.store(true, Ordering::SeqCst);
@@ -140,23 +200,31 @@ pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running,
                     .set_service_status(name, ServingStatus::NotServing)
                     .await;
             }
+            tracing::info!(
+                ?delay,
+                "health is NOT_SERVING; closing listeners after the delay"
+            );
+            tokio::time::sleep(delay).await;
+            stop.cancel();
         }
     });
 
     tasks.spawn({
         let (token, fail) = (shutdown.clone(), fail.clone());
+        let stop = stop.clone().cancelled_owned();
         let service = RlsService::new(limiter.clone()).into_server();
         async move {
-            let served = tonic::transport::Server::builder()
+            let router = tonic::transport::Server::builder()
                 .add_service(health_service)
-                .add_service(service)
-                .serve_with_incoming_shutdown(
-                    // serve_with_incoming ignores the builder's tcp_nodelay (on by default), so
-                    // set it here: with Nagle on, small answers wait for the peer's delayed ACK.
-                    TcpIncoming::from(grpc).with_nodelay(Some(true)),
-                    token.clone().cancelled_owned(),
-                )
-                .await;
+                .add_service(service);
+            let served = match grpc {
+                GrpcIncoming::Plain(incoming) => {
+                    router.serve_with_incoming_shutdown(incoming, stop).await
+                }
+                GrpcIncoming::Tls(incoming) => {
+                    router.serve_with_incoming_shutdown(incoming, stop).await
+                }
+            };
             if let Err(e) = served {
                 let _ = fail.send(AppError::Serve("gRPC", e.to_string()));
                 token.cancel();
@@ -166,11 +234,10 @@ pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running,
 
     tasks.spawn({
         let token = shutdown.clone();
+        let stop = stop.cancelled_owned();
         let router = http::router(HttpState { limiter, draining });
         async move {
-            let served = axum::serve(http, router)
-                .with_graceful_shutdown(token.clone().cancelled_owned())
-                .await;
+            let served = axum::serve(http, router).with_graceful_shutdown(stop).await;
             if let Err(e) = served {
                 let _ = fail.send(AppError::Serve("HTTP", e.to_string()));
                 token.cancel();
@@ -184,15 +251,17 @@ pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running,
         http_addr,
         shutdown,
         reloader,
+        tls,
         tasks,
         failures,
         grace: settings.shutdown_grace,
+        delay: settings.shutdown_delay,
     })
 }
 
 /// Reclaims idle counters and publishes how many are held, until shutdown.
 async fn sweep(
-    store: Arc<MemoryStore>,
+    store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
@@ -202,8 +271,9 @@ async fn sweep(
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = every.tick() => {
-                store.retain_active(clock.now());
-                metrics.set_active_counters("memory", store.len());
+                if let Some(held) = store.sweep(clock.now()) {
+                    metrics.set_active_counters(store.name(), held);
+                }
             }
         }
     }
@@ -211,10 +281,10 @@ async fn sweep(
 
 impl Running {
     /// Waits until shutdown is requested, then for in-flight calls to finish (bounded by the
-    /// grace period). Returns the first server failure, if any.
+    /// shutdown delay plus the grace period). Returns the first server failure, if any.
     pub async fn wait(mut self) -> Result<(), AppError> {
         self.shutdown.cancelled().await;
-        if tokio::time::timeout(self.grace, self.tasks.wait())
+        if tokio::time::timeout(self.delay + self.grace, self.tasks.wait())
             .await
             .is_err()
         {
@@ -231,6 +301,12 @@ impl Running {
         self.shutdown.cancel();
         self.wait().await
     }
+}
+
+/// The gRPC connections: plain TCP, or TLS after the handshake.
+enum GrpcIncoming {
+    Plain(TcpIncoming),
+    Tls(crate::tls::TlsIncoming),
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, AppError> {

@@ -13,6 +13,7 @@ use crate::app::{self, Settings};
 use crate::clock::SystemClock;
 use crate::limiter::LimiterOptions;
 use crate::rules::{self, LoadOptions};
+use crate::tls::TlsSettings;
 
 /// sluice: an Envoy-compatible external rate-limit server.
 #[derive(Debug, Parser)]
@@ -85,6 +86,10 @@ pub struct ServeArgs {
     /// Longest wait for in-flight calls at shutdown, in seconds.
     #[arg(long, env = "SLUICE_SHUTDOWN_GRACE", default_value_t = 10)]
     pub shutdown_grace: u64,
+    /// Seconds to keep serving after health turns NOT_SERVING at shutdown, so load balancers
+    /// stop sending calls before the listeners close.
+    #[arg(long, env = "SLUICE_SHUTDOWN_DELAY", default_value_t = 0)]
+    pub shutdown_delay: u64,
     /// Near-limit threshold as a fraction of the limit, for the near_limit statistic
     /// (upstream NEAR_LIMIT_RATIO).
     #[arg(long, env = "SLUICE_NEAR_LIMIT_RATIO", default_value_t = 0.8, value_parser = parse_ratio)]
@@ -102,6 +107,9 @@ pub struct ServeArgs {
     /// Log level or filter (e.g. `info`, `sluice=debug`); RUST_LOG is used when unset.
     #[arg(long, env = "SLUICE_LOG_LEVEL")]
     pub log_level: Option<String>,
+    /// TLS on gRPC.
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 /// Flags of `sluice check`.
@@ -165,9 +173,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             default_algorithm: args.rules.default_algorithm.into(),
         },
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
+        shutdown_delay: Duration::from_secs(args.shutdown_delay),
         near_limit_ratio: args.near_limit_ratio,
         max_metric_series: args.metrics_max_series,
         watch_rules: !args.no_watch,
+        tls: args.tls.settings(),
     };
     // Install the signal handlers before announcing readiness: a SIGTERM sent right after the
     // ready line must start a graceful shutdown, not kill the process.
@@ -199,6 +209,34 @@ pub fn check(args: &CheckArgs) -> anyhow::Result<bool> {
         Err(errors) => {
             eprintln!("{errors}");
             Ok(false)
+        }
+    }
+}
+
+/// TLS flags of `sluice serve` (certificates are reloaded when the files change).
+#[derive(Debug, Args)]
+pub struct TlsArgs {
+    /// PEM certificate chain for gRPC TLS (requires --tls-key).
+    #[arg(long, env = "SLUICE_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "SLUICE_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// PEM CA certificates: require client certificates signed by them (mTLS; requires --tls-cert).
+    #[arg(long, env = "SLUICE_TLS_CLIENT_CA", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    /// The TLS settings, or `None` for plaintext (clap makes cert and key come together).
+    pub fn settings(&self) -> Option<TlsSettings> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsSettings {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: self.tls_client_ca.clone(),
+            }),
+            _ => None,
         }
     }
 }

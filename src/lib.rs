@@ -8,6 +8,7 @@
 //! - [`limiter`]: request → matched limits → store → `Decision`.
 //! - [`service`]: the tonic `RateLimitService` (proto ↔ domain mapping only).
 //! - [`http`]: the HTTP endpoints.
+//! - [`tls`]: optional TLS/mTLS on gRPC, certificates reloaded on change.
 //! - [`app`]: the composition root: builds everything, serves, shuts down.
 //! - [`cli`]: command-line subcommands and flags.
 //! - [`metrics`]: every metric name, in one place; [`reload`]: hot reload of rule files.
@@ -59,3 +60,4 @@ pub mod rules;
 pub mod service;
 pub mod simulate;
 pub mod store;
+pub mod tls;

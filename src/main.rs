@@ -1,5 +1,6 @@
 //! The `sluice` binary: parse the command line, set up logging, run, map errors to exit codes.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -49,8 +50,10 @@ fn init_logging(format: LogFormat, level: Option<&str>) {
         Some(level) => EnvFilter::new(level),
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
     };
+    // Colour only for a person at a terminal; log collectors get plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),

@@ -166,6 +166,11 @@ impl Store for MemoryStore {
     fn name(&self) -> &'static str {
         "memory"
     }
+
+    fn sweep(&self, now: Nanos) -> Option<usize> {
+        self.retain_active(now);
+        Some(self.len())
+    }
 }
 
 #[cfg(test)]

@@ -78,4 +78,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// A short name for logs and metrics (`memory`, `redis`).
     fn name(&self) -> &'static str;
+
+    /// Housekeeping: drops counters equivalent to "never seen" at `now` and returns how many
+    /// counters remain held, when the store can tell (a shared store expires keys itself).
+    fn sweep(&self, _now: Nanos) -> Option<usize> {
+        None
+    }
 }

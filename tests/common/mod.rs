@@ -1,6 +1,11 @@
 //! Shared test helpers: an in-process server on port 0 with a manual clock, and a gRPC client.
 #![allow(dead_code)]
 
+pub mod envoy;
+pub mod http1;
+pub mod process;
+pub mod yaml;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,6 +20,8 @@ use sluice::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descript
 use sluice::proto::rate_limit_service_client::RateLimitServiceClient;
 use sluice::proto::{RateLimitDescriptor, RateLimitRequest, RateLimitResponse};
 use sluice::rules::LoadOptions;
+use sluice::store::{MemoryStore, Store};
+use sluice::tls::{ServerTls, TlsSettings};
 use tonic::transport::Channel;
 
 /// 2026-01-01T00:00:00Z plus 2 s: two seconds past a minute (and hour, and day) boundary.
@@ -26,6 +33,8 @@ pub struct TestServer {
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
     pub dir: tempfile::TempDir,
+    /// The live TLS state when started with [`TestServer::start_tls`].
+    pub tls: Option<ServerTls>,
     running: Option<Running>,
 }
 
@@ -37,11 +46,59 @@ impl TestServer {
 
     /// As [`TestServer::start`], with limiter options.
     pub async fn start_with(yaml: &str, limiter: LimiterOptions) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::write(dir.path().join("rules.yaml"), yaml).expect("write rules");
+        Self::start_in(rules_dir(yaml), limiter).await
+    }
+
+    /// Starts a server whose `--config` is the prepared directory `dir`.
+    pub async fn start_in(dir: tempfile::TempDir, limiter: LimiterOptions) -> Self {
+        Self::start_full(dir, limiter, Arc::new(MemoryStore::new()), None).await
+    }
+
+    /// As [`TestServer::start`], serving gRPC over TLS.
+    pub async fn start_tls(yaml: &str, tls: TlsSettings) -> Self {
+        Self::start_full(
+            rules_dir(yaml),
+            LimiterOptions::default(),
+            Arc::new(MemoryStore::new()),
+            Some(tls),
+        )
+        .await
+    }
+
+    /// Starts a server with `settings` adjusted by `adjust` (addresses and rules are set).
+    pub async fn start_adjusted(
+        yaml: &str,
+        store: Arc<dyn Store>,
+        adjust: impl FnOnce(&mut Settings),
+    ) -> Self {
+        Self::start_full_adjusted(
+            rules_dir(yaml),
+            LimiterOptions::default(),
+            store,
+            None,
+            adjust,
+        )
+        .await
+    }
+
+    async fn start_full(
+        dir: tempfile::TempDir,
+        limiter: LimiterOptions,
+        store: Arc<dyn Store>,
+        tls: Option<TlsSettings>,
+    ) -> Self {
+        Self::start_full_adjusted(dir, limiter, store, tls, |_| {}).await
+    }
+
+    async fn start_full_adjusted(
+        dir: tempfile::TempDir,
+        limiter: LimiterOptions,
+        store: Arc<dyn Store>,
+        tls: Option<TlsSettings>,
+        adjust: impl FnOnce(&mut Settings),
+    ) -> Self {
         let clock = ManualClock::new(START);
         let settings = Settings {
-            config: vec![dir.path().to_path_buf()],
             grpc_addr: "127.0.0.1:0".parse().unwrap(),
             http_addr: "127.0.0.1:0".parse().unwrap(),
             load: LoadOptions {
@@ -50,11 +107,13 @@ impl TestServer {
             },
             limiter,
             shutdown_grace: Duration::from_secs(5),
-            near_limit_ratio: 0.8,
             max_metric_series: 100,
-            watch_rules: true,
+            tls,
+            ..Settings::new(vec![dir.path().to_path_buf()])
         };
-        let running = app::start(settings, Arc::new(clock.clone()))
+        let mut settings = settings;
+        adjust(&mut settings);
+        let running = app::start_with_store(settings, Arc::new(clock.clone()), store)
             .await
             .expect("server starts");
         Self {
@@ -62,6 +121,7 @@ impl TestServer {
             grpc_addr: running.grpc_addr,
             http_addr: running.http_addr,
             dir,
+            tls: running.tls.clone(),
             running: Some(running),
         }
     }
@@ -83,12 +143,40 @@ impl TestServer {
         self.clock.advance(by);
     }
 
+    /// The `/metrics` text.
+    pub async fn metrics(&self) -> String {
+        let (status, body) = http(self.http_addr, "GET", "/metrics", "").await;
+        assert_eq!(status, 200);
+        body
+    }
+
+    /// How many rule sets have loaded (1 after start).
+    pub fn generation(&self) -> u64 {
+        self.running
+            .as_ref()
+            .expect("running")
+            .reloader
+            .generation()
+    }
+
+    /// Requests shutdown (as SIGTERM does) without waiting for it.
+    pub fn begin_shutdown(&self) {
+        self.running.as_ref().expect("running").shutdown.cancel();
+    }
+
     /// Shuts the server down.
     pub async fn stop(mut self) {
         if let Some(running) = self.running.take() {
             running.stop().await.expect("clean stop");
         }
     }
+}
+
+/// A fresh directory holding one rule file with `yaml`.
+fn rules_dir(yaml: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("rules.yaml"), yaml).expect("write rules");
+    dir
 }
 
 /// A descriptor from `(key, value)` pairs.
@@ -159,3 +247,39 @@ pub fn reset_ms(response: &RateLimitResponse, i: usize) -> u64 {
 
 pub const OK: i32 = 1;
 pub const OVER: i32 = 2;
+
+/// One HTTP/1.0 exchange over a fresh connection: `(status, body)`.
+pub async fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect http");
+    let request = format!(
+        "{method} {path} HTTP/1.0\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).await.expect("read");
+    let status = reply
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status line");
+    let body = reply
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// The value of one Prometheus sample, by its exact name-and-labels text (0 when absent).
+pub fn sample(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix(series)
+                .and_then(|rest| rest.strip_prefix(' '))
+        })
+        .map_or(0.0, |value| value.trim().parse().expect("numeric sample"))
+}

@@ -1,0 +1,313 @@
+//! A real Envoy child process (killed on drop), its bootstrap, and a sluice+Envoy+upstream stack.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use super::http1::{self, Response, Upstream};
+use super::process::{Sluice, poll, tool};
+
+/// The rule domain the generated Envoy sends.
+pub const DOMAIN: &str = "e2e";
+
+/// How long Envoy may take to start on a slow, busy machine.
+const START_LIMIT: Duration = Duration::from_secs(60);
+
+/// The Envoy binary: `SLUICE_ENVOY`, else `.venv/bin/envoy` (installed by `scripts/test`).
+pub fn envoy_bin() -> PathBuf {
+    tool("SLUICE_ENVOY", ".venv/bin/envoy")
+}
+
+/// Runs `envoy --mode validate -c <config>`; returns whether it passed and what it printed.
+pub fn validate(config: &Path) -> (bool, String) {
+    let out = Command::new(envoy_bin())
+        .args([
+            "--mode",
+            "validate",
+            "--disable-hot-restart",
+            "-l",
+            "error",
+            "-c",
+        ])
+        .arg(config)
+        .output()
+        .expect("run envoy --mode validate");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// What the generated bootstrap varies.
+#[derive(Debug, Clone, Copy)]
+pub struct Bootstrap {
+    /// sluice's gRPC address.
+    pub sluice: SocketAddr,
+    /// The upstream every route goes to.
+    pub upstream: SocketAddr,
+    /// The filter's `failure_mode_deny`.
+    pub failure_mode_deny: bool,
+}
+
+impl Bootstrap {
+    /// The bootstrap YAML: one listener on a free loopback port (admin too) with the
+    /// `ratelimit` filter (domain [`DOMAIN`], x-ratelimit headers on) and three routes:
+    /// - `/nested`: `(generic_key=nested, tenant=<x-tenant>, plan=<x-plan>)`;
+    /// - `/ip`: `(remote_address=<peer address>)`;
+    /// - anything else: `(generic_key=per_key, key=<x-key>)`.
+    ///
+    /// A descriptor whose header is missing is not sent (Envoy's rule).
+    pub fn yaml(&self) -> String {
+        let Self {
+            sluice,
+            upstream,
+            failure_mode_deny,
+        } = self;
+        format!(
+            r#"admin:
+  address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
+static_resources:
+  listeners:
+  - name: ingress
+    address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: ingress_http
+          use_remote_address: true
+          route_config:
+            virtual_hosts:
+            - name: app
+              domains: ["*"]
+              routes:
+              - match: {{ prefix: "/nested" }}
+                route:
+                  cluster: upstream
+                  rate_limits:
+                  - actions:
+                    - generic_key: {{ descriptor_value: nested }}
+                    - request_headers: {{ header_name: x-tenant, descriptor_key: tenant }}
+                    - request_headers: {{ header_name: x-plan, descriptor_key: plan }}
+              - match: {{ prefix: "/ip" }}
+                route:
+                  cluster: upstream
+                  rate_limits:
+                  - actions:
+                    - remote_address: {{}}
+              - match: {{ prefix: "/" }}
+                route:
+                  cluster: upstream
+                  rate_limits:
+                  - actions:
+                    - generic_key: {{ descriptor_value: per_key }}
+                    - request_headers: {{ header_name: x-key, descriptor_key: key }}
+          http_filters:
+          - name: envoy.filters.http.ratelimit
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit
+              domain: {DOMAIN}
+              timeout: 2s
+              failure_mode_deny: {failure_mode_deny}
+              enable_x_ratelimit_headers: DRAFT_VERSION_03
+              rate_limit_service:
+                transport_api_version: V3
+                grpc_service:
+                  envoy_grpc: {{ cluster_name: sluice }}
+          - name: envoy.filters.http.router
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+  clusters:
+  - name: sluice
+    type: STATIC
+    connect_timeout: 1s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {{ http2_protocol_options: {{}} }}
+    load_assignment:
+      cluster_name: sluice
+      endpoints:
+      - lb_endpoints:
+        - endpoint: {{ address: {{ socket_address: {{ address: {sluice_ip}, port_value: {sluice_port} }} }} }}
+  - name: upstream
+    type: STATIC
+    connect_timeout: 1s
+    load_assignment:
+      cluster_name: upstream
+      endpoints:
+      - lb_endpoints:
+        - endpoint: {{ address: {{ socket_address: {{ address: {upstream_ip}, port_value: {upstream_port} }} }} }}
+"#,
+            sluice_ip = sluice.ip(),
+            sluice_port = sluice.port(),
+            upstream_ip = upstream.ip(),
+            upstream_port = upstream.port(),
+        )
+    }
+}
+
+/// A running Envoy.
+pub struct Envoy {
+    child: Option<Child>,
+    /// The admin interface.
+    pub admin: SocketAddr,
+    /// The `ingress` listener.
+    pub listener: SocketAddr,
+    dir: tempfile::TempDir,
+}
+
+impl Envoy {
+    /// Starts Envoy with `bootstrap` and waits until it is ready and its listener is bound.
+    pub fn start(bootstrap: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = dir.path().join("envoy.yaml");
+        let admin_file = dir.path().join("admin-address");
+        std::fs::write(&config, bootstrap).expect("write bootstrap");
+        let log = std::fs::File::create(dir.path().join("envoy.log")).expect("log file");
+        let child = Command::new(envoy_bin())
+            .arg("-c")
+            .arg(&config)
+            .arg("--admin-address-path")
+            .arg(&admin_file)
+            .args([
+                "--disable-hot-restart",
+                "--concurrency",
+                "1",
+                "-l",
+                "warning",
+            ])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn envoy");
+        let mut envoy = Self {
+            child: Some(child),
+            admin: "0.0.0.0:0".parse().unwrap(),
+            listener: "0.0.0.0:0".parse().unwrap(),
+            dir,
+        };
+        envoy.admin = poll(START_LIMIT, "envoy writes its admin address", || {
+            envoy.assert_alive();
+            std::fs::read_to_string(&admin_file)
+                .ok()
+                .and_then(|a| a.trim().parse().ok())
+        });
+        poll(START_LIMIT, "envoy is ready", || {
+            envoy.assert_alive();
+            let ready = http1::try_get(envoy.admin, "/ready", &[]).ok()?;
+            (ready.status == 200).then_some(())
+        });
+        envoy.listener = poll(START_LIMIT, "envoy binds its listener", || {
+            envoy.assert_alive();
+            listener_addr(
+                &http1::try_get(envoy.admin, "/listeners?format=json", &[])
+                    .ok()?
+                    .body,
+            )
+        });
+        envoy
+    }
+
+    /// A counter from the admin `/stats`, 0 when absent.
+    pub fn counter(&self, name: &str) -> u64 {
+        let stats = http1::get(self.admin, &format!("/stats?filter=%5E{name}%24"), &[]).body;
+        stats
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(name)?
+                    .strip_prefix(": ")?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0)
+    }
+
+    /// What Envoy logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("envoy.log")).unwrap_or_default()
+    }
+
+    fn assert_alive(&mut self) {
+        let child = self.child.as_mut().expect("envoy child");
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("envoy exited with {status}:\n{}", self.log());
+        }
+    }
+}
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The `ingress` listener's bound address from admin `/listeners?format=json`.
+fn listener_addr(json: &str) -> Option<SocketAddr> {
+    let value: serde_json::Value = serde_json::from_str(json).ok()?;
+    let listener = value["listener_statuses"]
+        .as_array()?
+        .iter()
+        .find(|l| l["name"] == "ingress")?;
+    let socket = &listener["local_address"]["socket_address"];
+    let port = socket["port_value"].as_u64().filter(|&p| p != 0)?;
+    format!("{}:{port}", socket["address"].as_str()?)
+        .parse()
+        .ok()
+}
+
+/// sluice, an upstream and Envoy in front of it, wired together; all stop when dropped (and
+/// print their logs if the test failed).
+pub struct Stack {
+    /// The rate-limit server.
+    pub sluice: Sluice,
+    /// The service behind Envoy.
+    pub upstream: Upstream,
+    /// The proxy.
+    pub envoy: Envoy,
+}
+
+impl Stack {
+    /// sluice with `rules` (domain [`DOMAIN`]) and `sluice_args`, Envoy with `failure_mode_deny`.
+    pub fn start(rules: &str, sluice_args: &[&str], failure_mode_deny: bool) -> Self {
+        let sluice = Sluice::start(rules, sluice_args);
+        let upstream = Upstream::start();
+        let envoy = Envoy::start(
+            &Bootstrap {
+                sluice: sluice.grpc_addr,
+                upstream: upstream.addr,
+                failure_mode_deny,
+            }
+            .yaml(),
+        );
+        Self {
+            sluice,
+            upstream,
+            envoy,
+        }
+    }
+
+    /// `GET path` through Envoy with `headers`.
+    pub fn get(&self, path: &str, headers: &[(&str, &str)]) -> Response {
+        http1::get(self.envoy.listener, path, headers)
+    }
+
+    /// The status codes of `n` requests through Envoy.
+    pub fn statuses(&self, n: usize, path: &str, headers: &[(&str, &str)]) -> Vec<u16> {
+        (0..n).map(|_| self.get(path, headers).status).collect()
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- sluice log\n{}", self.sluice.log());
+            eprintln!("--- envoy log\n{}", self.envoy.log());
+        }
+    }
+}
