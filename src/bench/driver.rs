@@ -202,7 +202,11 @@ fn pace(rate: f64, stop: Stop, start: Instant) -> Stamps {
             Stop::After(d) => offset < d,
             Stop::Calls(n) => i < n,
         };
-        within.then_some(start + offset)
+        if within {
+            start.checked_add(offset)
+        } else {
+            None
+        }
     };
     std::thread::spawn(move || {
         let mut i = 0u64;
