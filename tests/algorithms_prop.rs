@@ -1,7 +1,7 @@
 //! Property tests of the counting algorithms over random arrival sequences and costs.
 
 use proptest::prelude::*;
-use sluice::algorithm::{Algorithm, Limit, State, Verdict, decide, is_idle, window_start};
+use sluice::algorithm::{Algorithm, Limit, State, Verdict, decide, idle_at, is_idle, window_start};
 use sluice::clock::{Nanos, SECOND};
 
 /// One decided call: when, for how much, the state it saw, the verdict and the state after.
@@ -175,6 +175,20 @@ proptest! {
             if let Some(st) = s.before.as_ref().filter(|st| is_idle(&l, st, s.now)) {
                 let fresh = decide(&l, None, s.now, s.cost).0;
                 prop_assert_eq!(decide(&l, Some(st), s.now, s.cost).0, fresh);
+            }
+        }
+    }
+
+    /// Every algorithm: a stored state is idle exactly from `idle_at` on (what stores reclaim by).
+    #[test]
+    fn idle_at_is_when_is_idle_starts(a in algorithm(), n in 0u64..=8, b in 0u64..=8, w in window(), start in 0u64..1 << 40, raw in calls(4)) {
+        let l = limit(a, n, b, w);
+        for st in run(&l, start, &scaled(w, &raw)).iter().filter_map(|s| s.after.as_ref()) {
+            let at = idle_at(&l, st);
+            prop_assert!(is_idle(&l, st, at), "{a}: not idle at {at}: {st:?}");
+            if at > 0 {
+                prop_assert!(!is_idle(&l, st, at - 1), "{a}: idle before {at}: {st:?}");
+                prop_assert!(!is_idle(&l, st, start), "{a}: idle at the start: {st:?}");
             }
         }
     }
