@@ -102,6 +102,11 @@ impl MemoryStore {
         self.shards.iter().map(|s| s.lock().len()).sum()
     }
 
+    /// Counter slots allocated across all shards: memory follows this, not the all-time count.
+    pub fn capacity(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().capacity()).sum()
+    }
+
     /// True when no counter is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -503,9 +508,9 @@ mod tests {
         for i in 0..10_000 {
             store.apply_now(&[charge(&i.to_string(), 5, 1, Gate::Enforced)], 0);
         }
-        let big = store.shards[0].lock().capacity();
+        let big = store.capacity();
         assert_eq!(store.retain_active(60 * SECOND), 10_000);
         assert!(store.is_empty());
-        assert!(store.shards[0].lock().capacity() < big / 8, "tables shrank");
+        assert!(store.capacity() < big / 8, "tables shrank");
     }
 }
