@@ -37,9 +37,15 @@ pub(super) fn start(shared: Arc<Shared>, now: Nanos) {
                 shared.compacting.store(false, Ordering::Release);
             }
         });
-    if let Err(e) = spawned {
-        tracing::warn!(error = %e, "cannot start the compaction thread");
-        shared.compacting.store(false, Ordering::Release);
+    match spawned {
+        Ok(thread) => {
+            // The previous thread (if any) has ended: it cleared `compacting` as its last act.
+            *shared.compaction.lock() = Some(thread);
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot start the compaction thread");
+            shared.compacting.store(false, Ordering::Release);
+        }
     }
 }
 

@@ -100,6 +100,8 @@ struct Shared {
     compacting: AtomicBool,
     /// Compact at the next flush (files left by an earlier run, or a failed write).
     compact_soon: AtomicBool,
+    /// The running compaction thread, joined by the last flush.
+    compaction: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Size of the last snapshot written, in bytes.
     snapshot_bytes: AtomicU64,
     totals: Totals,
@@ -160,6 +162,7 @@ impl PersistentStore {
             memory,
             journal: Mutex::new(journal),
             compacting: AtomicBool::new(false),
+            compaction: Mutex::new(None),
             compact_soon: AtomicBool::new(restored.files > 0),
             snapshot_bytes: AtomicU64::new(0),
             totals: Totals::default(),
@@ -183,6 +186,20 @@ impl PersistentStore {
     /// syncing when configured or when `sync` asks; starts a compaction when one is due.
     /// Failures are logged and counted: counting goes on in memory.
     pub fn flush_now(&self, now: Nanos, sync: bool) {
+        self.write_changes(now, sync);
+    }
+
+    /// The final flush: waits for a running compaction, then writes and syncs the last changes,
+    /// so nothing is left half-done when the process exits (and the lock is free after).
+    pub fn close(&self, now: Nanos) {
+        let running = self.shared.compaction.lock().take();
+        if let Some(thread) = running {
+            let _ = thread.join();
+        }
+        self.write_changes(now, true);
+    }
+
+    fn write_changes(&self, now: Nanos, sync: bool) {
         let shared = &self.shared;
         let mut journal = shared.journal.lock();
         let mut frames = Vec::new();
@@ -229,7 +246,7 @@ impl PersistentStore {
                 .max(shared.snapshot_bytes.load(Ordering::Relaxed))
             || shared.compact_soon.load(Ordering::Relaxed);
         drop(journal);
-        if due && !shared.compacting.swap(true, Ordering::AcqRel) {
+        if due && !sync && !shared.compacting.swap(true, Ordering::AcqRel) {
             shared.compact_soon.store(false, Ordering::Relaxed);
             compact::start(self.shared.clone(), now);
         }
@@ -278,7 +295,14 @@ impl Store for PersistentStore {
     fn flush(&self, now: Nanos, last: bool) -> FlushFuture<'_> {
         let store = self.clone();
         Box::pin(async move {
-            let flushed = tokio::task::spawn_blocking(move || store.flush_now(now, last)).await;
+            let flushed = tokio::task::spawn_blocking(move || {
+                if last {
+                    store.close(now);
+                } else {
+                    store.flush_now(now, false);
+                }
+            })
+            .await;
             if let Err(e) = flushed {
                 tracing::error!(error = %e, "journal flush task failed");
             }
@@ -292,3 +316,6 @@ impl Store for PersistentStore {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
