@@ -179,6 +179,9 @@ impl MemoryStore {
 
     /// The synchronous core of [`Store::apply`].
     pub fn apply_now(&self, charges: &[Charge], now: Nanos) -> Vec<Outcome> {
+        if let [charge] = charges {
+            return vec![self.apply_one(charge, now)];
+        }
         let shard_ids: Vec<usize> = charges.iter().map(|c| self.shard_of(&c.key)).collect();
         let mut order: Vec<usize> = shard_ids.clone();
         order.sort_unstable();
@@ -238,6 +241,29 @@ impl MemoryStore {
             guard_for_mut(&mut guards, shard_ids[i]).put(&charge.key, state, idle_at, self.journal);
         }
         outcomes
+    }
+}
+
+impl MemoryStore {
+    /// [`MemoryStore::apply_now`] for a call with one counter (the common case): one lock,
+    /// no bookkeeping of pending states. A lone charge blocks its call exactly when denied.
+    fn apply_one(&self, charge: &Charge, now: Nanos) -> Outcome {
+        let mut shard = self.shards[self.shard_of(&charge.key)].lock();
+        let held = shard.get(&charge.key, charge.limit.algorithm);
+        let stored = held.as_deref();
+        let (verdict, next) = algorithm::decide(&charge.limit, stored, now, charge.cost);
+        let Some(next) = next else {
+            return Outcome::judged(charge, stored, now, verdict);
+        };
+        if stored.is_none() && !self.reserve() {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            return full();
+        }
+        let outcome = Outcome::judged(charge, stored, now, verdict);
+        drop(held);
+        let idle_at = algorithm::idle_at(&charge.limit, &next);
+        shard.put(&charge.key, next, idle_at, self.journal);
+        outcome
     }
 }
 
