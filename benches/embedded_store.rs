@@ -27,7 +27,10 @@ fn charge(algorithm: Algorithm, i: u64) -> Charge {
         burst: 100,
     };
     let mut key = CounterKeyBuilder::new("edge");
-    key.entry("remote_address", &format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255));
+    key.entry(
+        "remote_address",
+        &format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255),
+    );
     Charge {
         key: key.finish(0, algorithm, limit.window),
         limit,
@@ -39,7 +42,11 @@ fn charge(algorithm: Algorithm, i: u64) -> Charge {
 /// Resident set size of this process, in bytes.
 fn rss() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
     pages * 4096
 }
 
@@ -76,9 +83,17 @@ fn memory_child(algorithm: Algorithm) {
 
 /// Decisions per second on `threads` threads over `keys` distinct counters, while (with a
 /// persistent store) the journal is flushed every 50 ms as the server does.
-fn throughput(store: Arc<MemoryStore>, persist: Option<PersistentStore>, keys: u64, threads: u64) -> f64 {
-    let charges: Arc<Vec<Charge>> =
-        Arc::new((0..keys).map(|i| charge(Algorithm::SlidingWindow, i)).collect());
+fn throughput(
+    store: Arc<MemoryStore>,
+    persist: Option<PersistentStore>,
+    keys: u64,
+    threads: u64,
+) -> f64 {
+    let charges: Arc<Vec<Charge>> = Arc::new(
+        (0..keys)
+            .map(|i| charge(Algorithm::SlidingWindow, i))
+            .collect(),
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let flusher = persist.map(|p| {
         let stop = stop.clone();
@@ -118,6 +133,98 @@ fn throughput(store: Arc<MemoryStore>, persist: Option<PersistentStore>, keys: u
     total as f64 / elapsed
 }
 
+/// Calls per second through the real server (release binary) with `args`: 4 connections with
+/// 32 calls in flight each, over 10,000 distinct counters, for 5 s. Client and server share
+/// the machine, so the figure is a lower bound; the comparison between runs is the point.
+fn server_calls_per_second(args: &[&str]) -> f64 {
+    use sluice::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+    use sluice::proto::rate_limit_service_client::RateLimitServiceClient;
+    use sluice::proto::{RateLimitDescriptor, RateLimitRequest};
+    use std::io::BufRead;
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let rules = dir.path().join("rules.yaml");
+    let yaml = "domain: bench\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: minute, requests_per_unit: 1000000000 }\n";
+    std::fs::write(&rules, yaml).expect("rules");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "serve",
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--log-level",
+            "warn",
+        ])
+        .arg("--config")
+        .arg(&rules)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn sluice");
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("stdout");
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("ready line");
+    let grpc = line
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("grpc="))
+        .expect("grpc address")
+        .to_owned();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let calls = runtime.block_on(async move {
+        let run = Duration::from_secs(5);
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for c in 0..4u64 {
+            let client = RateLimitServiceClient::connect(format!("http://{grpc}"))
+                .await
+                .expect("connect");
+            for s in 0..32u64 {
+                let mut client = client.clone();
+                tasks.push(tokio::spawn(async move {
+                    let mut done = 0u64;
+                    let mut i = c * 32 + s;
+                    while started.elapsed() < run {
+                        i = (i + 7_919) % 10_000;
+                        let request = RateLimitRequest {
+                            domain: "bench".into(),
+                            descriptors: vec![RateLimitDescriptor {
+                                entries: vec![Entry {
+                                    key: "remote_address".into(),
+                                    value: format!("10.0.{}.{}", i >> 8, i & 255),
+                                }],
+                                limit: None,
+                                hits_addend: None,
+                            }],
+                            hits_addend: 0,
+                        };
+                        if client.should_rate_limit(request).await.is_ok() {
+                            done += 1;
+                        }
+                    }
+                    done
+                }));
+            }
+        }
+        let mut total = 0;
+        for task in tasks {
+            total += task.await.unwrap_or(0);
+        }
+        total as f64 / started.elapsed().as_secs_f64()
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    calls
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     // `cargo test --all-targets` runs bench programs too: measure only under `cargo bench`.
@@ -146,13 +253,28 @@ fn main() {
         let memory = Arc::new(MemoryStore::new());
         let plain = throughput(memory, None, keys, 2);
         let dir = tempfile::tempdir().expect("temp dir");
-        let persistent = PersistentStore::open(PersistSettings::new(dir.path()), MemoryOptions::default(), NOW)
-            .expect("open");
+        let persistent = PersistentStore::open(
+            PersistSettings::new(dir.path()),
+            MemoryOptions::default(),
+            NOW,
+        )
+        .expect("open");
         let with = throughput(persistent.memory().clone(), Some(persistent), keys, 2);
         println!(
             "{keys:>7} keys: --no-persist {:>10.0}/s   persisting {:>10.0}/s   ({:+.1} %)",
             plain,
             with,
+            (with / plain - 1.0) * 100.0
+        );
+    }
+    println!(
+        "== calls per second through the server (gRPC, 4 connections x 32 in flight, 10,000 keys)"
+    );
+    for round in 1..=2 {
+        let plain = server_calls_per_second(&["--no-persist"]);
+        let with = server_calls_per_second(&[]);
+        println!(
+            "round {round}: --no-persist {plain:>8.0}/s   default (persisting every 50 ms) {with:>8.0}/s   ({:+.1} %)",
             (with / plain - 1.0) * 100.0
         );
     }
