@@ -65,7 +65,10 @@ pub fn encode(view: CounterView<'_>, out: &mut Vec<u8>) {
         }
         State::Bucket { tat_scaled } => put(out, *tat_scaled),
         State::Log { entries, .. } => {
-            let from = entries.partition_point(|e| e.at < view.log_from);
+            // At least the newest entry: a record always says where the log's window is.
+            let from = entries
+                .partition_point(|e| e.at < view.log_from)
+                .min(entries.len().saturating_sub(1));
             put(out, (entries.len() - from) as u128);
             let mut previous = 0;
             for e in entries.range(from..) {
