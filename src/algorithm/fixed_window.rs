@@ -64,6 +64,16 @@ pub(super) fn is_idle(limit: &Limit, state: &State, now: Nanos) -> bool {
     }
 }
 
+/// When the counter's window ends; see [`super::idle_at`].
+pub(super) fn idle_at(limit: &Limit, state: &State) -> Nanos {
+    match *state {
+        State::Fixed { window_start, .. } => {
+            super::saturate(u128::from(window_start) + u128::from(limit.window.max(1)))
+        }
+        _ => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -163,6 +163,23 @@ pub fn is_idle(limit: &Limit, state: &State, now: Nanos) -> bool {
     }
 }
 
+/// The earliest time at which `state` is idle if no call arrives: [`is_idle`] holds at `now`
+/// exactly when `now >= idle_at(limit, state)`. Stores keep this one number per counter, so
+/// reclaiming idle counters needs neither the limit nor the algorithm.
+pub fn idle_at(limit: &Limit, state: &State) -> Nanos {
+    match limit.algorithm {
+        Algorithm::FixedWindow => fixed_window::idle_at(limit, state),
+        Algorithm::SlidingWindow => sliding_window::idle_at(limit, state),
+        Algorithm::SlidingLog => sliding_log::idle_at(limit, state),
+        Algorithm::TokenBucket => token_bucket::idle_at(limit, state),
+    }
+}
+
+/// `at` as a [`Nanos`], saturated: an instant past the end of time never comes.
+fn saturate(at: u128) -> Nanos {
+    Nanos::try_from(at).unwrap_or(Nanos::MAX)
+}
+
 /// Start of the epoch-aligned window of length `window` that contains `now`.
 pub fn window_start(now: Nanos, window: Nanos) -> Nanos {
     now - now % window

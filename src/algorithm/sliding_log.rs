@@ -115,6 +115,16 @@ pub(super) fn is_idle(limit: &Limit, state: &State, now: Nanos) -> bool {
     }
 }
 
+/// When the newest logged hit leaves the window; see [`super::idle_at`].
+pub(super) fn idle_at(limit: &Limit, state: &State) -> Nanos {
+    match state {
+        State::Log { entries, .. } => entries.back().map_or(0, |e| {
+            super::saturate(u128::from(e.at) + u128::from(limit.window.max(1)))
+        }),
+        _ => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -134,6 +134,25 @@ pub(super) fn is_idle(limit: &Limit, state: &State, now: Nanos) -> bool {
     matches!(roll(Some(state), now, limit.window.max(1)), (_, 0, 0))
 }
 
+/// When both buckets have aged out: the current one weighs until the end of the next window,
+/// the previous one until the end of this one; see [`super::idle_at`].
+pub(super) fn idle_at(limit: &Limit, state: &State) -> Nanos {
+    let w = u128::from(limit.window.max(1));
+    match *state {
+        State::Sliding {
+            window_start,
+            current,
+            ..
+        } if current > 0 => super::saturate(u128::from(window_start) + 2 * w),
+        State::Sliding {
+            window_start,
+            previous,
+            ..
+        } if previous > 0 => super::saturate(u128::from(window_start) + w),
+        _ => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

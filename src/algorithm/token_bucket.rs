@@ -91,6 +91,17 @@ pub(super) fn is_idle(limit: &Limit, state: &State, now: Nanos) -> bool {
     }
 }
 
+/// When the bucket is full again: the first whole nanosecond at or past the arrival time;
+/// see [`super::idle_at`].
+pub(super) fn idle_at(limit: &Limit, state: &State) -> Nanos {
+    match *state {
+        State::Bucket { tat_scaled } if limit.requests > 0 => {
+            super::saturate(tat_scaled.div_ceil(u128::from(limit.requests)))
+        }
+        _ => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
