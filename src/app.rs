@@ -214,7 +214,9 @@ async fn start_inner(
             tls.watch(&tasks, shutdown.clone()).map_err(AppError::Tls)?;
             GrpcIncoming::Tls(tls.incoming(grpc, &tasks, shutdown.clone()))
         }
-        None => GrpcIncoming::Plain(TcpIncoming::from(grpc)),
+        // serve_with_incoming ignores the builder's tcp_nodelay (on by default), so set it here:
+        // with Nagle on, small answers wait for the peer's delayed ACK.
+        None => GrpcIncoming::Plain(TcpIncoming::from(grpc).with_nodelay(Some(true))),
     };
 
     if settings.watch_rules {

@@ -31,6 +31,10 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Load and validate rule files; print a summary, or every error as file:line:col: message.
     Check(CheckArgs),
+    /// Run a traffic pattern through all four algorithms and show what each admits.
+    Simulate(crate::simulate::SimulateArgs),
+    /// Load-test an Envoy RLS v3 server (sluice or another): calls/s and latency percentiles.
+    Bench(crate::bench::BenchArgs),
 }
 
 /// How rule files are read (shared by `serve` and `check`).

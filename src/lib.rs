@@ -12,6 +12,8 @@
 //! - [`app`]: the composition root: builds everything, serves, shuts down.
 //! - [`cli`]: command-line subcommands and flags.
 //! - [`metrics`]: every metric name, in one place; [`reload`]: hot reload of rule files.
+//! - [`simulate`]: `sluice simulate`, traffic patterns through every algorithm.
+//! - [`bench`]: `sluice bench`, a load generator for any RLS v3 server.
 //!
 //! From rules to a decision, with a manual clock:
 //!
@@ -46,6 +48,7 @@
 
 pub mod algorithm;
 pub mod app;
+pub mod bench;
 pub mod cli;
 pub mod clock;
 pub mod http;
@@ -55,5 +58,6 @@ pub mod proto;
 pub mod reload;
 pub mod rules;
 pub mod service;
+pub mod simulate;
 pub mod store;
 pub mod tls;

@@ -7,6 +7,11 @@ use clap::Parser;
 use sluice::cli::{self, Cli, Command, LogFormat};
 use tracing_subscriber::EnvFilter;
 
+// mimalloc instead of glibc's malloc: under load, with many live counters, glibc's allocator
+// took about a sixth of the server's CPU (see BENCHMARKS.md, "Where the time goes").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -14,6 +19,14 @@ fn main() -> ExitCode {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::FAILURE,
             Err(e) => fail(&e),
+        },
+        Command::Simulate(args) => match sluice::simulate::run(&args, &mut std::io::stdout()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(&e.into()),
+        },
+        Command::Bench(args) => match sluice::bench::run(&args, &mut std::io::stdout()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(&e.into()),
         },
         Command::Serve(args) => {
             init_logging(args.log_format, args.log_level.as_deref());

@@ -18,7 +18,7 @@ pub(super) const MAX_WINDOW: Nanos = 365 * 86_400 * SECOND;
 /// `h`, `d`), units in decreasing order and each at most once; 1 ms ..= 365 d.
 ///
 /// The error is the whole message, e.g. `invalid window '10x': unknown unit 'x' (use ms, s, m, h, d)`.
-pub(super) fn parse(text: &str) -> Result<Nanos, String> {
+pub fn parse(text: &str) -> Result<Nanos, String> {
     let invalid = |why: &str| format!("invalid window '{text}': {why}");
     if text.is_empty() {
         return Err(invalid("empty"));

@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use crate::algorithm::{Algorithm, Limit};
 
 pub use compile::{LoadOptions, load, load_sources};
+pub use duration::parse as parse_window;
 pub use error::{ConfigError, ConfigErrors};
 pub use matcher::{Match, override_stats_key};
 

@@ -1,0 +1,170 @@
+//! `sluice bench`: a load generator for any Envoy RLS v3 server (sluice or another).
+//!
+//! It reports calls, OK, OVER_LIMIT, errors, calls/s and latency percentiles (hdrhistogram),
+//! closed loop by default or open loop at a fixed rate. `examples/baseline.rs` is the do-nothing
+//! server on the same tonic stack that measures the transport's ceiling.
+
+mod driver;
+mod load;
+mod report;
+
+use std::io::Write;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use tonic::transport::{Channel, Endpoint};
+
+pub use driver::{Drive, Stop, drive};
+pub use load::{DescriptorArg, Load, parse_descriptor};
+pub use report::Report;
+
+/// Flags of `sluice bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The server's gRPC address, `HOST:PORT`.
+    #[arg(long)]
+    pub target: String,
+    /// The rate-limit domain of every call.
+    #[arg(long)]
+    pub domain: String,
+    /// A descriptor, `key=value[,key=value...]` (repeatable: several descriptors per call).
+    #[arg(long = "descriptor", required = true, value_parser = parse_descriptor)]
+    pub descriptors: Vec<DescriptorArg>,
+    /// Spread calls over K counters: appends 0..K-1 to the last value of each descriptor.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub keys: Option<u64>,
+    /// Calls in flight at once.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub concurrency: u64,
+    /// HTTP/2 connections the calls are spread over.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub connections: u64,
+    /// How long to run, e.g. `10s` (the default when --calls is not given).
+    #[arg(long, value_parser = crate::rules::parse_window, conflicts_with = "calls")]
+    pub duration: Option<u64>,
+    /// Stop after N calls instead of after a duration.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub calls: Option<u64>,
+    /// Open loop at R calls per second (latency from each call's intended send time);
+    /// without it, closed loop.
+    #[arg(long, value_parser = parse_rate)]
+    pub rate: Option<f64>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// Output formats of `sluice bench`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A few lines for people.
+    Table,
+    /// One JSON object.
+    Json,
+}
+
+fn parse_rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(r) if r.is_finite() && (0.001..=100_000_000.0).contains(&r) => Ok(r),
+        _ => Err(format!(
+            "'{text}' is not a rate in calls per second (0.001 to 1e8)"
+        )),
+    }
+}
+
+/// Why a benchmark could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The target is not a usable address.
+    #[error("invalid --target '{target}': {reason}")]
+    Target {
+        /// As given.
+        target: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A connection could not be opened.
+    #[error("cannot connect to {target}: {reason}")]
+    Connect {
+        /// As given.
+        target: String,
+        /// The transport's error.
+        reason: String,
+    },
+    /// The runtime could not start, or the output could not be written.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Opens `count` HTTP/2 connections to `target` (`HOST:PORT`, or a full `http://` URI).
+pub async fn connect(target: &str, count: u64) -> Result<Vec<Channel>, BenchError> {
+    let uri = if target.contains("://") {
+        target.to_string()
+    } else {
+        format!("http://{target}")
+    };
+    let endpoint = Endpoint::from_shared(uri).map_err(|e| BenchError::Target {
+        target: target.into(),
+        reason: e.to_string(),
+    })?;
+    let endpoint = endpoint.tcp_nodelay(true);
+    let mut channels = Vec::new();
+    for _ in 0..count {
+        // Each connect() opens its own connection; clones of one Channel would share it.
+        let channel = endpoint.connect().await.map_err(|e| BenchError::Connect {
+            target: target.into(),
+            reason: format!(
+                "{e}: {}",
+                std::error::Error::source(&e).map_or(String::new(), |s| s.to_string())
+            ),
+        })?;
+        channels.push(channel);
+    }
+    Ok(channels)
+}
+
+/// Connects, runs the load described by `args`, and returns the figures.
+pub async fn execute(args: &BenchArgs) -> Result<Report, BenchError> {
+    // More connections than calls in flight would leave some idle.
+    let channels = connect(&args.target, args.connections.min(args.concurrency)).await?;
+    let load = Load::new(&args.domain, &args.descriptors, args.keys);
+    let stop = match (args.calls, args.duration) {
+        (Some(n), _) => Stop::Calls(n),
+        (None, Some(d)) => Stop::After(Duration::from_nanos(d)),
+        (None, None) => Stop::After(Duration::from_secs(10)),
+    };
+    let plan = Drive {
+        concurrency: usize::try_from(args.concurrency).unwrap_or(usize::MAX),
+        stop,
+        rate: args.rate,
+    };
+    Ok(drive(channels, load, plan).await)
+}
+
+/// Runs `sluice bench` on its own runtime and writes the figures to `out`.
+pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<(), BenchError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let report = runtime.block_on(execute(args))?;
+    let mode = match args.rate {
+        Some(r) => format!("open loop at {r} calls/s"),
+        None => "closed loop".into(),
+    };
+    match args.format {
+        Format::Json => writeln!(out, "{}", report.json())?,
+        Format::Table => write!(
+            out,
+            "target {}  domain {}  {mode}, concurrency {} over {} connections\n{}",
+            args.target,
+            args.domain,
+            args.concurrency,
+            args.connections.min(args.concurrency),
+            report.text()
+        )?,
+    }
+    if let Some(e) = &report.first_error {
+        eprintln!("first error: {e}");
+    }
+    Ok(())
+}

@@ -1,0 +1,116 @@
+//! The figures of one `sluice bench` run: counts, rate and latency percentiles, as text or JSON.
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+/// What one run measured.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Calls completed (ok + over_limit + errors).
+    pub calls: u64,
+    /// Calls answered OK.
+    pub ok: u64,
+    /// Calls answered OVER_LIMIT.
+    pub over_limit: u64,
+    /// Calls that failed (gRPC error, or an overall code other than OK / OVER_LIMIT).
+    pub errors: u64,
+    /// From the first call sent to the last answer.
+    pub elapsed: Duration,
+    /// Latency in nanoseconds: from the send (closed loop) or the intended send time (open loop).
+    pub latency: Histogram<u64>,
+    /// The first error seen, for the diagnosis of a run with errors.
+    pub first_error: Option<String>,
+}
+
+impl Report {
+    /// Completed calls per second.
+    pub fn calls_per_sec(&self) -> f64 {
+        let secs = self.elapsed.as_secs_f64();
+        if secs > 0.0 {
+            self.calls as f64 / secs
+        } else {
+            0.0
+        }
+    }
+
+    /// The latency at `quantile` (0..=1) in microseconds (0 when nothing was recorded).
+    pub fn latency_us(&self, quantile: f64) -> f64 {
+        if self.latency.is_empty() {
+            return 0.0;
+        }
+        self.latency.value_at_quantile(quantile) as f64 / 1_000.0
+    }
+
+    fn max_us(&self) -> f64 {
+        self.latency.max() as f64 / 1_000.0
+    }
+
+    /// `{"calls","ok","over_limit","errors","calls_per_sec","latency_us":{"p50","p90","p99","p999","max"}}`,
+    /// keys in that order.
+    pub fn json(&self) -> String {
+        format!(
+            r#"{{"calls":{},"ok":{},"over_limit":{},"errors":{},"calls_per_sec":{:.1},"latency_us":{{"p50":{:.1},"p90":{:.1},"p99":{:.1},"p999":{:.1},"max":{:.1}}}}}"#,
+            self.calls,
+            self.ok,
+            self.over_limit,
+            self.errors,
+            self.calls_per_sec(),
+            self.latency_us(0.5),
+            self.latency_us(0.9),
+            self.latency_us(0.99),
+            self.latency_us(0.999),
+            self.max_us()
+        )
+    }
+
+    /// A few lines for people.
+    pub fn text(&self) -> String {
+        format!(
+            "calls {}  ok {}  over_limit {}  errors {}  in {:.2}s\n\
+             calls/s {:.1}\n\
+             latency us  p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}\n",
+            self.calls,
+            self.ok,
+            self.over_limit,
+            self.errors,
+            self.elapsed.as_secs_f64(),
+            self.calls_per_sec(),
+            self.latency_us(0.5),
+            self.latency_us(0.9),
+            self.latency_us(0.99),
+            self.latency_us(0.999),
+            self.max_us()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The JSON has exactly the documented keys, in order, and parses.
+    #[test]
+    fn json_shape() {
+        let mut latency = Histogram::new(3).unwrap();
+        latency.record(250_000).unwrap();
+        let report = Report {
+            calls: 4,
+            ok: 3,
+            over_limit: 1,
+            errors: 0,
+            elapsed: Duration::from_secs(2),
+            latency,
+            first_error: None,
+        };
+        let text = report.json();
+        assert!(
+            text.starts_with(r#"{"calls":4,"ok":3,"over_limit":1,"errors":0,"calls_per_sec":2.0,"latency_us":{"p50":250."#),
+            "{text}"
+        );
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let keys: Vec<&String> = doc["latency_us"].as_object().unwrap().keys().collect();
+        assert_eq!(keys.len(), 5);
+        assert!(doc["latency_us"]["max"].as_f64().unwrap() >= 250.0);
+    }
+}
