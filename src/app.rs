@@ -191,6 +191,8 @@ async fn start_inner(
         Some(store) => store,
         None => memory_store(&settings, clock.now()).await?,
     };
+    // Publish what was restored before anyone can scrape /metrics.
+    metrics.record_store_stats(&store.stats());
     let limiter = Arc::new(Limiter::new(
         reloader.rules(),
         store.clone(),
