@@ -8,6 +8,9 @@ mod sliding_log;
 mod sliding_window;
 mod token_bucket;
 
+#[cfg(test)]
+mod testing;
+
 use crate::clock::Nanos;
 
 pub use sliding_log::LogEntry;
@@ -183,4 +186,9 @@ fn saturate(at: u128) -> Nanos {
 /// Start of the epoch-aligned window of length `window` that contains `now`.
 pub fn window_start(now: Nanos, window: Nanos) -> Nanos {
     now - now % window
+}
+
+/// Nanoseconds from `now` until the instant `at` (0 if it has passed), saturated into [`Nanos`].
+fn until(at: u128, now: Nanos) -> Nanos {
+    Nanos::try_from(at.saturating_sub(u128::from(now))).unwrap_or(Nanos::MAX)
 }
