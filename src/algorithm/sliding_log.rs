@@ -124,18 +124,12 @@ pub(super) fn idle_at(limit: &Limit, state: &State) -> Nanos {
 mod tests {
     use super::*;
     use crate::algorithm::Algorithm;
-    use crate::algorithm::testing::{T0, assert_exact_retry, call, v};
+    use crate::algorithm::testing::{T0, assert_exact_retry, call, per_minute_of, v};
     use crate::clock::{MILLI, SECOND};
 
     /// `n` requests per minute.
     fn per_minute(n: u64) -> Limit {
-        let algorithm = Algorithm::SlidingLog;
-        Limit {
-            algorithm,
-            requests: n,
-            window: 60 * SECOND,
-            burst: n,
-        }
+        per_minute_of(Algorithm::SlidingLog, n)
     }
 
     /// Exactly N calls fit, with remaining counting down and reset at the newest hit's expiry.

@@ -152,7 +152,7 @@ pub(super) fn idle_at(limit: &Limit, state: &State) -> Nanos {
 mod tests {
     use super::*;
     use crate::algorithm::Algorithm;
-    use crate::algorithm::testing::{T0, assert_exact_retry, call, v};
+    use crate::algorithm::testing::{T0, assert_exact_retry, call, per_minute_of, v};
     use crate::clock::{MILLI, SECOND};
 
     /// One window.
@@ -160,13 +160,7 @@ mod tests {
 
     /// `n` requests per minute.
     fn per_minute(n: u64) -> Limit {
-        let algorithm = Algorithm::SlidingWindow;
-        Limit {
-            algorithm,
-            requests: n,
-            window: W,
-            burst: n,
-        }
+        per_minute_of(Algorithm::SlidingWindow, n)
     }
 
     /// The earliest fit, worked by hand: now, later in this window, the next one, the one after.

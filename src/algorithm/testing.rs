@@ -1,10 +1,20 @@
 //! Helpers shared by the algorithms' unit tests.
 
-use super::{Limit, State, Verdict, decide};
+use super::{Algorithm, Limit, State, Verdict, decide};
 use crate::clock::{Nanos, SECOND};
 
 /// A minute boundary (a multiple of 60 s).
 pub(super) const T0: Nanos = 28_333_334 * 60 * SECOND;
+
+/// `n` requests per minute with `algorithm` (a bucket of `n`).
+pub(super) fn per_minute_of(algorithm: Algorithm, n: u64) -> Limit {
+    Limit {
+        algorithm,
+        requests: n,
+        window: 60 * SECOND,
+        burst: n,
+    }
+}
 
 /// A verdict, written short.
 pub(super) fn v(admitted: bool, remaining: u64, reset_after: Nanos) -> Verdict {
