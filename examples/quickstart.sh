@@ -72,7 +72,7 @@ wait_for() {
 }
 
 echo "== sluice: $sluice serve --config examples/envoy/rules"
-"$sluice" serve --config examples/envoy/rules \
+"$sluice" serve --config examples/envoy/rules --data-dir "$logs/data" \
     --grpc-addr 127.0.0.1:8081 --http-addr 127.0.0.1:8080 >"$logs/sluice.out" 2>"$logs/sluice.log" &
 pids+=($!)
 wait_for http://127.0.0.1:8080/healthcheck "$!" "$logs/sluice.log"

@@ -14,13 +14,16 @@ use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
 use crate::clock::Clock;
+use crate::clock::Nanos;
 use crate::http::{self, HttpState};
 use crate::limiter::{Limiter, LimiterOptions};
 use crate::metrics::Metrics;
 use crate::reload::{Reloader, WatchError};
 use crate::rules::{ConfigErrors, LoadOptions};
 use crate::service::RlsService;
-use crate::store::{MemoryStore, Store};
+use crate::store::memory::DEFAULT_MAX_COUNTERS;
+use crate::store::persist::PersistError;
+use crate::store::{MemoryOptions, MemoryStore, PersistSettings, PersistentStore, Store};
 use crate::tls::{ServerTls, TlsError, TlsSettings};
 
 /// How often idle counters are reclaimed and the counter gauge refreshed.
@@ -55,10 +58,15 @@ pub struct Settings {
     pub watch_rules: bool,
     /// TLS on gRPC; `None` serves plaintext.
     pub tls: Option<TlsSettings>,
+    /// Persistence of the embedded store; `None` counts in memory only.
+    pub persist: Option<PersistSettings>,
+    /// Most counters the embedded store holds; past it, calls that need a new one are refused.
+    pub max_counters: usize,
 }
 
 impl Settings {
-    /// The defaults of `sluice serve` for the rule paths `config`.
+    /// The defaults of `sluice serve` for the rule paths `config`, except persistence, which
+    /// an embedder turns on by setting `persist` (the command line does, under `data/`).
     pub fn new(config: Vec<PathBuf>) -> Self {
         Self {
             config,
@@ -72,6 +80,8 @@ impl Settings {
             max_metric_series: 10_000,
             watch_rules: true,
             tls: None,
+            persist: None,
+            max_counters: DEFAULT_MAX_COUNTERS,
         }
     }
 }
@@ -97,6 +107,9 @@ pub enum AppError {
     /// already holds the cause, and an error chain would print it twice.
     #[error("TLS: {0}")]
     Tls(TlsError),
+    /// The data directory could not be opened or locked.
+    #[error(transparent)]
+    Persist(#[from] PersistError),
     /// A server failed while running.
     #[error("{0} server failed: {1}")]
     Serve(&'static str, String),
@@ -115,15 +128,16 @@ pub struct Running {
     /// The live TLS state (reload status), when serving TLS.
     pub tls: Option<ServerTls>,
     tasks: TaskTracker,
+    store: StoreHandle,
     failures: tokio::sync::mpsc::UnboundedReceiver<AppError>,
     grace: Duration,
     delay: Duration,
 }
 
 /// Loads rules, binds both listeners and starts serving in the background, counting in the
-/// embedded memory store.
+/// embedded memory store (restored from `settings.persist` before the listeners open).
 pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running, AppError> {
-    start_with_store(settings, clock, Arc::new(MemoryStore::new())).await
+    start_inner(settings, clock, None).await
 }
 
 /// As [`start`], counting in `store`.
@@ -131,6 +145,30 @@ pub async fn start_with_store(
     settings: Settings,
     clock: Arc<dyn Clock>,
     store: Arc<dyn Store>,
+) -> Result<Running, AppError> {
+    start_inner(settings, clock, Some(store)).await
+}
+
+/// The embedded store `settings` ask for; restoring reads the data directory (blocking I/O,
+/// so on a blocking thread).
+async fn memory_store(settings: &Settings, now: Nanos) -> Result<Arc<dyn Store>, AppError> {
+    let options = MemoryOptions {
+        max_counters: settings.max_counters,
+        ..MemoryOptions::default()
+    };
+    let Some(persist) = settings.persist.clone() else {
+        return Ok(Arc::new(MemoryStore::with_options(options)));
+    };
+    let opened = tokio::task::spawn_blocking(move || PersistentStore::open(persist, options, now))
+        .await
+        .map_err(|e| AppError::Serve("store", e.to_string()))?;
+    Ok(Arc::new(opened?))
+}
+
+async fn start_inner(
+    settings: Settings,
+    clock: Arc<dyn Clock>,
+    store: Option<Arc<dyn Store>>,
 ) -> Result<Running, AppError> {
     let metrics = Arc::new(Metrics::new(
         settings.near_limit_ratio,
@@ -141,6 +179,20 @@ pub async fn start_with_store(
         settings.load,
         metrics.clone(),
     )?);
+    // Certificates are checked before binding, so bad files stop the start.
+    let tls = settings
+        .tls
+        .clone()
+        .map(ServerTls::load)
+        .transpose()
+        .map_err(AppError::Tls)?;
+    // Counters are restored before the listeners open: the first call sees them.
+    let store = match store {
+        Some(store) => store,
+        None => memory_store(&settings, clock.now()).await?,
+    };
+    // Publish what was restored before anyone can scrape /metrics.
+    metrics.record_store_stats(&store.stats());
     let limiter = Arc::new(Limiter::new(
         reloader.rules(),
         store.clone(),
@@ -148,12 +200,6 @@ pub async fn start_with_store(
         settings.limiter,
         metrics.clone(),
     ));
-    // Certificates are checked before binding, so bad files stop the start.
-    let tls = settings
-        .tls
-        .map(ServerTls::load)
-        .transpose()
-        .map_err(AppError::Tls)?;
 
     let grpc = bind(settings.grpc_addr).await?;
     let http = bind(settings.http_addr).await?;
@@ -178,7 +224,13 @@ pub async fn start_with_store(
     if settings.watch_rules {
         tasks.spawn(reloader.clone().watch(shutdown.clone())?);
     }
-    tasks.spawn(sweep(store, clock, metrics, shutdown.clone()));
+    tasks.spawn(sweep(
+        store.clone(),
+        clock.clone(),
+        metrics.clone(),
+        shutdown.clone(),
+    ));
+    let store = StoreHandle::start(store, clock, metrics);
 
     let (health, health_service) = tonic_health::server::health_reporter();
     for name in ["", HEALTH_SERVICE] {
@@ -253,13 +305,15 @@ pub async fn start_with_store(
         reloader,
         tls,
         tasks,
+        store,
         failures,
         grace: settings.shutdown_grace,
         delay: settings.shutdown_delay,
     })
 }
 
-/// Reclaims idle counters and publishes how many are held, until shutdown.
+/// Reclaims idle counters and publishes how many are held, until shutdown. The sweep walks
+/// shard by shard on a blocking thread: no runtime worker stalls on a large store.
 async fn sweep(
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
@@ -271,11 +325,64 @@ async fn sweep(
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = every.tick() => {
-                if let Some(held) = store.sweep(clock.now()) {
+                let (swept, now) = (store.clone(), clock.now());
+                if let Ok(Some(held)) = tokio::task::spawn_blocking(move || swept.sweep(now)).await {
                     metrics.set_active_counters(store.name(), held);
                 }
+                metrics.record_store_stats(&store.stats());
             }
         }
+    }
+}
+
+/// The store and its flush task, which outlives the listeners: the last flush runs after the
+/// in-flight calls have ended.
+struct StoreHandle {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+    flusher: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl StoreHandle {
+    /// Starts flushing every [`Store::flush_interval`], if the store needs it.
+    fn start(store: Arc<dyn Store>, clock: Arc<dyn Clock>, metrics: Arc<Metrics>) -> Self {
+        let stop = CancellationToken::new();
+        let flusher = store.flush_interval().map(|interval| {
+            let (store, clock, metrics, stop) =
+                (store.clone(), clock.clone(), metrics.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(interval);
+                every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = every.tick() => {
+                            store.flush(clock.now(), false).await;
+                            metrics.record_store_stats(&store.stats());
+                        }
+                    }
+                }
+            })
+        });
+        Self {
+            store,
+            clock,
+            metrics,
+            stop,
+            flusher,
+        }
+    }
+
+    /// Stops the flush task and runs the last flush (which also syncs).
+    async fn close(self) {
+        self.stop.cancel();
+        if let Some(flusher) = self.flusher {
+            let _ = flusher.await;
+        }
+        self.store.flush(self.clock.now(), true).await;
+        self.metrics.record_store_stats(&self.store.stats());
     }
 }
 
@@ -290,6 +397,8 @@ impl Running {
         {
             tracing::warn!(grace = ?self.grace, "in-flight calls did not finish within the grace period");
         }
+        // In-flight calls have ended (or the grace ran out): persist what they counted.
+        self.store.close().await;
         match self.failures.try_recv() {
             Ok(e) => Err(e),
             Err(_) => Ok(()),

@@ -28,7 +28,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the rate-limit server.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Load and validate rule files; print a summary, or every error as file:line:col: message.
     Check(CheckArgs),
     /// Run a traffic pattern through all four algorithms and show what each admits.
@@ -110,6 +110,9 @@ pub struct ServeArgs {
     /// TLS on gRPC.
     #[command(flatten)]
     pub tls: TlsArgs,
+    /// The embedded store: persistence and its bound.
+    #[command(flatten)]
+    pub memory: MemoryArgs,
 }
 
 /// Flags of `sluice check`.
@@ -178,6 +181,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         max_metric_series: args.metrics_max_series,
         watch_rules: !args.no_watch,
         tls: args.tls.settings(),
+        persist: args.memory.persist_settings(),
+        max_counters: usize::try_from(args.memory.max_counters).unwrap_or(usize::MAX),
     };
     // Install the signal handlers before announcing readiness: a SIGTERM sent right after the
     // ready line must start a graceful shutdown, not kill the process.
@@ -238,6 +243,55 @@ impl TlsArgs {
             }),
             _ => None,
         }
+    }
+}
+
+/// Flags of the embedded (memory) store.
+#[derive(Debug, Args)]
+pub struct MemoryArgs {
+    /// Where the memory store persists its counters (journal and snapshots; created if missing).
+    #[arg(long, env = "SLUICE_DATA_DIR", default_value = "data")]
+    pub data_dir: PathBuf,
+    /// Do not persist counters: a restart forgets them.
+    #[arg(long, env = "SLUICE_NO_PERSIST")]
+    pub no_persist: bool,
+    /// How often changed counters are written to the journal (group commit), e.g. `50ms`,
+    /// `1s`; a SIGKILL loses at most this much.
+    #[arg(long, env = "SLUICE_PERSIST_INTERVAL", default_value = "50ms", value_parser = parse_interval)]
+    pub persist_interval: Duration,
+    /// Sync every journal write to disk (fsync), so even power loss loses at most one interval.
+    #[arg(long, env = "SLUICE_PERSIST_SYNC")]
+    pub persist_sync: bool,
+    /// Most counters held; past it, a call that needs a new counter is refused (OVER_LIMIT)
+    /// until idle counters are reclaimed.
+    #[arg(long, env = "SLUICE_MAX_COUNTERS", default_value_t = crate::store::memory::DEFAULT_MAX_COUNTERS as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_counters: u64,
+}
+
+impl MemoryArgs {
+    /// The persistence settings, or `None` with `--no-persist`.
+    pub fn persist_settings(&self) -> Option<crate::store::PersistSettings> {
+        (!self.no_persist).then(|| crate::store::PersistSettings {
+            interval: self.persist_interval,
+            sync: self.persist_sync,
+            ..crate::store::PersistSettings::new(&self.data_dir)
+        })
+    }
+}
+
+/// Parses `50ms`, `2s` or a bare number of milliseconds; 1 ms ..= 1 min.
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    let (digits, scale) = match text.strip_suffix("ms") {
+        Some(ms) => (ms, 1),
+        None => text.strip_suffix('s').map_or((text, 1), |s| (s, 1_000)),
+    };
+    match digits.trim().parse::<u64>() {
+        Ok(n) if (1..=60_000).contains(&n.saturating_mul(scale)) => {
+            Ok(Duration::from_millis(n * scale))
+        }
+        _ => Err(format!(
+            "'{text}' is not an interval between 1ms and 60s (e.g. 50ms, 1s)"
+        )),
     }
 }
 

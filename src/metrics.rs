@@ -46,6 +46,20 @@ pub const STORE_ERRORS: &str = "sluice_store_errors_total";
 pub const DEGRADED_DECISIONS: &str = "sluice_degraded_decisions_total";
 /// Counters held, by backend.
 pub const ACTIVE_COUNTERS: &str = "sluice_active_counters";
+/// Calls refused because they would have created a counter past `--max-counters`.
+pub const COUNTERS_REFUSED: &str = "sluice_counters_refused_total";
+/// Journal flushes (one per `--persist-interval`).
+pub const PERSIST_FLUSHES: &str = "sluice_persist_flushes_total";
+/// Counter records written to the journal.
+pub const PERSIST_RECORDS: &str = "sluice_persist_records_total";
+/// Bytes written to the journal.
+pub const PERSIST_BYTES: &str = "sluice_persist_bytes_total";
+/// Failed journal or snapshot writes (counting goes on in memory).
+pub const PERSIST_ERRORS: &str = "sluice_persist_errors_total";
+/// Snapshots written by compaction.
+pub const PERSIST_SNAPSHOTS: &str = "sluice_persist_snapshots_total";
+/// Counters restored from `--data-dir` at start.
+pub const PERSIST_RESTORED: &str = "sluice_persist_restored_counters";
 /// Rule set generation (1 = the rules loaded at start; +1 per successful reload).
 pub const RULES_GENERATION: &str = "sluice_rules_generation";
 /// Unix time of the last successful rule load, seconds.
@@ -158,6 +172,9 @@ pub struct Metrics {
     store_errors: IntCounterVec,
     degraded: IntCounterVec,
     active_counters: IntGaugeVec,
+    counters_refused: IntCounter,
+    persist: [IntCounter; 5],
+    persist_restored: IntGauge,
     rules_generation: IntGauge,
     rules_last_success: Gauge,
     series_folded: IntCounter,
@@ -236,6 +253,21 @@ impl Metrics {
             active_counters: register(
                 &registry,
                 IntGaugeVec::new(Opts::new(ACTIVE_COUNTERS, "Counters held."), &["backend"]),
+            ),
+            counters_refused: counter(
+                COUNTERS_REFUSED,
+                "Calls refused because the counter store was full (--max-counters).",
+            ),
+            persist: [
+                counter(PERSIST_FLUSHES, "Journal flushes."),
+                counter(PERSIST_RECORDS, "Counter records written to the journal."),
+                counter(PERSIST_BYTES, "Bytes written to the journal."),
+                counter(PERSIST_ERRORS, "Failed journal or snapshot writes."),
+                counter(PERSIST_SNAPSHOTS, "Snapshots written by compaction."),
+            ],
+            persist_restored: register(
+                &registry,
+                IntGauge::new(PERSIST_RESTORED, "Counters restored at start."),
             ),
             rules_generation: register(
                 &registry,
@@ -347,6 +379,23 @@ impl Metrics {
         self.active_counters
             .with_label_values(&[backend])
             .set(count as i64);
+    }
+
+    /// Publishes a store's running totals (refusals at the counter bound, persistence).
+    pub fn record_store_stats(&self, stats: &crate::store::StoreStats) {
+        // The store keeps totals; the counters catch up to them.
+        let catch_up = |counter: &IntCounter, total: u64| {
+            counter.inc_by(total.saturating_sub(counter.get()));
+        };
+        catch_up(&self.counters_refused, stats.refused);
+        if let Some(p) = stats.persist {
+            let totals = [p.flushes, p.records, p.bytes, p.errors, p.snapshots];
+            for (counter, total) in self.persist.iter().zip(totals) {
+                catch_up(counter, total);
+            }
+            self.persist_restored
+                .set(i64::try_from(p.restored).unwrap_or(i64::MAX));
+        }
     }
 
     /// Records a successful rule load: its generation and time.

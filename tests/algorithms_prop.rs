@@ -1,8 +1,9 @@
 //! Property tests of the counting algorithms over random arrival sequences and costs.
 
 use proptest::prelude::*;
-use sluice::algorithm::{Algorithm, Limit, State, Verdict, decide, is_idle, window_start};
+use sluice::algorithm::{Algorithm, Limit, State, Verdict, decide, idle_at, is_idle, window_start};
 use sluice::clock::{Nanos, SECOND};
+use sluice::store::saved::combine;
 
 /// One decided call: when, for how much, the state it saw, the verdict and the state after.
 struct Step {
@@ -175,6 +176,49 @@ proptest! {
             if let Some(st) = s.before.as_ref().filter(|st| is_idle(&l, st, s.now)) {
                 let fresh = decide(&l, None, s.now, s.cost).0;
                 prop_assert_eq!(decide(&l, Some(st), s.now, s.cost).0, fresh);
+            }
+        }
+    }
+
+    /// Every algorithm: combining the states a counter went through, in any order and with
+    /// repeats (what restore does with snapshot and journal records), gives its latest state.
+    #[test]
+    fn combining_saved_states_gives_the_latest(a in algorithm(), n in 1u64..=8, b in 1u64..=8, w in window(), start in 0u64..1 << 40, raw in calls(4), order in prop::collection::vec(any::<prop::sample::Index>(), 1..40)) {
+        let l = limit(a, n, b, w);
+        let mut saved: Vec<State> = Vec::new();
+        for s in run(&l, start, &scaled(w, &raw)) {
+            if let Some(after) = s.after.filter(|after| Some(after) != saved.last()) {
+                saved.push(after);
+            }
+        }
+        prop_assume!(!saved.is_empty());
+        let latest = saved.last().cloned().unwrap();
+        // Every state at least once (the latest included), then random repeats, in a random order.
+        let mut picks: Vec<usize> = (0..saved.len()).collect();
+        picks.extend(order.iter().map(|i| i.index(saved.len())));
+        let len = picks.len();
+        for (i, j) in order.iter().enumerate() {
+            picks.swap(i % len, j.index(len));
+        }
+        let mut held = saved[picks[0]].clone();
+        let mut idle = idle_at(&l, &held);
+        for &p in &picks[1..] {
+            idle = combine(&mut held, idle, saved[p].clone(), idle_at(&l, &saved[p]));
+        }
+        prop_assert_eq!(&held, &latest, "{}", a);
+        prop_assert_eq!(idle, idle_at(&l, &latest));
+    }
+
+    /// Every algorithm: a stored state is idle exactly from `idle_at` on (what stores reclaim by).
+    #[test]
+    fn idle_at_is_when_is_idle_starts(a in algorithm(), n in 0u64..=8, b in 0u64..=8, w in window(), start in 0u64..1 << 40, raw in calls(4)) {
+        let l = limit(a, n, b, w);
+        for st in run(&l, start, &scaled(w, &raw)).iter().filter_map(|s| s.after.as_ref()) {
+            let at = idle_at(&l, st);
+            prop_assert!(is_idle(&l, st, at), "{a}: not idle at {at}: {st:?}");
+            if at > 0 {
+                prop_assert!(!is_idle(&l, st, at - 1), "{a}: idle before {at}: {st:?}");
+                prop_assert!(!is_idle(&l, st, start), "{a}: idle at the start: {st:?}");
             }
         }
     }

@@ -81,8 +81,10 @@ fn serve_prints_ready_line_and_exits_cleanly_on_sigterm() {
             "127.0.0.1:0",
             "--http-addr",
             "127.0.0.1:0",
-            "--config",
+            "--data-dir",
         ])
+        .arg(dir.path().join("data"))
+        .arg("--config")
         .arg(dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -8,6 +8,9 @@ mod sliding_log;
 mod sliding_window;
 mod token_bucket;
 
+#[cfg(test)]
+mod testing;
+
 use crate::clock::Nanos;
 
 pub use sliding_log::LogEntry;
@@ -163,7 +166,29 @@ pub fn is_idle(limit: &Limit, state: &State, now: Nanos) -> bool {
     }
 }
 
+/// The earliest time at which `state` is idle if no call arrives: [`is_idle`] holds at `now`
+/// exactly when `now >= idle_at(limit, state)`. Stores keep this one number per counter, so
+/// reclaiming idle counters needs neither the limit nor the algorithm.
+pub fn idle_at(limit: &Limit, state: &State) -> Nanos {
+    match limit.algorithm {
+        Algorithm::FixedWindow => fixed_window::idle_at(limit, state),
+        Algorithm::SlidingWindow => sliding_window::idle_at(limit, state),
+        Algorithm::SlidingLog => sliding_log::idle_at(limit, state),
+        Algorithm::TokenBucket => token_bucket::idle_at(limit, state),
+    }
+}
+
+/// `at` as a [`Nanos`], saturated: an instant past the end of time never comes.
+fn saturate(at: u128) -> Nanos {
+    Nanos::try_from(at).unwrap_or(Nanos::MAX)
+}
+
 /// Start of the epoch-aligned window of length `window` that contains `now`.
 pub fn window_start(now: Nanos, window: Nanos) -> Nanos {
     now - now % window
+}
+
+/// Nanoseconds from `now` until the instant `at` (0 if it has passed), saturated into [`Nanos`].
+fn until(at: u128, now: Nanos) -> Nanos {
+    Nanos::try_from(at.saturating_sub(u128::from(now))).unwrap_or(Nanos::MAX)
 }

@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Limit, State, Verdict, window_start};
+use super::{Limit, State, Verdict, until, window_start};
 use crate::clock::Nanos;
 
 /// Hits admitted at one instant (hits admitted at the same instant share one entry).
@@ -16,11 +16,6 @@ pub struct LogEntry {
 
 /// The log of a counter never seen.
 static EMPTY: VecDeque<LogEntry> = VecDeque::new();
-
-/// Nanoseconds from `now` until the instant `at`, saturated into a [`Nanos`].
-fn until(at: u128, now: Nanos) -> Nanos {
-    Nanos::try_from(at.saturating_sub(u128::from(now))).unwrap_or(Nanos::MAX)
-}
 
 /// Decides one call; see [`super::decide`].
 pub(super) fn decide(
@@ -115,48 +110,26 @@ pub(super) fn is_idle(limit: &Limit, state: &State, now: Nanos) -> bool {
     }
 }
 
+/// When the newest logged hit leaves the window; see [`super::idle_at`].
+pub(super) fn idle_at(limit: &Limit, state: &State) -> Nanos {
+    match state {
+        State::Log { entries, .. } => entries.back().map_or(0, |e| {
+            super::saturate(u128::from(e.at) + u128::from(limit.window.max(1)))
+        }),
+        _ => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::algorithm::Algorithm;
+    use crate::algorithm::testing::{T0, assert_exact_retry, call, per_minute_of, v};
     use crate::clock::{MILLI, SECOND};
-
-    /// A minute boundary (a multiple of 60 s).
-    const T0: Nanos = 28_333_334 * 60 * SECOND;
 
     /// `n` requests per minute.
     fn per_minute(n: u64) -> Limit {
-        let algorithm = Algorithm::SlidingLog;
-        Limit {
-            algorithm,
-            requests: n,
-            window: 60 * SECOND,
-            burst: n,
-        }
-    }
-
-    /// A verdict, written short.
-    fn v(admitted: bool, remaining: u64, reset_after: Nanos) -> Verdict {
-        Verdict {
-            admitted,
-            remaining,
-            reset_after,
-        }
-    }
-
-    /// Decides one call and stores the new state, as a store would.
-    fn call(l: &Limit, st: &mut Option<State>, now: Nanos, cost: u64) -> Verdict {
-        let (v, next) = decide(l, st.as_ref(), now, cost);
-        *st = next.or(st.take());
-        v
-    }
-
-    /// Asserts the denied call's hint is exact: still denied 1 ns before it, admitted at it.
-    fn assert_exact_retry(l: &Limit, st: &Option<State>, now: Nanos, cost: u64) -> Nanos {
-        let fits = |t| decide(l, st.as_ref(), t, cost).0.admitted;
-        let hint = decide(l, st.as_ref(), now, cost).0.reset_after;
-        assert!(!fits(now) && hint > 0 && !fits(now + hint - 1) && fits(now + hint));
-        hint
+        per_minute_of(Algorithm::SlidingLog, n)
     }
 
     /// Exactly N calls fit, with remaining counting down and reset at the newest hit's expiry.

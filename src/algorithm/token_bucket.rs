@@ -3,13 +3,8 @@
 //! Time is scaled by `requests` (units of 1/`requests` ns), so one hit's emission interval is
 //! exactly `window` and the tolerance is exactly `burst × window`: no rate is ever rounded.
 
-use super::{Limit, State, Verdict, window_start};
+use super::{Limit, State, Verdict, until, window_start};
 use crate::clock::Nanos;
-
-/// Nanoseconds from `now` until the instant `at`, saturated into a [`Nanos`].
-fn until(at: u128, now: Nanos) -> Nanos {
-    Nanos::try_from(at.saturating_sub(u128::from(now))).unwrap_or(Nanos::MAX)
-}
 
 /// Decides one call; see [`super::decide`].
 pub(super) fn decide(
@@ -91,14 +86,23 @@ pub(super) fn is_idle(limit: &Limit, state: &State, now: Nanos) -> bool {
     }
 }
 
+/// When the bucket is full again: the first whole nanosecond at or past the arrival time;
+/// see [`super::idle_at`].
+pub(super) fn idle_at(limit: &Limit, state: &State) -> Nanos {
+    match *state {
+        State::Bucket { tat_scaled } if limit.requests > 0 => {
+            super::saturate(tat_scaled.div_ceil(u128::from(limit.requests)))
+        }
+        _ => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::algorithm::Algorithm;
+    use crate::algorithm::testing::{T0, assert_exact_retry, call, v};
     use crate::clock::{MILLI, SECOND};
-
-    /// A minute boundary (a multiple of 60 s).
-    const T0: Nanos = 28_333_334 * 60 * SECOND;
 
     /// Refill `n` per minute into a bucket of `burst`.
     fn bucket(n: u64, burst: u64) -> Limit {
@@ -109,30 +113,6 @@ mod tests {
             window: 60 * SECOND,
             burst,
         }
-    }
-
-    /// A verdict, written short.
-    fn v(admitted: bool, remaining: u64, reset_after: Nanos) -> Verdict {
-        Verdict {
-            admitted,
-            remaining,
-            reset_after,
-        }
-    }
-
-    /// Decides one call and stores the new state, as a store would.
-    fn call(l: &Limit, st: &mut Option<State>, now: Nanos, cost: u64) -> Verdict {
-        let (v, next) = decide(l, st.as_ref(), now, cost);
-        *st = next.or(st.take());
-        v
-    }
-
-    /// Asserts the denied call's hint is exact: still denied 1 ns before it, admitted at it.
-    fn assert_exact_retry(l: &Limit, st: &Option<State>, now: Nanos, cost: u64) -> Nanos {
-        let fits = |t| decide(l, st.as_ref(), t, cost).0.admitted;
-        let hint = decide(l, st.as_ref(), now, cost).0.reset_after;
-        assert!(!fits(now) && hint > 0 && !fits(now + hint - 1) && fits(now + hint));
-        hint
     }
 
     /// A full bucket admits exactly `burst` at once, then denies until a token drips back.

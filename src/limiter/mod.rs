@@ -8,6 +8,7 @@ mod decision;
 pub mod headers;
 mod plan;
 mod request;
+mod shards;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -8,6 +8,7 @@ use super::LimiterOptions;
 use super::decision::{Code, Decision, DescriptorStatus, ReportedLimit};
 use super::headers;
 use super::request::{Descriptor, LimitOverride, Request};
+use super::shards;
 use crate::algorithm::{Limit, Verdict};
 use crate::clock::SECOND;
 use crate::metrics::{HitOutcome, Metrics, RuleCounters};
@@ -111,6 +112,7 @@ impl<'r> Plan<'r> {
                             key: &key,
                             cost,
                             gate: gate_of(None),
+                            shards: None,
                         };
                         let stats = || metrics.rule(&request.domain, &stats_key);
                         counted.plan(vec![Cow::Owned(rule)], stats, options, &mut charges)
@@ -131,6 +133,8 @@ impl<'r> Plan<'r> {
                                 key: &key,
                                 cost,
                                 gate: gate_of(Some(node)),
+                                shards: (node.shards > 1)
+                                    .then(|| (node.shards, shards::route(&descriptor.entries))),
                             };
                             let stats = || metrics.rule(&request.domain, &stats_key);
                             counted.plan(kept, stats, options, &mut charges)
@@ -238,6 +242,8 @@ struct Counted<'k> {
     key: &'k CounterKeyBuilder,
     cost: u64,
     gate: Gate,
+    /// A sharded rule: its shard count and this call's routing hash.
+    shards: Option<(u32, u64)>,
 }
 
 impl Counted<'_> {
@@ -264,8 +270,22 @@ impl Counted<'_> {
                 let LimitKind::Counted(limit) = rule.kind else {
                     return None;
                 };
+                let sub = self
+                    .shards
+                    .and_then(|(n, route)| shards::split(&limit, n, route));
+                let (key, limit) = match sub {
+                    Some((part, i)) => (
+                        self.key
+                            .finish_shard(rule.index, limit.algorithm, limit.window, i),
+                        part,
+                    ),
+                    None => (
+                        self.key.finish(rule.index, limit.algorithm, limit.window),
+                        limit,
+                    ),
+                };
                 charges.push(Charge {
-                    key: self.key.finish(rule.index, limit.algorithm, limit.window),
+                    key,
                     limit,
                     cost: self.cost,
                     gate: charge_gate,

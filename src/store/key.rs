@@ -69,6 +69,23 @@ impl CounterKeyBuilder {
     }
 }
 
+impl CounterKeyBuilder {
+    /// As [`CounterKeyBuilder::finish`], for sub-counter `shard` of a rule split with
+    /// `shards:`. The four extra bytes after the limit's identity make it differ from every
+    /// unsharded key (which ends right after the window).
+    pub fn finish_shard(
+        &self,
+        index: u8,
+        algorithm: Algorithm,
+        window: Nanos,
+        shard: u32,
+    ) -> CounterKey {
+        let mut bytes = self.finish(index, algorithm, window).0.into_vec();
+        bytes.extend_from_slice(&shard.to_le_bytes());
+        CounterKey(bytes.into_boxed_slice())
+    }
+}
+
 fn put_str(bytes: &mut Vec<u8>, s: &str) {
     bytes.extend_from_slice(&(s.len() as u32).to_le_bytes());
     bytes.extend_from_slice(s.as_bytes());
@@ -116,5 +133,16 @@ mod tests {
         assert_ne!(base, b.finish(1, Algorithm::FixedWindow, 60));
         assert_ne!(base, b.finish(0, Algorithm::SlidingLog, 60));
         assert_ne!(base, b.finish(0, Algorithm::FixedWindow, 61));
+    }
+
+    /// Sub-counters of a sharded rule differ from each other and from the unsharded counter.
+    #[test]
+    fn sub_counters_are_distinct() {
+        let b = CounterKeyBuilder::new("d");
+        let base = b.finish(0, Algorithm::FixedWindow, 60);
+        let s0 = b.finish_shard(0, Algorithm::FixedWindow, 60, 0);
+        assert_ne!(base, s0);
+        assert_ne!(s0, b.finish_shard(0, Algorithm::FixedWindow, 60, 1));
+        assert_eq!(s0, b.finish_shard(0, Algorithm::FixedWindow, 60, 0));
     }
 }

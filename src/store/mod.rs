@@ -7,16 +7,20 @@
 pub mod gate;
 mod key;
 pub mod memory;
+pub mod persist;
+pub mod saved;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 use crate::algorithm::{Limit, Verdict};
 use crate::clock::Nanos;
 
 pub use gate::Gate;
 pub use key::{CounterKey, CounterKeyBuilder};
-pub use memory::MemoryStore;
+pub use memory::{MemoryOptions, MemoryStore};
+pub use persist::{PersistSettings, PersistentStore};
 
 /// One counter to check (and charge) within a call.
 #[derive(Debug, Clone)]
@@ -70,6 +74,35 @@ pub enum StoreError {
 pub type StoreFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Vec<Outcome>, StoreError>> + Send + 'a>>;
 
+/// The boxed future of [`Store::flush`].
+pub type FlushFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// Running totals of a persisting store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PersistStats {
+    /// Flushes run (one per interval, whether or not anything changed).
+    pub flushes: u64,
+    /// Counter records written to the journal.
+    pub records: u64,
+    /// Bytes written to the journal.
+    pub bytes: u64,
+    /// Failed writes (journal or snapshot).
+    pub errors: u64,
+    /// Snapshots written.
+    pub snapshots: u64,
+    /// Counters restored at start.
+    pub restored: u64,
+}
+
+/// Figures a store keeps for the metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Calls refused because they would have created a counter past the store's bound.
+    pub refused: u64,
+    /// Persistence totals, for a store that persists.
+    pub persist: Option<PersistStats>,
+}
+
 /// A counter store.
 pub trait Store: Send + Sync + 'static {
     /// Decides every charge of one call at `now`, atomically: either every admitted charge is
@@ -83,5 +116,22 @@ pub trait Store: Send + Sync + 'static {
     /// counters remain held, when the store can tell (a shared store expires keys itself).
     fn sweep(&self, _now: Nanos) -> Option<usize> {
         None
+    }
+
+    /// How often the server should call [`Store::flush`]; `None` for a store that needs none.
+    fn flush_interval(&self) -> Option<Duration> {
+        None
+    }
+
+    /// Makes every committed charge durable. `last` is the final flush at shutdown, after
+    /// in-flight calls ended: it also syncs to disk. Failures are logged and counted in
+    /// [`Store::stats`], not returned: counting goes on without persistence.
+    fn flush(&self, _now: Nanos, _last: bool) -> FlushFuture<'_> {
+        Box::pin(std::future::ready(()))
+    }
+
+    /// Figures for the metrics.
+    fn stats(&self) -> StoreStats {
+        StoreStats::default()
     }
 }

@@ -53,18 +53,38 @@ pub struct Sluice {
 
 impl Sluice {
     /// Starts `sluice serve` with one rule file `rules.yaml` holding `yaml`, plus `args`;
-    /// returns once it printed its ready line.
+    /// returns once it printed its ready line. Counters persist under the temporary directory
+    /// (`data/`), never the working directory.
     pub fn start(yaml: &str, args: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let rules = dir.path().join("rules");
         std::fs::create_dir(&rules).expect("rules dir");
         std::fs::write(rules.join("rules.yaml"), yaml).expect("write rules");
-        let log = std::fs::File::create(dir.path().join("sluice.log")).expect("log file");
+        Self::start_in(dir, args)
+    }
+
+    /// Starts `sluice serve` again in the directory of a stopped server (same rules, same
+    /// `data/`), plus `args`.
+    pub fn restart(mut self, args: &[&str]) -> Self {
+        assert!(self.child.is_none(), "stop or kill the server first");
+        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"));
+        Self::start_in(dir, args)
+    }
+
+    fn start_in(dir: tempfile::TempDir, args: &[&str]) -> Self {
+        let rules = dir.path().join("rules");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.path().join("sluice.log"))
+            .expect("log file");
         let mut child = Command::new(SLUICE_BIN)
             .args(["serve", "--grpc-addr", "127.0.0.1:0", "--http-addr"])
             .arg("127.0.0.1:0")
             .arg("--config")
             .arg(&rules)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
             .args(args)
             .stdout(Stdio::piped())
             .stderr(log)
@@ -103,7 +123,12 @@ impl Sluice {
         self.dir.path().join("rules")
     }
 
-    /// What sluice wrote to stderr so far.
+    /// The directory `--data-dir` points at.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// What sluice wrote to stderr so far (across restarts).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("sluice.log")).unwrap_or_default()
     }
@@ -117,6 +142,15 @@ impl Sluice {
             .expect("run kill");
         assert!(sent.success(), "kill -TERM failed");
         child.wait().expect("wait for sluice")
+    }
+}
+
+impl Sluice {
+    /// Kills the process with SIGKILL (no shutdown at all) and waits for it.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().expect("sluice is running");
+        child.kill().expect("kill sluice");
+        let _ = child.wait();
     }
 }
 

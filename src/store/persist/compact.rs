@@ -1,0 +1,118 @@
+//! Compaction: rotate the journal, write every active counter to a new snapshot beside it,
+//! then delete the files the snapshot supersedes. Runs on its own thread while flushes go on.
+//!
+//! Safe at any crash point because restore combines files order-independently: until the
+//! snapshot is renamed into place the old files are intact, and after it they are redundant.
+//! Each shard is encoded under its lock (a short pause for that shard only), written after.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::Shared;
+use super::codec;
+use super::file::{FRAME_TARGET, FrameBuf, Kind};
+use super::journal::Journal;
+use crate::clock::Nanos;
+
+/// Starts compacting on a new thread; the `compacting` flag is cleared when it ends.
+pub(super) fn start(shared: Arc<Shared>, now: Nanos) {
+    let spawned = std::thread::Builder::new()
+        .name("sluice-compact".into())
+        .spawn({
+            let shared = shared.clone();
+            move || {
+                match compact(&shared, now) {
+                    Ok(bytes) => {
+                        shared.snapshot_bytes.store(bytes, Ordering::Relaxed);
+                        shared.totals.snapshots.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        shared.totals.errors.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(error = %e, "snapshot failed; the journal keeps every change");
+                    }
+                }
+                shared.compacting.store(false, Ordering::Release);
+            }
+        });
+    match spawned {
+        Ok(thread) => {
+            // The previous thread (if any) has ended: it cleared `compacting` as its last act.
+            *shared.compaction.lock() = Some(thread);
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot start the compaction thread");
+            shared.compacting.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Rotates the journal and writes the snapshot; returns the snapshot's size.
+fn compact(shared: &Shared, now: Nanos) -> io::Result<u64> {
+    let dir = &shared.settings.dir;
+    // Everything journaled before this point is in memory, which the snapshot reads after it.
+    let seq = {
+        let mut journal = shared.journal.lock();
+        let seq = journal.seq + 1;
+        *journal = Journal::create(dir, seq)?;
+        seq
+    };
+    let tmp = dir.join(format!("{}.tmp", Kind::Snapshot.file_name(seq)));
+    let bytes = write_snapshot(shared, &tmp, now)?;
+    std::fs::rename(&tmp, dir.join(Kind::Snapshot.file_name(seq)))?;
+    sync_dir(dir)?;
+    remove_older(dir, seq);
+    tracing::debug!(seq, bytes, "snapshot written");
+    Ok(bytes)
+}
+
+fn write_snapshot(shared: &Shared, path: &Path, now: Nanos) -> io::Result<u64> {
+    let mut file = OpenOptions::new().write(true).create_new(true).open(path)?;
+    file.write_all(&Kind::Snapshot.header())?;
+    let mut bytes = Kind::Snapshot.header().len() as u64;
+    let memory = &shared.memory;
+    for shard in 0..memory.shard_count() {
+        let mut frames = Vec::new();
+        let mut frame = FrameBuf::default();
+        memory.visit_shard(shard, now, &mut |view| {
+            codec::encode(view, frame.payload());
+            if frame.payload_len() >= FRAME_TARGET {
+                frames.push(std::mem::take(&mut frame).seal());
+            }
+        });
+        if frame.payload_len() > 0 {
+            frames.push(frame.seal());
+        }
+        for frame in frames {
+            file.write_all(&frame)?;
+            bytes += frame.len() as u64;
+        }
+    }
+    file.sync_all()?;
+    Ok(bytes)
+}
+
+/// Deletes the data files older than `seq` (superseded by snapshot `seq`).
+fn remove_older(dir: &Path, seq: u64) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if Kind::parse(&name.to_string_lossy()).is_some_and(|(_, s)| s < seq)
+            && let Err(e) = std::fs::remove_file(entry.path())
+        {
+            tracing::warn!(file = %entry.path().display(), error = %e, "cannot delete an old data file");
+        }
+    }
+}
+
+/// Makes a rename durable (a no-op where directories cannot be opened).
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    match File::open(dir) {
+        Ok(d) => d.sync_all().or(Ok(())),
+        Err(_) => Ok(()),
+    }
+}
