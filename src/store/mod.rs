@@ -7,6 +7,7 @@
 pub mod gate;
 mod key;
 pub mod memory;
+pub mod redis;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,6 +18,7 @@ use crate::clock::Nanos;
 pub use gate::Gate;
 pub use key::{CounterKey, CounterKeyBuilder};
 pub use memory::MemoryStore;
+pub use redis::{RedisSettings, RedisStore};
 
 /// One counter to check (and charge) within a call.
 #[derive(Debug, Clone)]
@@ -64,7 +66,13 @@ pub enum StoreError {
     /// The store could not be reached or did not answer in time.
     #[error("counter store unavailable: {0}")]
     Unavailable(String),
+    /// The store is misconfigured (a bad URL or key prefix): fatal at start.
+    #[error("counter store configuration: {0}")]
+    Config(String),
 }
+
+/// A store's background work (e.g. Redis's recovery probe), run until shutdown.
+pub type BackgroundTask = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// The boxed future a [`Store`] returns (stores are used as trait objects).
 pub type StoreFuture<'a> =
@@ -84,4 +92,18 @@ pub trait Store: Send + Sync + 'static {
     fn sweep(&self, _now: Nanos) -> Option<usize> {
         None
     }
+
+    /// Whether the store is healthy enough to report ready (`/healthcheck`, gRPC health).
+    /// A shared store reports a sustained outage, not a blip.
+    fn healthy(&self) -> bool {
+        true
+    }
+
+    /// Background work the store needs, to be run until `shutdown` is cancelled.
+    fn background(&self, _shutdown: tokio_util::sync::CancellationToken) -> Option<BackgroundTask> {
+        None
+    }
+
+    /// Publishes the store's own figures into `metrics` (called about once a second).
+    fn observe(&self, _metrics: &crate::metrics::Metrics, _now: Nanos) {}
 }

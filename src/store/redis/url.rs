@@ -1,0 +1,109 @@
+//! `--redis-url`: `redis://`, `rediss://` (TLS), and `redis+cluster://` / `rediss+cluster://`
+//! with a comma-separated seed list. Credentials (`user:password@`) are passed to Redis and
+//! never shown: [`describe`] is what logs print.
+
+use std::time::Duration;
+
+use redis::cluster::ClusterClient;
+use redis::{Client, IntoConnectionInfo};
+
+use super::link::{CONNECT_TIMEOUT, Target};
+
+/// Parses `url` into a connection target.
+pub fn parse(url: &str, timeout: Duration) -> Result<Target, String> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| format!("invalid redis url '{}': no scheme", describe(url)))?;
+    let bad = |e: redis::RedisError| format!("invalid redis url '{}': {e}", describe(url));
+    match scheme {
+        "redis" | "rediss" => Client::open(url).map(Target::Standalone).map_err(bad),
+        "redis+cluster" | "rediss+cluster" => {
+            let node_scheme = scheme.trim_end_matches("+cluster");
+            let (auth, hosts) = match rest.rsplit_once('@') {
+                Some((auth, hosts)) => (format!("{auth}@"), hosts),
+                None => (String::new(), rest),
+            };
+            let nodes = hosts
+                .trim_end_matches('/')
+                .split(',')
+                .filter(|h| !h.is_empty())
+                .map(|h| format!("{node_scheme}://{auth}{h}").into_connection_info())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(bad)?;
+            if nodes.is_empty() {
+                return Err(format!("invalid redis url '{}': no nodes", describe(url)));
+            }
+            ClusterClient::builder(nodes)
+                .connection_timeout(CONNECT_TIMEOUT)
+                .response_timeout(timeout)
+                .retries(1)
+                .build()
+                .map(Target::Cluster)
+                .map_err(bad)
+        }
+        other => Err(format!(
+            "invalid redis url '{}': unknown scheme '{other}' (use redis, rediss, redis+cluster \
+             or rediss+cluster)",
+            describe(url)
+        )),
+    }
+}
+
+/// `url` with any credentials replaced by `***`, for logs and errors.
+pub fn describe(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.rsplit_once('@') {
+            Some((_, hosts)) => format!("{scheme}://***@{hosts}"),
+            None => url.to_owned(),
+        },
+        None => match url.rsplit_once('@') {
+            Some((_, hosts)) => format!("***@{hosts}"),
+            None => url.to_owned(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: Duration = Duration::from_millis(10);
+
+    /// Credentials never appear in what is logged.
+    #[test]
+    fn credentials_are_hidden() {
+        assert_eq!(
+            describe("redis://app:s3cret@db:6379/0"),
+            "redis://***@db:6379/0"
+        );
+        assert_eq!(
+            describe("rediss+cluster://u:p@a:1,b:2"),
+            "rediss+cluster://***@a:1,b:2"
+        );
+        assert_eq!(describe("redis://db:6379"), "redis://db:6379");
+        let err = parse("mysql://u:hunter2@x", T).err().unwrap_or_default();
+        assert!(
+            !err.contains("hunter2") && err.contains("unknown scheme"),
+            "{err}"
+        );
+    }
+
+    /// Standalone, TLS and cluster URLs parse into the right target.
+    #[test]
+    fn schemes() {
+        assert!(matches!(
+            parse("redis://127.0.0.1:6379", T),
+            Ok(Target::Standalone(_))
+        ));
+        assert!(matches!(
+            parse("rediss://u:p@host:6380/1", T),
+            Ok(Target::Standalone(_))
+        ));
+        assert!(matches!(
+            parse("redis+cluster://u:p@127.0.0.1:7000,127.0.0.1:7001", T),
+            Ok(Target::Cluster(_))
+        ));
+        assert!(parse("redis+cluster://", T).is_err());
+        assert!(parse("localhost:6379", T).is_err());
+    }
+}
