@@ -176,7 +176,16 @@ pub async fn start_with_store(
     if settings.watch_rules {
         tasks.spawn(reloader.clone().watch(shutdown.clone())?);
     }
-    tasks.spawn(sweep(store, clock, metrics, shutdown.clone()));
+    if let Some(background) = store.background(shutdown.clone()) {
+        tasks.spawn(background);
+    }
+    tasks.spawn(sweep(
+        store,
+        limiter.clone(),
+        clock,
+        metrics,
+        shutdown.clone(),
+    ));
 
     let (health, health_service) = tonic_health::server::health_reporter();
     for name in ["", HEALTH_SERVICE] {
@@ -184,6 +193,12 @@ pub async fn start_with_store(
             .set_service_status(name, ServingStatus::Serving)
             .await;
     }
+    tasks.spawn(watch_store_health(
+        limiter.clone(),
+        health.clone(),
+        draining.clone(),
+        shutdown.clone(),
+    ));
     // Shutdown in order: health turns NOT_SERVING the moment it is requested; the listeners
     // close after the shutdown delay (`stop`); in-flight calls then finish.
     let stop = CancellationToken::new();
@@ -257,9 +272,11 @@ pub async fn start_with_store(
     })
 }
 
-/// Reclaims idle counters and publishes how many are held, until shutdown.
+/// Reclaims idle counters and publishes how many are held (and the store's own figures),
+/// until shutdown.
 async fn sweep(
     store: Arc<dyn Store>,
+    limiter: Arc<Limiter>,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
@@ -269,10 +286,45 @@ async fn sweep(
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = every.tick() => {
-                if let Some(held) = store.sweep(clock.now()) {
+                let now = clock.now();
+                if let Some(held) = store.sweep(now) {
                     metrics.set_active_counters(store.name(), held);
                 }
+                store.observe(&metrics, now);
+                limiter.sweep_fallback(now);
             }
+        }
+    }
+}
+
+/// Mirrors the store's health into gRPC health (NOT_SERVING while the store is unhealthy),
+/// checked every sweep interval, until shutdown (which sets NOT_SERVING itself).
+async fn watch_store_health(
+    limiter: Arc<Limiter>,
+    health: tonic_health::server::HealthReporter,
+    draining: Arc<AtomicBool>,
+    shutdown: CancellationToken,
+) {
+    let mut every = tokio::time::interval(SWEEP_INTERVAL);
+    let mut healthy = true;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = every.tick() => {}
+        }
+        let now = limiter.store_healthy();
+        if now == healthy || draining.load(Ordering::SeqCst) {
+            continue;
+        }
+        healthy = now;
+        let status = if healthy {
+            ServingStatus::Serving
+        } else {
+            ServingStatus::NotServing
+        };
+        tracing::warn!(healthy, "counter store health changed");
+        for name in ["", HEALTH_SERVICE] {
+            health.set_service_status(name, status).await;
         }
     }
 }

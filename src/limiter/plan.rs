@@ -11,7 +11,7 @@ use super::request::{Descriptor, LimitOverride, Request};
 use crate::algorithm::{Limit, Verdict};
 use crate::clock::SECOND;
 use crate::metrics::{HitOutcome, Metrics, RuleCounters};
-use crate::rules::{LimitKind, LimitRule, Match, Node, RuleSet, override_stats_key};
+use crate::rules::{FailureMode, LimitKind, LimitRule, Match, Node, RuleSet, override_stats_key};
 use crate::store::{Charge, CounterKeyBuilder, Gate, Outcome, gate};
 
 /// What one descriptor resolved to.
@@ -30,6 +30,9 @@ enum Slot<'r> {
         cost: u64,
         /// The rule's statistics series.
         stats: Arc<RuleCounters>,
+        /// What the rule does when the store is unreachable (`None`: a request-side override,
+        /// which has no rule to say).
+        failure: Option<FailureMode>,
     },
 }
 
@@ -111,6 +114,7 @@ impl<'r> Plan<'r> {
                             key: &key,
                             cost,
                             gate: gate_of(None),
+                            failure: None,
                         };
                         let stats = || metrics.rule(&request.domain, &stats_key);
                         counted.plan(vec![Cow::Owned(rule)], stats, options, &mut charges)
@@ -131,6 +135,7 @@ impl<'r> Plan<'r> {
                                 key: &key,
                                 cost,
                                 gate: gate_of(Some(node)),
+                                failure: Some(node.failure_mode),
                             };
                             let stats = || metrics.rule(&request.domain, &stats_key);
                             counted.plan(kept, stats, options, &mut charges)
@@ -145,6 +150,23 @@ impl<'r> Plan<'r> {
     /// The charges to decide, in order.
     pub(super) fn charges(&self) -> &[Charge] {
         &self.charges
+    }
+
+    /// For each charge: the index of its descriptor and its rule's `failure_mode` (`None` for
+    /// a request-side override).
+    pub(super) fn failure_modes(&self) -> Vec<(usize, Option<FailureMode>)> {
+        let mut modes = vec![(0, None); self.charges.len()];
+        for (descriptor, slot) in self.slots.iter().enumerate() {
+            if let Slot::Counted {
+                limits, failure, ..
+            } = slot
+            {
+                for (_, at) in limits {
+                    modes[*at] = (descriptor, *failure);
+                }
+            }
+        }
+        modes
     }
 
     /// Turns the store's outcomes (one per charge) into the decision, recording each
@@ -175,6 +197,7 @@ impl<'r> Plan<'r> {
                     limits,
                     cost,
                     stats,
+                    ..
                 } => {
                     let (rule, outcome) = binding_limit(limits, outcomes);
                     let verdict = outcome.verdict;
@@ -238,6 +261,7 @@ struct Counted<'k> {
     key: &'k CounterKeyBuilder,
     cost: u64,
     gate: Gate,
+    failure: Option<FailureMode>,
 }
 
 impl Counted<'_> {
@@ -278,6 +302,7 @@ impl Counted<'_> {
             limits,
             cost: self.cost,
             stats: stats(),
+            failure: self.failure,
         }
     }
 }
