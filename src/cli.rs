@@ -29,7 +29,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the rate-limit server.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Load and validate rule files; print a summary, or every error as file:line:col: message.
     Check(CheckArgs),
 }

@@ -23,7 +23,7 @@ fn main() -> ExitCode {
                 Ok(runtime) => runtime,
                 Err(e) => return fail(&e.into()),
             };
-            match runtime.block_on(cli::serve(args)) {
+            match runtime.block_on(cli::serve(*args)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(&e),
             }

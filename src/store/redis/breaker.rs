@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 pub const FAILURES_TO_OPEN: u32 = 3;
 /// How often an open breaker probes Redis.
 pub const PROBE_INTERVAL: Duration = Duration::from_millis(200);
-/// How long the breaker must stay open before health reports the store unhealthy: a blip
-/// (a failover, a restart) must not flap readiness.
+/// How long the breaker must stay open, by default, before health reports the store
+/// unhealthy: a blip (a failover, a restart) must not flap readiness.
 pub const UNHEALTHY_AFTER: Duration = Duration::from_secs(10);
 
 /// A state change worth one log line.
@@ -33,19 +33,26 @@ pub struct Breaker {
     failures: AtomicU32,
     /// Nanoseconds since `epoch` (plus one) at which the breaker opened; 0 while closed.
     opened_at: AtomicU64,
+    unhealthy_after: Duration,
 }
 
 impl Default for Breaker {
     fn default() -> Self {
-        Self {
-            epoch: Instant::now(),
-            failures: AtomicU32::new(0),
-            opened_at: AtomicU64::new(0),
-        }
+        Self::new(UNHEALTHY_AFTER)
     }
 }
 
 impl Breaker {
+    /// A closed breaker that reports unhealthy once open for `unhealthy_after`.
+    pub fn new(unhealthy_after: Duration) -> Self {
+        Self {
+            epoch: Instant::now(),
+            failures: AtomicU32::new(0),
+            opened_at: AtomicU64::new(0),
+            unhealthy_after,
+        }
+    }
+
     /// Whether calls should skip Redis.
     pub fn is_open(&self) -> bool {
         self.opened_at.load(Ordering::Acquire) != 0
@@ -78,9 +85,9 @@ impl Breaker {
             .map(|_| Change::Opened)
     }
 
-    /// Whether health should report the store unhealthy: open for `UNHEALTHY_AFTER` or more.
+    /// Whether health should report the store unhealthy: open for `unhealthy_after` or more.
     pub fn unhealthy(&self) -> bool {
-        self.open_for().is_some_and(|d| d >= UNHEALTHY_AFTER)
+        self.open_for().is_some_and(|d| d >= self.unhealthy_after)
     }
 
     fn elapsed(&self) -> Duration {

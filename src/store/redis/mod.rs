@@ -55,6 +55,8 @@ pub struct RedisSettings {
     pub local_cache_size: usize,
     /// Whose clock decides.
     pub clock: RedisClock,
+    /// How long the circuit breaker stays open before health reports the store unhealthy.
+    pub unhealthy_after: Duration,
 }
 
 impl RedisSettings {
@@ -67,6 +69,7 @@ impl RedisSettings {
             connections: 2,
             local_cache_size: 100_000,
             clock: RedisClock::Server,
+            unhealthy_after: UNHEALTHY_AFTER,
         }
     }
 }
@@ -110,7 +113,7 @@ impl RedisStore {
                 layout,
                 timeout: settings.timeout,
                 clock: settings.clock,
-                breaker: Breaker::default(),
+                breaker: Breaker::new(settings.unhealthy_after),
                 cache: OverLimitCache::new(settings.local_cache_size),
                 epoch: Instant::now(),
                 sha: redis::Script::new(SCRIPT).get_hash().to_owned(),
