@@ -291,6 +291,9 @@ pub struct RedisArgs {
         hide_env_values = true
     )]
     pub redis_url: Option<String>,
+    /// PEM CA certificates to trust for rediss:// (default: the system's roots).
+    #[arg(long, env = "SLUICE_REDIS_CA")]
+    pub redis_ca: Option<PathBuf>,
     /// Prefix of every Redis key (no braces).
     #[arg(long, env = "SLUICE_REDIS_KEY_PREFIX", default_value = "sluice:")]
     pub redis_key_prefix: String,
@@ -318,6 +321,7 @@ impl RedisArgs {
             .context("--store redis needs --redis-url (or SLUICE_REDIS_URL)")?;
         Ok(RedisSettings {
             key_prefix: self.redis_key_prefix.clone(),
+            ca: self.redis_ca.clone(),
             timeout: self.redis_timeout,
             connections: self.redis_connections.max(1),
             local_cache_size: self.local_cache_size,

@@ -21,6 +21,8 @@ pub struct RedisServer {
     pub port: u16,
     dir: tempfile::TempDir,
     extra: Vec<String>,
+    /// Extra `redis-cli` arguments (TLS, credentials) for talking to this server.
+    cli_args: Vec<String>,
 }
 
 impl RedisServer {
@@ -31,14 +33,32 @@ impl RedisServer {
 
     /// As [`RedisServer::start`], with extra `redis-server` arguments.
     pub fn start_with(extra: &[&str]) -> Self {
+        Self::start_full(|_, _| extra.iter().map(|s| (*s).to_owned()).collect(), &[])
+    }
+
+    /// Starts a Redis whose extra arguments `extra(port, dir)` may use its port and directory
+    /// (e.g. `--port 0 --tls-port <port>` with files written in `dir` first); `cli_args` are
+    /// what `redis-cli` then needs to talk to it.
+    pub fn start_full(
+        extra: impl FnOnce(u16, &std::path::Path) -> Vec<String>,
+        cli_args: &[&str],
+    ) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = free_port();
         let mut server = Self {
             child: None,
-            port: free_port(),
-            dir: tempfile::tempdir().expect("temp dir"),
-            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+            port,
+            extra: extra(port, dir.path()),
+            dir,
+            cli_args: cli_args.iter().map(|s| (*s).to_owned()).collect(),
         };
         server.launch();
         server
+    }
+
+    /// The server's temporary directory.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
     }
 
     fn launch(&mut self) {
@@ -68,6 +88,7 @@ impl RedisServer {
     pub fn cli(&self, args: &[&str]) -> String {
         let out = Command::new(binary("redis-cli"))
             .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(&self.cli_args)
             .args(args)
             .stderr(Stdio::null())
             .output()

@@ -8,6 +8,7 @@ mod common;
 mod cluster;
 mod faults;
 mod replicas;
+mod secure;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -47,6 +47,8 @@ pub struct RedisSettings {
     pub url: String,
     /// `--redis-key-prefix`.
     pub key_prefix: String,
+    /// `--redis-ca`: PEM CA certificates to trust for `rediss://` instead of the system roots.
+    pub ca: Option<std::path::PathBuf>,
     /// `--redis-timeout`: the longest a call waits for Redis.
     pub timeout: Duration,
     /// `--redis-connections`: multiplexed connections to a standalone Redis.
@@ -65,6 +67,7 @@ impl RedisSettings {
         Self {
             url: url.into(),
             key_prefix: "sluice:".into(),
+            ca: None,
             timeout: Duration::from_millis(10),
             connections: 2,
             local_cache_size: 100_000,
@@ -103,7 +106,14 @@ impl From<RedisError> for StoreError {
 impl RedisStore {
     /// A store for `settings` (the URL and prefix are checked; nothing is connected yet).
     pub fn new(settings: RedisSettings) -> Result<Self, StoreError> {
-        let target = url::parse(&settings.url, settings.timeout).map_err(StoreError::Config)?;
+        let ca = match &settings.ca {
+            Some(path) => Some(std::fs::read(path).map_err(|e| {
+                StoreError::Config(format!("cannot read --redis-ca {}: {e}", path.display()))
+            })?),
+            None => None,
+        };
+        let target = url::parse(&settings.url, settings.timeout, ca.as_deref())
+            .map_err(StoreError::Config)?;
         let layout = KeyLayout::new(&settings.key_prefix).map_err(StoreError::Config)?;
         let cluster = matches!(target, Target::Cluster(_));
         Ok(Self {

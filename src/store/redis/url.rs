@@ -5,18 +5,23 @@
 use std::time::Duration;
 
 use redis::cluster::ClusterClient;
-use redis::{Client, IntoConnectionInfo};
+use redis::{Client, IntoConnectionInfo, TlsCertificates};
 
 use super::link::{CONNECT_TIMEOUT, Target};
 
-/// Parses `url` into a connection target.
-pub fn parse(url: &str, timeout: Duration) -> Result<Target, String> {
+/// Parses `url` into a connection target. `ca` (PEM) replaces the system roots for TLS.
+pub fn parse(url: &str, timeout: Duration, ca: Option<&[u8]>) -> Result<Target, String> {
     let (scheme, rest) = url
         .split_once("://")
         .ok_or_else(|| format!("invalid redis url '{}': no scheme", describe(url)))?;
     let bad = |e: redis::RedisError| format!("invalid redis url '{}': {e}", describe(url));
     match scheme {
-        "redis" | "rediss" => Client::open(url).map(Target::Standalone).map_err(bad),
+        "redis" | "rediss" => match ca {
+            Some(ca) => Client::build_with_tls(url, certificates(ca)),
+            None => Client::open(url),
+        }
+        .map(Target::Standalone)
+        .map_err(bad),
         "redis+cluster" | "rediss+cluster" => {
             let node_scheme = scheme.trim_end_matches("+cluster");
             let (auth, hosts) = match rest.rsplit_once('@') {
@@ -33,19 +38,28 @@ pub fn parse(url: &str, timeout: Duration) -> Result<Target, String> {
             if nodes.is_empty() {
                 return Err(format!("invalid redis url '{}': no nodes", describe(url)));
             }
-            ClusterClient::builder(nodes)
+            let mut builder = ClusterClient::builder(nodes)
                 .connection_timeout(CONNECT_TIMEOUT)
                 .response_timeout(timeout)
-                .retries(1)
-                .build()
-                .map(Target::Cluster)
-                .map_err(bad)
+                .retries(1);
+            if let Some(ca) = ca {
+                builder = builder.certs(certificates(ca));
+            }
+            builder.build().map(Target::Cluster).map_err(bad)
         }
         other => Err(format!(
             "invalid redis url '{}': unknown scheme '{other}' (use redis, rediss, redis+cluster \
              or rediss+cluster)",
             describe(url)
         )),
+    }
+}
+
+/// Trust `ca` (PEM) instead of the system roots; no client certificate.
+fn certificates(ca: &[u8]) -> TlsCertificates {
+    TlsCertificates {
+        client_tls: None,
+        root_cert: Some(ca.to_vec()),
     }
 }
 
@@ -81,7 +95,9 @@ mod tests {
             "rediss+cluster://***@a:1,b:2"
         );
         assert_eq!(describe("redis://db:6379"), "redis://db:6379");
-        let err = parse("mysql://u:hunter2@x", T).err().unwrap_or_default();
+        let err = parse("mysql://u:hunter2@x", T, None)
+            .err()
+            .unwrap_or_default();
         assert!(
             !err.contains("hunter2") && err.contains("unknown scheme"),
             "{err}"
@@ -92,18 +108,18 @@ mod tests {
     #[test]
     fn schemes() {
         assert!(matches!(
-            parse("redis://127.0.0.1:6379", T),
+            parse("redis://127.0.0.1:6379", T, None),
             Ok(Target::Standalone(_))
         ));
         assert!(matches!(
-            parse("rediss://u:p@host:6380/1", T),
+            parse("rediss://u:p@host:6380/1", T, None),
             Ok(Target::Standalone(_))
         ));
         assert!(matches!(
-            parse("redis+cluster://u:p@127.0.0.1:7000,127.0.0.1:7001", T),
+            parse("redis+cluster://u:p@127.0.0.1:7000,127.0.0.1:7001", T, None),
             Ok(Target::Cluster(_))
         ));
-        assert!(parse("redis+cluster://", T).is_err());
-        assert!(parse("localhost:6379", T).is_err());
+        assert!(parse("redis+cluster://", T, None).is_err());
+        assert!(parse("localhost:6379", T, None).is_err());
     }
 }
