@@ -104,6 +104,16 @@ impl RedisServer {
         }
     }
 
+    /// Sends `signal` (e.g. `STOP`, `CONT`) to the server process.
+    pub fn signal(&self, signal: &str) {
+        let child = self.child.as_ref().expect("redis is running");
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -{signal} failed");
+    }
+
     /// Starts the server again on the same port (empty: nothing was persisted).
     pub fn restart(&mut self) {
         self.kill();

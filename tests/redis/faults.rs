@@ -131,6 +131,48 @@ async fn kill_and_restart_redis_under_load() {
     server.stop().await;
 }
 
+/// A hung Redis (SIGSTOP: connections stay open, nothing answers) costs each call at most the
+/// timeout; the breaker then stops calls from waiting at all; SIGCONT and Redis decides again.
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn hung_redis_costs_at_most_the_timeout() {
+    let redis = RedisServer::start();
+    let store = crate::store_with_timeout(&redis.url(), Duration::from_millis(50)).await;
+    let server = TestServer::start_adjusted(RULES, store.clone(), |_| {}).await;
+    let mut client = server.client().await;
+    let one = |value: &str| request("faults", vec![descriptor(&[("closed", value)])]);
+    assert_eq!(
+        header(&call(&mut client, one("warm")).await, "x-ratelimit-mode"),
+        None
+    );
+    redis.signal("STOP");
+    let mut slowest = Duration::ZERO;
+    for i in 0..20 {
+        let started = Instant::now();
+        let r = call(&mut client, one(&i.to_string())).await;
+        slowest = slowest.max(started.elapsed());
+        assert_eq!(
+            (r.overall_code, header(&r, "x-ratelimit-mode")),
+            (OVER, Some("degraded"))
+        );
+    }
+    assert!(
+        slowest < BUDGET,
+        "a call waited {slowest:?} on a hung Redis (timeout 50 ms)"
+    );
+    assert!(store.circuit_open());
+    redis.signal("CONT");
+    let resumed = Instant::now();
+    while header(&call(&mut client, one("again")).await, "x-ratelimit-mode").is_some() {
+        assert!(
+            resumed.elapsed() < Duration::from_secs(1),
+            "still degraded a second after SIGCONT"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.stop().await;
+}
+
 /// A call whose only limit is a request-side override has no rule to say how to fail: it
 /// fails with UNAVAILABLE (never UNKNOWN) so Envoy's failure_mode_deny decides.
 #[tokio::test]

@@ -3,8 +3,9 @@
 //!
 //! Closed: calls go to Redis; `FAILURES_TO_OPEN` consecutive failures open the breaker.
 //! Open: calls fail at once (each rule's `failure_mode` decides) and the store's probe task
-//! pings Redis every `PROBE_INTERVAL`; the first answer closes the breaker, so decisions resume
-//! within a probe interval (plus a reconnect) of Redis coming back, without a restart.
+//! pings Redis every `PROBE_INTERVAL`; the first answer closes the breaker (only the probe
+//! closes it), so decisions resume within a probe interval (plus a reconnect) of Redis coming
+//! back, without a restart.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -66,8 +67,17 @@ impl Breaker {
         }
     }
 
-    /// Records a successful call or probe; returns `Closed` if that closed the breaker.
-    pub fn success(&self) -> Option<Change> {
+    /// Records a successful call: resets the failure count. It does not close an open
+    /// breaker: a call sent before it opened may finish late, and only the probe says Redis
+    /// keeps up again (so an overloaded Redis gets at least a probe interval of relief).
+    pub fn success(&self) {
+        if self.failures.load(Ordering::Relaxed) != 0 {
+            self.failures.store(0, Ordering::Release);
+        }
+    }
+
+    /// Records a successful probe; returns `Closed` if that closed the breaker.
+    pub fn probe_succeeded(&self) -> Option<Change> {
         self.failures.store(0, Ordering::Release);
         (self.opened_at.swap(0, Ordering::AcqRel) != 0).then_some(Change::Closed)
     }
@@ -104,21 +114,23 @@ mod tests {
     fn opens_after_consecutive_failures() {
         let b = Breaker::default();
         assert_eq!((b.failure(), b.failure()), (None, None));
-        assert_eq!(b.success(), None);
+        b.success();
         assert_eq!((b.failure(), b.failure()), (None, None));
         assert_eq!(b.failure(), Some(Change::Opened));
         assert_eq!(b.failure(), None, "already open: no second log line");
         assert!(b.is_open() && !b.unhealthy());
     }
 
-    /// One success closes an open breaker.
+    /// A late successful call leaves it open; a successful probe closes it.
     #[test]
-    fn success_closes() {
+    fn probe_closes() {
         let b = Breaker::default();
         for _ in 0..FAILURES_TO_OPEN {
             b.failure();
         }
-        assert_eq!(b.success(), Some(Change::Closed));
+        b.success();
+        assert!(b.is_open());
+        assert_eq!(b.probe_succeeded(), Some(Change::Closed));
         assert!(!b.is_open() && b.open_for().is_none());
     }
 }

@@ -1,5 +1,6 @@
 //! Connections to Redis: a small pool of multiplexed connections (standalone) or one cluster
-//! connection, established in the background so that no call ever waits on a connect.
+//! connection, established in the background so that no call ever waits on a connect; each new
+//! connection loads the decision script first.
 //!
 //! A multiplexed connection pipelines every concurrent call on one socket (commands are
 //! written as they come and replies matched in order), so concurrent calls share round trips.
@@ -50,6 +51,8 @@ impl Conn {
 /// The connection pool.
 pub struct Link {
     target: Target,
+    /// The script to load on every new connection (so calls rarely meet NOSCRIPT).
+    script: &'static str,
     slots: Box<[ArcSwapOption<Conn>]>,
     connecting: Box<[AtomicBool]>,
     next: AtomicUsize,
@@ -58,13 +61,14 @@ pub struct Link {
 impl Link {
     /// A pool of `size` connections to `target` (a cluster connection is always one: it
     /// multiplexes per node itself). Nothing is connected yet.
-    pub fn new(target: Target, size: usize) -> Arc<Self> {
+    pub fn new(target: Target, size: usize, script: &'static str) -> Arc<Self> {
         let size = match target {
             Target::Standalone(_) => size.max(1),
             Target::Cluster(_) => 1,
         };
         Arc::new(Self {
             target,
+            script,
             slots: (0..size).map(|_| ArcSwapOption::empty()).collect(),
             connecting: (0..size).map(|_| AtomicBool::new(false)).collect(),
             next: AtomicUsize::new(0),
@@ -127,6 +131,14 @@ impl Link {
                 }
                 Target::Cluster(client) => client.get_async_connection().await.map(Conn::Cluster),
             }
+        };
+        let connect = async {
+            let mut conn = connect.await?;
+            // SCRIPT LOAD goes to every primary of a cluster; a standalone Redis has one.
+            let mut load = redis::cmd("SCRIPT");
+            load.arg("LOAD").arg(self.script);
+            conn.query(&load).await?;
+            Ok(conn)
         };
         match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
             Ok(conn) => conn,

@@ -118,7 +118,7 @@ impl RedisStore {
         let cluster = matches!(target, Target::Cluster(_));
         Ok(Self {
             inner: Arc::new(Inner {
-                link: Link::new(target, settings.connections),
+                link: Link::new(target, settings.connections, SCRIPT),
                 cluster,
                 layout,
                 timeout: settings.timeout,
@@ -192,7 +192,7 @@ impl Inner {
             });
         match &decided {
             Ok(outcomes) => {
-                self.record(self.breaker.success(), None);
+                self.breaker.success();
                 for (charge, outcome) in charges.iter().zip(outcomes) {
                     self.cache.remember(charge, sent_at, outcome);
                 }
@@ -329,7 +329,7 @@ impl Inner {
                 _ => false,
             };
             if answered {
-                self.record(self.breaker.success(), None);
+                self.record(self.breaker.probe_succeeded(), None);
             }
         }
     }
