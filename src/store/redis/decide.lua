@@ -19,25 +19,17 @@
 local R = 16777216              -- 2^24: limb base of the exact wide arithmetic below
 local EXACT = 9007199254740992  -- 2^53: doubles hold every integer below it exactly
 local LATEST = 4503599627370496 -- 2^52 us: the latest arrival time a bucket may store
-local floor, max = math.floor, math.max
-
-local function fmt(x) return string.format('%d', x) end
+local floor, max, format = math.floor, math.max, string.format
 
 -- Lua numbers are doubles: a product such as requests * window (us) passes 2^53 for limits
 -- like a million a day. Such products are compared as base-2^24 limbs instead, so every
 -- decision stays exact; the fast path (both sides below 2^53) is the common case.
-local function split(a)
-  local a0 = a % R
-  a = (a - a0) / R
-  local a1 = a % R
-  return a0, a1, (a - a1) / R
-end
-
 -- a * b + e as six base-2^24 limbs, least significant first (a, b, e integers in [0, 2^53)).
 local function wide(a, b, e)
-  local a0, a1, a2 = split(a)
-  local b0, b1, b2 = split(b)
-  local e0, e1, e2 = split(e)
+  local a0, b0, e0 = a % R, b % R, e % R
+  a, b, e = (a - a0) / R, (b - b0) / R, (e - e0) / R
+  local a1, b1, e1 = a % R, b % R, e % R
+  local a2, b2, e2 = (a - a1) / R, (b - b1) / R, (e - e1) / R
   local l = { a0 * b0 + e0, a0 * b1 + a1 * b0 + e1, a0 * b2 + a1 * b1 + a2 * b0 + e2,
               a1 * b2 + a2 * b1, a2 * b2, 0 }
   for i = 1, 5 do
@@ -205,7 +197,7 @@ local function sliding_log(st, now, n, w, b, cost, key)
     local need, retry = total - (n - charge), newest_expiry
     local offset, found = 0, false
     while st.at and not found do
-      local page = redis.call('ZRANGEBYSCORE', key, '(' .. fmt(t - w), '+inf', 'WITHSCORES',
+      local page = redis.call('ZRANGEBYSCORE', key, '(' .. format('%d', t - w), '+inf', 'WITHSCORES',
         'LIMIT', offset, 64)
       if #page == 0 then break end
       for i = 1, #page, 2 do
@@ -258,7 +250,7 @@ local function log_load(key, now, w)
     local at = tonumber(newest[2])
     st.t = max(now, at)
     if at > st.t - w then
-      local first = redis.call('ZRANGEBYSCORE', key, '(' .. fmt(st.t - w), '+inf', 'LIMIT', 0, 1)
+      local first = redis.call('ZRANGEBYSCORE', key, '(' .. format('%d', st.t - w), '+inf', 'LIMIT', 0, 1)
       local fcum, fhits = parse(first[1])
       local cum, hits = parse(newest[1])
       st.base = fcum - fhits
@@ -276,18 +268,18 @@ local function ms(us) return floor(us / 1000) + 1 end
 
 local function fixed_store(key, old, st, now, w)
   if old and old.s == st.s then
-    redis.call('HSET', key, 'n', fmt(st.n))
+    redis.call('HSET', key, 'n', format('%d', st.n))
   else
-    redis.call('HSET', key, 's', fmt(st.s), 'n', fmt(st.n))
+    redis.call('HSET', key, 's', format('%d', st.s), 'n', format('%d', st.n))
     redis.call('PEXPIRE', key, ms(st.s + w - now))
   end
 end
 
 local function sliding_store(key, old, st, now, w)
   if old and old.s == st.s then
-    redis.call('HSET', key, 'c', fmt(st.c))
+    redis.call('HSET', key, 'c', format('%d', st.c))
   else
-    redis.call('HSET', key, 's', fmt(st.s), 'p', fmt(st.p), 'c', fmt(st.c))
+    redis.call('HSET', key, 's', format('%d', st.s), 'p', format('%d', st.p), 'c', format('%d', st.c))
     redis.call('PEXPIRE', key, ms(st.s + 2 * w - now))
   end
 end
@@ -295,11 +287,11 @@ end
 local function bucket_store(key, old, st, now, w)
   local reset = st.hi - now
   if st.lo > 0 then reset = reset + 1 end
-  redis.call('SET', key, fmt(st.hi) .. ':' .. fmt(st.lo), 'PX', ms(reset))
+  redis.call('SET', key, format('%d', st.hi) .. ':' .. format('%d', st.lo), 'PX', ms(reset))
 end
 
 local function log_store(key, old, st, now, w)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(st.t - w))
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', format('%d', st.t - w))
   local cum, hits = st.add, st.add
   if st.at then
     cum = st.cum + st.add
@@ -308,15 +300,11 @@ local function log_store(key, old, st, now, w)
       hits = st.hits + st.add
     end
   end
-  redis.call('ZADD', key, fmt(st.t), fmt(cum) .. ':' .. fmt(hits))
+  redis.call('ZADD', key, format('%d', st.t), format('%d', cum) .. ':' .. format('%d', hits))
   -- Idle once the newest entry leaves the window; extend by a window at a time.
   local need = ms(st.t + w - now)
   if redis.call('PTTL', key) < need then redis.call('PEXPIRE', key, need + ms(w)) end
 end
-
-local DECIDE = { [0] = fixed, sliding, sliding_log, bucket }
-local LOAD = { [0] = fixed_load, sliding_load, log_load, bucket_load }
-local STORE = { [0] = fixed_store, sliding_store, log_store, bucket_store }
 
 local now
 if ARGV[1] ~= '' then
@@ -327,28 +315,35 @@ else
 end
 
 -- Decide every charge in order (a key named twice sees its own earlier charge), then commit
--- the admitted ones only if the call is not blocked (src/store/gate.rs).
-local stored, pending, commit, reply = {}, {}, {}, {}
+-- the admitted ones only if the call is not blocked (src/store/gate.rs). Dispatch is by plain
+-- comparisons: a script's body (and every table and closure in it) is rebuilt on each call.
+local stored, pending, commit_alg, commit_w, reply = {}, {}, {}, {}, {}
 local blocked, any_quota, all_quota_denied = false, false, true
 for i = 0, tonumber(ARGV[2]) - 1 do
   local o = 3 + i * 7
   local k, alg = tonumber(ARGV[o]), tonumber(ARGV[o + 1])
   local n, w, b = tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4])
   local cost, gate = tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6])
+  local key = KEYS[k]
+  local decide
+  if alg == 0 then decide = fixed elseif alg == 1 then decide = sliding
+  elseif alg == 2 then decide = sliding_log else decide = bucket end
   if stored[k] == nil then
-    stored[k] = LOAD[alg](KEYS[k], now, w) or false
+    local loaded
+    if alg == 0 then loaded = fixed_load(key) elseif alg == 1 then loaded = sliding_load(key)
+    elseif alg == 2 then loaded = log_load(key, now, w) else loaded = bucket_load(key) end
+    stored[k] = loaded or false
     pending[k] = stored[k]
   end
   local st = pending[k] or nil
-  local ok, remaining, reset, next = DECIDE[alg](st, now, n, w, b, cost, KEYS[k])
+  local ok, remaining, reset, next = decide(st, now, n, w, b, cost, key)
   local available = remaining + cost
   if not ok then
-    local fits, left = DECIDE[alg](st, now, n, w, b, 0, KEYS[k])
+    local fits, left = decide(st, now, n, w, b, 0, key)
     if fits then available = left else available = 0 end
   end
   if next then
-    pending[k] = next
-    commit[k] = { alg, w }
+    pending[k], commit_alg[k], commit_w[k] = next, alg, w
   end
   if gate == 0 and not ok then blocked = true end
   if gate == 1 then
@@ -362,8 +357,12 @@ for i = 0, tonumber(ARGV[2]) - 1 do
   reply[base + 4] = available
 end
 if not (blocked or (any_quota and all_quota_denied)) then
-  for k, c in pairs(commit) do
-    STORE[c[1]](KEYS[k], stored[k] or nil, pending[k], now, c[2])
+  for k, alg in pairs(commit_alg) do
+    local key, old, st, w = KEYS[k], stored[k] or nil, pending[k], commit_w[k]
+    if alg == 0 then fixed_store(key, old, st, now, w)
+    elseif alg == 1 then sliding_store(key, old, st, now, w)
+    elseif alg == 2 then log_store(key, old, st, now, w)
+    else bucket_store(key, old, st, now, w) end
   end
 end
 return reply

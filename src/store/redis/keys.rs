@@ -35,7 +35,12 @@ impl KeyLayout {
         let mut key = Vec::with_capacity(self.prefix.len() + 18 + bytes.len());
         key.extend_from_slice(&self.prefix);
         key.push(b'{');
-        key.extend_from_slice(format!("{:016x}", fnv1a(counter.family())).as_bytes());
+        let tag = fnv1a(counter.family());
+        key.extend(
+            (0..16)
+                .rev()
+                .map(|i| b"0123456789abcdef"[(tag >> (i * 4)) as usize & 0xf]),
+        );
         key.push(b'}');
         key.extend_from_slice(bytes);
         key

@@ -239,6 +239,10 @@ impl Inner {
         } else {
             vec![(0..charges.len()).collect()]
         };
+        if let [group] = groups.as_slice() {
+            // One slot group (always, on a standalone Redis): its outcomes are in call order.
+            return self.run(group, &keys, charges, now_us).await;
+        }
         let runs = groups
             .iter()
             .map(|group| self.run(group, &keys, charges, now_us));
@@ -278,16 +282,13 @@ impl Inner {
             };
             members.push((&charges[i], at + 1));
         }
-        let args = scripts::args(now_us, &members);
         let command = |verb: &str, script: &str| {
             let mut cmd = redis::cmd(verb);
             cmd.arg(script).arg(unique.len());
             for key in &unique {
                 cmd.arg(*key);
             }
-            for arg in &args {
-                cmd.arg(arg.as_slice());
-            }
+            scripts::push_args(&mut cmd, now_us, &members);
             cmd
         };
         let (slot, mut conn) = self

@@ -27,38 +27,27 @@ pub const MICRO: Nanos = 1_000;
 /// the same at this size: no real traffic fills 2^48 tokens.
 pub const MAX_PARAM: u64 = 1 << 48;
 
-/// Fields per charge in ARGV (after the two header fields).
-const FIELDS: usize = 7;
-
-/// Builds the ARGV of one script call: `now_us` (`None` = Redis's clock), then each charge
-/// with the 1-based index of its key in KEYS.
-pub fn args(now_us: Option<u64>, charges: &[(&Charge, usize)]) -> Vec<Vec<u8>> {
-    let mut args = Vec::with_capacity(2 + charges.len() * FIELDS);
-    args.push(
-        now_us
-            .map(|n| n.to_string())
-            .unwrap_or_default()
-            .into_bytes(),
-    );
-    args.push(charges.len().to_string().into_bytes());
+/// Writes the ARGV of one script call into `cmd`: `now_us` (`None` = Redis's clock), then
+/// each charge with the 1-based index of its key in KEYS. Numbers go straight into the
+/// command buffer (no per-field allocation).
+pub fn push_args(cmd: &mut redis::Cmd, now_us: Option<u64>, charges: &[(&Charge, usize)]) {
+    match now_us {
+        Some(now) => cmd.arg(now),
+        None => cmd.arg(""),
+    };
+    cmd.arg(charges.len());
     for (charge, key_index) in charges {
         let limit = &charge.limit;
-        let requests = limit.requests.min(MAX_PARAM);
-        let burst = limit.burst.min(MAX_PARAM);
         // A cost above the capacity never fits, whatever its size: send capacity + 1.
         let cost = charge.cost.min(limit.capacity().min(MAX_PARAM) + 1);
-        let fields = [
-            *key_index as u64,
-            limit.algorithm as u64,
-            requests,
-            window_us(limit),
-            burst,
-            cost,
-            gate_code(charge.gate),
-        ];
-        args.extend(fields.iter().map(|f| f.to_string().into_bytes()));
+        cmd.arg(*key_index)
+            .arg(limit.algorithm as u8)
+            .arg(limit.requests.min(MAX_PARAM))
+            .arg(window_us(limit))
+            .arg(limit.burst.min(MAX_PARAM))
+            .arg(cost)
+            .arg(gate_code(charge.gate));
     }
-    args
 }
 
 /// The window in microseconds (rule windows are whole milliseconds; at least 1 µs).
@@ -66,7 +55,7 @@ pub fn window_us(limit: &Limit) -> u64 {
     (limit.window / MICRO).max(1)
 }
 
-fn gate_code(gate: Gate) -> u64 {
+fn gate_code(gate: Gate) -> u8 {
     match gate {
         Gate::Enforced => 0,
         Gate::Quota => 1,
