@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use redis::cluster::ClusterClient;
+use redis::io::tcp::TcpSettings;
 use redis::{Client, IntoConnectionInfo, TlsCertificates};
 
 use super::link::{CONNECT_TIMEOUT, Target};
@@ -16,12 +17,18 @@ pub fn parse(url: &str, timeout: Duration, ca: Option<&[u8]>) -> Result<Target, 
         .ok_or_else(|| format!("invalid redis url '{}': no scheme", describe(url)))?;
     let bad = |e: redis::RedisError| format!("invalid redis url '{}': {e}", describe(url));
     match scheme {
-        "redis" | "rediss" => match ca {
-            Some(ca) => Client::build_with_tls(url, certificates(ca)),
-            None => Client::open(url),
+        "redis" | "rediss" => {
+            let info = url
+                .into_connection_info()
+                .map_err(bad)?
+                .set_tcp_settings(tcp());
+            match ca {
+                Some(ca) => Client::build_with_tls(info, certificates(ca)),
+                None => Client::open(info),
+            }
+            .map(Target::Standalone)
+            .map_err(bad)
         }
-        .map(Target::Standalone)
-        .map_err(bad),
         "redis+cluster" | "rediss+cluster" => {
             let node_scheme = scheme.trim_end_matches("+cluster");
             let (auth, hosts) = match rest.rsplit_once('@') {
@@ -39,6 +46,7 @@ pub fn parse(url: &str, timeout: Duration, ca: Option<&[u8]>) -> Result<Target, 
                 return Err(format!("invalid redis url '{}': no nodes", describe(url)));
             }
             let mut builder = ClusterClient::builder(nodes)
+                .tcp_settings(tcp())
                 .connection_timeout(CONNECT_TIMEOUT)
                 .response_timeout(timeout)
                 .retries(1);
@@ -53,6 +61,12 @@ pub fn parse(url: &str, timeout: Duration, ca: Option<&[u8]>) -> Result<Target, 
             describe(url)
         )),
     }
+}
+
+/// TCP_NODELAY: calls are small writes pipelined on few connections; Nagle's algorithm would
+/// hold each one back until the previous one is acknowledged.
+fn tcp() -> TcpSettings {
+    TcpSettings::default().set_nodelay(true)
 }
 
 /// Trust `ca` (PEM) instead of the system roots; no client certificate.
