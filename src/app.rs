@@ -224,8 +224,12 @@ async fn start_inner(
     if settings.watch_rules {
         tasks.spawn(reloader.clone().watch(shutdown.clone())?);
     }
+    if let Some(background) = store.background(shutdown.clone()) {
+        tasks.spawn(background);
+    }
     tasks.spawn(sweep(
         store.clone(),
+        limiter.clone(),
         clock.clone(),
         metrics.clone(),
         shutdown.clone(),
@@ -238,6 +242,12 @@ async fn start_inner(
             .set_service_status(name, ServingStatus::Serving)
             .await;
     }
+    tasks.spawn(watch_store_health(
+        limiter.clone(),
+        health.clone(),
+        draining.clone(),
+        shutdown.clone(),
+    ));
     // Shutdown in order: health turns NOT_SERVING the moment it is requested; the listeners
     // close after the shutdown delay (`stop`); in-flight calls then finish.
     let stop = CancellationToken::new();
@@ -312,10 +322,12 @@ async fn start_inner(
     })
 }
 
-/// Reclaims idle counters and publishes how many are held, until shutdown. The sweep walks
-/// shard by shard on a blocking thread: no runtime worker stalls on a large store.
+/// Reclaims idle counters and publishes how many are held (and the store's own figures),
+/// until shutdown. The sweep walks shard by shard on a blocking thread: no runtime worker
+/// stalls on a large store.
 async fn sweep(
     store: Arc<dyn Store>,
+    limiter: Arc<Limiter>,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
@@ -330,6 +342,8 @@ async fn sweep(
                     metrics.set_active_counters(store.name(), held);
                 }
                 metrics.record_store_stats(&store.stats());
+                store.observe(&metrics, now);
+                limiter.sweep_fallback(now);
             }
         }
     }
@@ -383,6 +397,38 @@ impl StoreHandle {
         }
         self.store.flush(self.clock.now(), true).await;
         self.metrics.record_store_stats(&self.store.stats());
+    }
+}
+
+/// Mirrors the store's health into gRPC health (NOT_SERVING while the store is unhealthy),
+/// checked every sweep interval, until shutdown (which sets NOT_SERVING itself).
+async fn watch_store_health(
+    limiter: Arc<Limiter>,
+    health: tonic_health::server::HealthReporter,
+    draining: Arc<AtomicBool>,
+    shutdown: CancellationToken,
+) {
+    let mut every = tokio::time::interval(SWEEP_INTERVAL);
+    let mut healthy = true;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = every.tick() => {}
+        }
+        let now = limiter.store_healthy();
+        if now == healthy || draining.load(Ordering::SeqCst) {
+            continue;
+        }
+        healthy = now;
+        let status = if healthy {
+            ServingStatus::Serving
+        } else {
+            ServingStatus::NotServing
+        };
+        tracing::warn!(healthy, "counter store health changed");
+        for name in ["", HEALTH_SERVICE] {
+            health.set_service_status(name, status).await;
+        }
     }
 }
 

@@ -13,6 +13,7 @@ use crate::app::{self, Settings};
 use crate::clock::SystemClock;
 use crate::limiter::LimiterOptions;
 use crate::rules::{self, LoadOptions};
+use crate::store::{RedisSettings, RedisStore};
 use crate::tls::TlsSettings;
 
 /// sluice: an Envoy-compatible external rate-limit server.
@@ -113,6 +114,9 @@ pub struct ServeArgs {
     /// The embedded store: persistence and its bound.
     #[command(flatten)]
     pub memory: MemoryArgs,
+    /// The Redis store (`--store redis`).
+    #[command(flatten)]
+    pub redis: RedisArgs,
 }
 
 /// Flags of `sluice check`.
@@ -153,6 +157,8 @@ impl From<AlgorithmArg> for Algorithm {
 pub enum StoreArg {
     /// The embedded in-process store.
     Memory,
+    /// Redis (standalone or Cluster): one authority for many replicas.
+    Redis,
 }
 
 /// Log line formats.
@@ -174,6 +180,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         limiter: LimiterOptions {
             global_shadow_mode: args.shadow_mode,
             default_algorithm: args.rules.default_algorithm.into(),
+            expected_replicas: args.redis.expected_replicas,
         },
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
         shutdown_delay: Duration::from_secs(args.shutdown_delay),
@@ -187,7 +194,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // Install the signal handlers before announcing readiness: a SIGTERM sent right after the
     // ready line must start a graceful shutdown, not kill the process.
     let signals = shutdown_signals()?;
-    let running = app::start(settings, Arc::new(SystemClock)).await?;
+    let running = match args.store {
+        StoreArg::Memory => app::start(settings, Arc::new(SystemClock)).await?,
+        StoreArg::Redis => {
+            let store = RedisStore::connect(args.redis.settings()?).await?;
+            app::start_with_store(settings, Arc::new(SystemClock), Arc::new(store)).await?
+        }
+    };
     println!(
         "sluice ready grpc={} http={}",
         running.grpc_addr, running.http_addr
@@ -321,5 +334,73 @@ fn shutdown_signals() -> anyhow::Result<impl Future<Output = ()>> {
         Ok(async {
             let _ = tokio::signal::ctrl_c().await;
         })
+    }
+}
+
+/// Redis flags of `sluice serve` (used with `--store redis`).
+#[derive(Debug, Args)]
+pub struct RedisArgs {
+    /// Redis URL: redis://[user:password@]host:port[/db], rediss:// for TLS, or
+    /// redis+cluster://host:port,host:port (rediss+cluster:// for TLS) for Redis Cluster.
+    #[arg(
+        long,
+        env = "SLUICE_REDIS_URL",
+        required_if_eq("store", "redis"),
+        hide_env_values = true
+    )]
+    pub redis_url: Option<String>,
+    /// PEM CA certificates to trust for rediss:// (default: the system's roots).
+    #[arg(long, env = "SLUICE_REDIS_CA")]
+    pub redis_ca: Option<PathBuf>,
+    /// Prefix of every Redis key (no braces).
+    #[arg(long, env = "SLUICE_REDIS_KEY_PREFIX", default_value = "sluice:")]
+    pub redis_key_prefix: String,
+    /// Longest wait for Redis on a call (e.g. 10ms, 1s); then the rule's failure_mode decides.
+    #[arg(long, env = "SLUICE_REDIS_TIMEOUT", default_value = "10ms", value_parser = parse_duration)]
+    pub redis_timeout: Duration,
+    /// Multiplexed connections to a standalone Redis (calls are pipelined on each).
+    #[arg(long, env = "SLUICE_REDIS_CONNECTIONS", default_value_t = 2)]
+    pub redis_connections: usize,
+    /// Most over-limit counters answered locally without a Redis round trip (0 disables).
+    #[arg(long, env = "SLUICE_LOCAL_CACHE_SIZE", default_value_t = 100_000)]
+    pub local_cache_size: usize,
+    /// Replicas sharing the store: while it is unreachable a `failure_mode: local` rule
+    /// allows its limit divided by this number in each replica.
+    #[arg(long, env = "SLUICE_EXPECTED_REPLICAS", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub expected_replicas: u64,
+}
+
+impl RedisArgs {
+    /// The Redis store settings (the URL is required with `--store redis`).
+    pub fn settings(&self) -> anyhow::Result<RedisSettings> {
+        let url = self
+            .redis_url
+            .clone()
+            .context("--store redis needs --redis-url (or SLUICE_REDIS_URL)")?;
+        Ok(RedisSettings {
+            key_prefix: self.redis_key_prefix.clone(),
+            ca: self.redis_ca.clone(),
+            timeout: self.redis_timeout,
+            connections: self.redis_connections.max(1),
+            local_cache_size: self.local_cache_size,
+            ..RedisSettings::new(url)
+        })
+    }
+}
+
+/// A duration such as `10ms`, `250us`, `2s`, or a bare number of milliseconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let amount: u64 = digits
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration (e.g. 10ms, 1s)"))?;
+    match unit {
+        "" | "ms" => Ok(Duration::from_millis(amount)),
+        "us" => Ok(Duration::from_micros(amount)),
+        "s" => Ok(Duration::from_secs(amount)),
+        _ => Err(format!("'{text}': unknown unit '{unit}' (use us, ms or s)")),
     }
 }

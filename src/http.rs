@@ -33,10 +33,13 @@ pub fn router(state: HttpState) -> Router {
         .with_state(state)
 }
 
-/// 200 `OK` while serving; 503 once draining.
+/// 200 `OK` while serving; 503 once draining, or while the counter store is unhealthy (for
+/// Redis: its circuit breaker has stayed open for a while, so a blip does not flap it).
 async fn healthcheck(State(state): State<HttpState>) -> (StatusCode, &'static str) {
     if state.draining.load(Ordering::SeqCst) {
         (StatusCode::SERVICE_UNAVAILABLE, "draining")
+    } else if !state.limiter.store_healthy() {
+        (StatusCode::SERVICE_UNAVAILABLE, "counter store unavailable")
     } else {
         (StatusCode::OK, "OK")
     }

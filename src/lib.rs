@@ -3,7 +3,7 @@
 //! Layout (dependencies point one way, top to bottom):
 //! - [`clock`]: time as a value (`Clock`, `SystemClock`, `ManualClock`).
 //! - [`algorithm`]: pure counting algorithms `decide(limit, state, now, cost)`.
-//! - [`store`]: atomic check-and-commit of all counters of a call (`MemoryStore`).
+//! - [`store`]: atomic check-and-commit of all counters of a call (`MemoryStore`, `RedisStore`).
 //! - [`rules`]: YAML rule files compiled into an immutable `RuleSet`; descriptor matching.
 //! - [`limiter`]: request → matched limits → store → `Decision`.
 //! - [`service`]: the tonic `RateLimitService` (proto ↔ domain mapping only).

@@ -44,6 +44,12 @@ pub const STORE_SECONDS: &str = "sluice_store_duration_seconds";
 pub const STORE_ERRORS: &str = "sluice_store_errors_total";
 /// Decisions taken without the store (a rule's `failure_mode`), by domain, rule and mode.
 pub const DEGRADED_DECISIONS: &str = "sluice_degraded_decisions_total";
+/// Calls answered from the local over-limit cache without a store round trip, by backend.
+pub const LOCAL_CACHE_HITS: &str = "sluice_local_cache_hits_total";
+/// Over-limit counters remembered in the local cache, by backend.
+pub const LOCAL_CACHE_ENTRIES: &str = "sluice_local_cache_entries";
+/// 1 while the store's circuit breaker is open (calls skip the store), by backend.
+pub const CIRCUIT_OPEN: &str = "sluice_store_circuit_open";
 /// Counters held, by backend.
 pub const ACTIVE_COUNTERS: &str = "sluice_active_counters";
 /// Calls refused because they would have created a counter past `--max-counters`.
@@ -171,6 +177,9 @@ pub struct Metrics {
     store_seconds: HistogramVec,
     store_errors: IntCounterVec,
     degraded: IntCounterVec,
+    local_cache_hits: IntCounterVec,
+    local_cache_entries: IntGaugeVec,
+    circuit_open: IntGaugeVec,
     active_counters: IntGaugeVec,
     counters_refused: IntCounter,
     persist: [IntCounter; 5],
@@ -249,6 +258,28 @@ impl Metrics {
                 DEGRADED_DECISIONS,
                 "Decisions taken without the store.",
                 &["domain", "key1", "mode"],
+            ),
+            local_cache_hits: counter_vec(
+                LOCAL_CACHE_HITS,
+                "Calls answered from the local over-limit cache.",
+                &["backend"],
+            ),
+            local_cache_entries: register(
+                &registry,
+                IntGaugeVec::new(
+                    Opts::new(
+                        LOCAL_CACHE_ENTRIES,
+                        "Counters in the local over-limit cache.",
+                    ),
+                    &["backend"],
+                ),
+            ),
+            circuit_open: register(
+                &registry,
+                IntGaugeVec::new(
+                    Opts::new(CIRCUIT_OPEN, "1 while the store's circuit breaker is open."),
+                    &["backend"],
+                ),
             ),
             active_counters: register(
                 &registry,
@@ -372,6 +403,23 @@ impl Metrics {
     /// Records a decision a rule's `failure_mode` took without the store.
     pub fn record_degraded(&self, domain: &str, rule: &str, mode: &str) {
         self.degraded.with_label_values(&[domain, rule, mode]).inc();
+    }
+
+    /// Records the local over-limit cache: entries held and calls answered since last time.
+    pub fn record_local_cache(&self, backend: &str, entries: usize, new_hits: u64) {
+        self.local_cache_entries
+            .with_label_values(&[backend])
+            .set(entries as i64);
+        self.local_cache_hits
+            .with_label_values(&[backend])
+            .inc_by(new_hits);
+    }
+
+    /// Sets whether the store's circuit breaker is open.
+    pub fn set_circuit_open(&self, backend: &str, open: bool) {
+        self.circuit_open
+            .with_label_values(&[backend])
+            .set(i64::from(open));
     }
 
     /// Sets the number of counters a backend holds.

@@ -5,6 +5,7 @@
 //! turns the verdicts into statuses, the overall code and the headers.
 
 mod decision;
+mod degraded;
 pub mod headers;
 mod plan;
 mod request;
@@ -19,9 +20,10 @@ use crate::algorithm::Algorithm;
 use crate::clock::Clock;
 use crate::metrics::{self, Metrics};
 use crate::rules::RuleSet;
-use crate::store::{Store, StoreError};
+use crate::store::{MemoryStore, Store, StoreError};
 
 pub use decision::{Code, Decision, DescriptorStatus, ReportedLimit};
+pub use degraded::HEADER as DEGRADED_HEADER;
 pub use request::{
     Descriptor, InvalidRequest, LimitOverride, MAX_DESCRIPTORS, MAX_ENTRIES, MAX_TEXT, Request,
 };
@@ -33,6 +35,9 @@ pub struct LimiterOptions {
     pub global_shadow_mode: bool,
     /// The algorithm of request-side limit overrides (rules carry their own).
     pub default_algorithm: Algorithm,
+    /// Replicas sharing the store: a `failure_mode: local` rule counts limit / this while
+    /// the store is unreachable.
+    pub expected_replicas: u64,
 }
 
 impl Default for LimiterOptions {
@@ -40,6 +45,7 @@ impl Default for LimiterOptions {
         Self {
             global_shadow_mode: false,
             default_algorithm: crate::rules::DEFAULT_ALGORITHM,
+            expected_replicas: 1,
         }
     }
 }
@@ -62,6 +68,9 @@ pub struct Limiter {
     clock: Arc<dyn Clock>,
     options: LimiterOptions,
     metrics: Arc<Metrics>,
+    /// Counts `failure_mode: local` rules while the store is unreachable.
+    fallback: MemoryStore,
+    degraded_log: degraded::BurstLog,
 }
 
 impl Limiter {
@@ -80,7 +89,19 @@ impl Limiter {
             clock,
             options,
             metrics,
+            fallback: MemoryStore::with_shards(16),
+            degraded_log: degraded::BurstLog::default(),
         }
+    }
+
+    /// Whether the counter store reports itself healthy.
+    pub fn store_healthy(&self) -> bool {
+        self.store.healthy()
+    }
+
+    /// Reclaims idle counters of the local fallback limiter.
+    pub fn sweep_fallback(&self, now: crate::clock::Nanos) {
+        self.fallback.retain_active(now);
     }
 
     /// The metrics this limiter records into.
@@ -102,6 +123,7 @@ impl Limiter {
         }
         let rules = self.rules.load_full();
         let plan = plan::Plan::build(&rules, request, &self.options, &self.metrics);
+        let mut degraded = false;
         let outcomes = if plan.charges().is_empty() {
             Vec::new()
         } else {
@@ -111,11 +133,61 @@ impl Limiter {
             let seconds = store_started.elapsed().as_secs_f64();
             self.metrics
                 .record_store(self.store.name(), seconds, applied.is_err());
-            applied.inspect_err(|_| self.metrics.record_call_error(metrics::STORE_ERROR))?
+            match applied {
+                Ok(outcomes) => outcomes,
+                Err(e) => {
+                    degraded = true;
+                    self.degrade(&plan, request, now, e)?
+                }
+            }
         };
-        let decision = plan.decide(&outcomes, self.options.global_shadow_mode, &self.metrics);
+        let mut decision = plan.decide(&outcomes, self.options.global_shadow_mode, &self.metrics);
+        if degraded {
+            let (name, value) = degraded::HEADER;
+            decision.headers.push((name, value.to_owned()));
+        }
         self.metrics
             .record_decision(started.elapsed().as_secs_f64());
         Ok(decision)
+    }
+
+    /// Decides a call by its rules' `failure_mode` after the store failed with `error`.
+    fn degrade(
+        &self,
+        plan: &plan::Plan<'_>,
+        request: &Request,
+        now: crate::clock::Nanos,
+        error: StoreError,
+    ) -> Result<Vec<crate::store::Outcome>, LimitError> {
+        let modes = plan.failure_modes();
+        let outcomes = degraded::outcomes(
+            plan.charges(),
+            &modes,
+            &self.fallback,
+            self.options.expected_replicas,
+            now,
+        );
+        self.degraded_log.record(&error);
+        let mut counted: Vec<usize> = Vec::new();
+        for &(descriptor, mode) in &modes {
+            if counted.contains(&descriptor) {
+                continue;
+            }
+            counted.push(descriptor);
+            let key1 = request.descriptors[descriptor]
+                .entries
+                .first()
+                .map_or("", |(k, _)| k.as_str());
+            let mode = match (&outcomes, mode) {
+                (None, _) => "unavailable",
+                (Some(_), None) => "override",
+                (Some(_), Some(m)) => m.name(),
+            };
+            self.metrics.record_degraded(&request.domain, key1, mode);
+        }
+        outcomes.ok_or_else(|| {
+            self.metrics.record_call_error(metrics::STORE_ERROR);
+            LimitError::Store(error)
+        })
     }
 }

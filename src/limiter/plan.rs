@@ -12,7 +12,7 @@ use super::shards;
 use crate::algorithm::{Limit, Verdict};
 use crate::clock::SECOND;
 use crate::metrics::{HitOutcome, Metrics, RuleCounters};
-use crate::rules::{LimitKind, LimitRule, Match, Node, RuleSet, override_stats_key};
+use crate::rules::{FailureMode, LimitKind, LimitRule, Match, Node, RuleSet, override_stats_key};
 use crate::store::{Charge, CounterKeyBuilder, Gate, Outcome, gate};
 
 /// What one descriptor resolved to.
@@ -31,6 +31,9 @@ enum Slot<'r> {
         cost: u64,
         /// The rule's statistics series.
         stats: Arc<RuleCounters>,
+        /// What the rule does when the store is unreachable (`None`: a request-side override,
+        /// which has no rule to say).
+        failure: Option<FailureMode>,
     },
 }
 
@@ -113,6 +116,7 @@ impl<'r> Plan<'r> {
                             cost,
                             gate: gate_of(None),
                             shards: None,
+                            failure: None,
                         };
                         let stats = || metrics.rule(&request.domain, &stats_key);
                         counted.plan(vec![Cow::Owned(rule)], stats, options, &mut charges)
@@ -135,6 +139,7 @@ impl<'r> Plan<'r> {
                                 gate: gate_of(Some(node)),
                                 shards: (node.shards > 1)
                                     .then(|| (node.shards, shards::route(&descriptor.entries))),
+                                failure: Some(node.failure_mode),
                             };
                             let stats = || metrics.rule(&request.domain, &stats_key);
                             counted.plan(kept, stats, options, &mut charges)
@@ -149,6 +154,23 @@ impl<'r> Plan<'r> {
     /// The charges to decide, in order.
     pub(super) fn charges(&self) -> &[Charge] {
         &self.charges
+    }
+
+    /// For each charge: the index of its descriptor and its rule's `failure_mode` (`None` for
+    /// a request-side override).
+    pub(super) fn failure_modes(&self) -> Vec<(usize, Option<FailureMode>)> {
+        let mut modes = vec![(0, None); self.charges.len()];
+        for (descriptor, slot) in self.slots.iter().enumerate() {
+            if let Slot::Counted {
+                limits, failure, ..
+            } = slot
+            {
+                for (_, at) in limits {
+                    modes[*at] = (descriptor, *failure);
+                }
+            }
+        }
+        modes
     }
 
     /// Turns the store's outcomes (one per charge) into the decision, recording each
@@ -179,6 +201,7 @@ impl<'r> Plan<'r> {
                     limits,
                     cost,
                     stats,
+                    ..
                 } => {
                     let (rule, outcome) = binding_limit(limits, outcomes);
                     let verdict = outcome.verdict;
@@ -244,6 +267,7 @@ struct Counted<'k> {
     gate: Gate,
     /// A sharded rule: its shard count and this call's routing hash.
     shards: Option<(u32, u64)>,
+    failure: Option<FailureMode>,
 }
 
 impl Counted<'_> {
@@ -298,6 +322,7 @@ impl Counted<'_> {
             limits,
             cost: self.cost,
             stats: stats(),
+            failure: self.failure,
         }
     }
 }

@@ -281,10 +281,11 @@ fn build_node(ctx: &mut Ctx<'_>, parent: &str, mut raw: RawDescriptor) -> Option
     let failure_mode = match raw.failure_mode.as_ref().map(|f| (f.value.as_str(), f.pos)) {
         None | Some(("allow", _)) => FailureMode::Allow,
         Some(("deny", _)) => FailureMode::Deny,
+        Some(("local", _)) => FailureMode::Local,
         Some((other, pos)) => {
             ctx.error(
                 pos,
-                format!("invalid failure_mode '{other}' (expected allow or deny)"),
+                format!("invalid failure_mode '{other}' (expected allow, deny or local)"),
             );
             FailureMode::Allow
         }

@@ -393,7 +393,7 @@ fn sluice_node_errors() {
             "t.yaml:5:5: `rate_limit` and `rate_limits` cannot both be set",
             "t.yaml:7:5: `rate_limits` must not be empty",
             "t.yaml:9:20: `unlimited` is not allowed inside `rate_limits` (use `rate_limit`)",
-            "t.yaml:11:19: invalid failure_mode 'maybe' (expected allow or deny)",
+            "t.yaml:11:19: invalid failure_mode 'maybe' (expected allow, deny or local)",
             "t.yaml:13:13: shards must be between 1 and 1024, got 0",
             "t.yaml:15:13: shards must be between 1 and 1024, got 1025",
         ]

@@ -100,6 +100,19 @@ pub enum FailureMode {
     Allow,
     /// Fail closed: answer OVER_LIMIT.
     Deny,
+    /// Count in this process instead, with the limit divided by the expected replicas.
+    Local,
+}
+
+impl FailureMode {
+    /// The name used in rule files and in the `mode` metric label.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureMode::Allow => "allow",
+            FailureMode::Deny => "deny",
+            FailureMode::Local => "local",
+        }
+    }
 }
 
 /// Where in which file something was written.

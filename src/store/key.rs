@@ -21,6 +21,27 @@ impl CounterKey {
     pub fn from_bytes(bytes: &[u8]) -> Self {
         Self(bytes.into())
     }
+
+    /// The key's family: its domain and first descriptor entry (the whole key if it cannot be
+    /// read that way). Counters of one family sit together in Redis Cluster (one hash tag), so
+    /// the limits of one descriptor and the nested descriptors under one first entry are
+    /// decided in one atomic script call.
+    pub fn family(&self) -> &[u8] {
+        let bytes = &self.0;
+        // domain, then the first entry: tag byte, key, value (each string length-prefixed).
+        let end = skip_str(bytes, 0)
+            .filter(|&at| bytes.get(at).is_some_and(|&tag| tag != 0xff))
+            .and_then(|at| skip_str(bytes, at + 1))
+            .and_then(|at| skip_str(bytes, at));
+        &bytes[..end.unwrap_or(bytes.len())]
+    }
+}
+
+/// The offset just past the length-prefixed string starting at `at`, if it is all there.
+fn skip_str(bytes: &[u8], at: usize) -> Option<usize> {
+    let len: [u8; 4] = bytes.get(at..at + 4)?.try_into().ok()?;
+    let end = at + 4 + u32::from_le_bytes(len) as usize;
+    (end <= bytes.len()).then_some(end)
 }
 
 /// Tag of a level whose value is the request's own value.
@@ -123,6 +144,18 @@ mod tests {
             shared.finish(0, Algorithm::FixedWindow, 60),
             key(&[("files", "files/*")])
         );
+    }
+
+    /// The family is the domain and first entry: shared by nested descriptors and limits.
+    #[test]
+    fn family_is_domain_and_first_entry() {
+        let one = key(&[("user", "u1")]);
+        let nested = key(&[("user", "u1"), ("path", "/a")]);
+        assert_eq!(one.family(), nested.family());
+        assert_ne!(one.family(), key(&[("user", "u2")]).family());
+        assert_ne!(key(&[("user", "u1_")]).family(), one.family());
+        let bare = CounterKeyBuilder::new("d").finish(0, Algorithm::FixedWindow, 60);
+        assert!(bare.as_bytes().starts_with(bare.family()));
     }
 
     /// Window, algorithm and limit position are part of the identity.

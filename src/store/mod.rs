@@ -8,6 +8,7 @@ pub mod gate;
 mod key;
 pub mod memory;
 pub mod persist;
+pub mod redis;
 pub mod saved;
 
 use std::future::Future;
@@ -21,6 +22,7 @@ pub use gate::Gate;
 pub use key::{CounterKey, CounterKeyBuilder};
 pub use memory::{MemoryOptions, MemoryStore};
 pub use persist::{PersistSettings, PersistentStore};
+pub use redis::{RedisSettings, RedisStore};
 
 /// One counter to check (and charge) within a call.
 #[derive(Debug, Clone)]
@@ -68,7 +70,13 @@ pub enum StoreError {
     /// The store could not be reached or did not answer in time.
     #[error("counter store unavailable: {0}")]
     Unavailable(String),
+    /// The store is misconfigured (a bad URL or key prefix): fatal at start.
+    #[error("counter store configuration: {0}")]
+    Config(String),
 }
+
+/// A store's background work (e.g. Redis's recovery probe), run until shutdown.
+pub type BackgroundTask = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// The boxed future a [`Store`] returns (stores are used as trait objects).
 pub type StoreFuture<'a> =
@@ -134,4 +142,18 @@ pub trait Store: Send + Sync + 'static {
     fn stats(&self) -> StoreStats {
         StoreStats::default()
     }
+
+    /// Whether the store is healthy enough to report ready (`/healthcheck`, gRPC health).
+    /// A shared store reports a sustained outage, not a blip.
+    fn healthy(&self) -> bool {
+        true
+    }
+
+    /// Background work the store needs, to be run until `shutdown` is cancelled.
+    fn background(&self, _shutdown: tokio_util::sync::CancellationToken) -> Option<BackgroundTask> {
+        None
+    }
+
+    /// Publishes the store's own figures into `metrics` (called about once a second).
+    fn observe(&self, _metrics: &crate::metrics::Metrics, _now: Nanos) {}
 }

@@ -1,0 +1,173 @@
+//! The local over-limit cache: a counter Redis denied with "retry after T" is answered from
+//! memory until T, without a round trip.
+//!
+//! Only denials where not even one hit fits (`available == 0`) are cached, keyed by counter,
+//! limit and cost, so a cached answer is the answer Redis would give: other replicas can only
+//! add hits, which moves T later, never earlier. T is measured from when the call was sent
+//! (before Redis decided), so an entry never outlives Redis's own denial. A limit changed by a
+//! reload is a different entry. The cache is bounded: when a shard is full, expired entries
+//! are dropped, and if it is still full the new denial is simply not cached.
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+
+use parking_lot::Mutex;
+
+use crate::algorithm::{Limit, Verdict};
+use crate::clock::Nanos;
+use crate::store::{Charge, CounterKey, Outcome};
+
+type Hasher = foldhash::fast::RandomState;
+
+/// A cached denial.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    limit: Limit,
+    /// The judged cost (a check counts as 1).
+    cost: u64,
+    /// Until when the denial holds (cache clock).
+    until: Nanos,
+}
+
+/// The cache.
+#[derive(Debug)]
+pub struct OverLimitCache {
+    shards: Box<[Mutex<HashMap<CounterKey, Entry, Hasher>>]>,
+    per_shard: usize,
+    hasher: Hasher,
+}
+
+impl OverLimitCache {
+    /// A cache of at most about `capacity` entries (0 disables it).
+    pub fn new(capacity: usize) -> Self {
+        let count = 16;
+        Self {
+            shards: (0..count).map(|_| Mutex::default()).collect(),
+            per_shard: capacity.div_ceil(count),
+            hasher: Hasher::default(),
+        }
+    }
+
+    /// The cached outcome of `charge` at `now`, if its counter is known to deny it.
+    pub fn lookup(&self, charge: &Charge, now: Nanos) -> Option<Outcome> {
+        if self.per_shard == 0 {
+            return None;
+        }
+        let shard = self.shard(&charge.key).lock();
+        let entry = shard.get(&charge.key)?;
+        let hit =
+            entry.limit == charge.limit && entry.cost == charge.cost.max(1) && now < entry.until;
+        hit.then(|| Outcome {
+            verdict: Verdict {
+                admitted: false,
+                remaining: 0,
+                reset_after: entry.until - now,
+            },
+            available: 0,
+        })
+    }
+
+    /// Remembers `outcome` of `charge`, decided by Redis after `sent_at`, if it is a denial
+    /// where not even one hit fits.
+    pub fn remember(&self, charge: &Charge, sent_at: Nanos, outcome: &Outcome) {
+        if self.per_shard == 0 || outcome.verdict.admitted || outcome.available > 0 {
+            return;
+        }
+        let entry = Entry {
+            limit: charge.limit,
+            cost: charge.cost.max(1),
+            until: sent_at.saturating_add(outcome.verdict.reset_after),
+        };
+        let mut shard = self.shard(&charge.key).lock();
+        if shard.len() >= self.per_shard && !shard.contains_key(&charge.key) {
+            shard.retain(|_, e| e.until > sent_at);
+            if shard.len() >= self.per_shard {
+                return;
+            }
+        }
+        shard.insert(charge.key.clone(), entry);
+    }
+
+    /// Drops expired entries; returns how many remain.
+    pub fn sweep(&self, now: Nanos) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                let mut s = s.lock();
+                s.retain(|_, e| e.until > now);
+                s.len()
+            })
+            .sum()
+    }
+
+    fn shard(&self, key: &CounterKey) -> &Mutex<HashMap<CounterKey, Entry, Hasher>> {
+        let at = self.hasher.hash_one(key) as usize % self.shards.len();
+        &self.shards[at]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::Algorithm;
+    use crate::clock::SECOND;
+    use crate::store::{CounterKeyBuilder, Gate};
+
+    fn charge(requests: u64, cost: u64) -> Charge {
+        let limit = Limit {
+            algorithm: Algorithm::SlidingLog,
+            requests,
+            window: 60 * SECOND,
+            burst: requests,
+        };
+        let mut key = CounterKeyBuilder::new("d");
+        key.entry("k", "v");
+        Charge {
+            key: key.finish(0, limit.algorithm, limit.window),
+            limit,
+            cost,
+            gate: Gate::Enforced,
+        }
+    }
+
+    fn denied(reset_after: Nanos, available: u64) -> Outcome {
+        Outcome {
+            verdict: Verdict {
+                admitted: false,
+                remaining: 0,
+                reset_after,
+            },
+            available,
+        }
+    }
+
+    /// A full counter is answered from the cache until its retry time, counted from sending.
+    #[test]
+    fn denial_is_cached_until_retry() {
+        let cache = OverLimitCache::new(10);
+        cache.remember(&charge(5, 1), 100, &denied(50, 0));
+        assert_eq!(cache.lookup(&charge(5, 1), 120), Some(denied(30, 0)));
+        assert_eq!(cache.lookup(&charge(5, 0), 149), Some(denied(1, 0)));
+        assert_eq!(cache.lookup(&charge(5, 1), 150), None);
+    }
+
+    /// Another limit (a reload) or another cost is not answered from the cache.
+    #[test]
+    fn other_limit_or_cost_misses() {
+        let cache = OverLimitCache::new(10);
+        cache.remember(&charge(5, 1), 0, &denied(50, 0));
+        assert_eq!(cache.lookup(&charge(6, 1), 1), None);
+        assert_eq!(cache.lookup(&charge(5, 2), 1), None);
+    }
+
+    /// A denial with room for a smaller call is not cached; nor anything when disabled.
+    #[test]
+    fn partial_room_and_disabled_are_not_cached() {
+        let cache = OverLimitCache::new(10);
+        cache.remember(&charge(5, 3), 0, &denied(50, 2));
+        assert_eq!(cache.lookup(&charge(5, 3), 1), None);
+        let off = OverLimitCache::new(0);
+        off.remember(&charge(5, 1), 0, &denied(50, 0));
+        assert_eq!(off.lookup(&charge(5, 1), 1), None);
+    }
+}

@@ -1,0 +1,376 @@
+-- sluice: decide every counter of one call and commit the admitted ones, atomically.
+-- Mirrors src/algorithm/*.rs exactly, in microseconds (Redis TIME's resolution).
+--
+-- KEYS: the call's distinct counter keys (one slot in Redis Cluster).
+-- ARGV[1]: now in microseconds, or "" to use Redis's own clock (TIME; the production setting,
+--          so clock skew between replicas cannot over-admit). With a caller's clock (tests),
+--          keys expire an hour of Redis time after their state goes idle, at the earliest.
+-- ARGV[2]: n, the number of charges; then 7 fields per charge:
+--          key index (into KEYS), algorithm (0 fixed_window, 1 sliding_window, 2 sliding_log,
+--          3 token_bucket), requests, window (us), burst, cost (0 = check), gate (0 enforced,
+--          1 quota, 2 advisory).
+-- Reply: 4 integers per charge: admitted (1/0), remaining, reset_after (us), available (the
+--        hits that would have fit; meaningful for denied charges).
+--
+-- State per key: fixed_window hash {s = window start, n = count}; sliding_window hash
+-- {s = window start, p = previous, c = current}; token_bucket string "hi:lo" (theoretical
+-- arrival time hi + lo/requests us); sliding_log sorted set, score = admission time, member
+-- "cum:hits" (cum = hits logged up to and including the entry, so a total is two lookups).
+
+local R = 16777216              -- 2^24: limb base of the exact wide arithmetic below
+local EXACT = 9007199254740992  -- 2^53: doubles hold every integer below it exactly
+local LATEST = 4503599627370496 -- 2^52 us: the latest arrival time a bucket may store
+local floor, max, format = math.floor, math.max, string.format
+
+-- Lua numbers are doubles: a product such as requests * window (us) passes 2^53 for limits
+-- like a million a day. Such products are compared as base-2^24 limbs instead, so every
+-- decision stays exact; the fast path (both sides below 2^53) is the common case.
+-- a * b + e as six base-2^24 limbs, least significant first (a, b, e integers in [0, 2^53)).
+local function wide(a, b, e)
+  local a0, b0, e0 = a % R, b % R, e % R
+  a, b, e = (a - a0) / R, (b - b0) / R, (e - e0) / R
+  local a1, b1, e1 = a % R, b % R, e % R
+  local a2, b2, e2 = (a - a1) / R, (b - b1) / R, (e - e1) / R
+  local l = { a0 * b0 + e0, a0 * b1 + a1 * b0 + e1, a0 * b2 + a1 * b1 + a2 * b0 + e2,
+              a1 * b2 + a2 * b1, a2 * b2, 0 }
+  for i = 1, 5 do
+    local d = l[i] % R
+    l[i + 1] = l[i + 1] + (l[i] - d) / R
+    l[i] = d
+  end
+  return l
+end
+
+-- The sign of (a * b + e) - (c * d + f), exactly.
+local function cmp(a, b, e, c, d, f)
+  local x, y = a * b + e, c * d + f
+  if x < EXACT and y < EXACT then
+    if x < y then return -1 elseif x > y then return 1 else return 0 end
+  end
+  local p, q = wide(a, b, e), wide(c, d, f)
+  for i = 6, 1, -1 do
+    if p[i] ~= q[i] then
+      if p[i] < q[i] then return -1 else return 1 end
+    end
+  end
+  return 0
+end
+
+-- floor((a * b + e) / c), exactly, for a result below 2^52.
+local function div(a, b, e, c)
+  local q = floor((a * b + e) / c)
+  if a * b + e < EXACT then return q end
+  while q > 0 and cmp(q, c, 0, a, b, e) > 0 do q = q - 1 end
+  while cmp(q + 1, c, 0, a, b, e) <= 0 do q = q + 1 end
+  return q
+end
+
+-- ceil((a * b + e) / c), exactly, for a result below 2^52.
+local function div_up(a, b, e, c)
+  local q = div(a, b, e, c)
+  if cmp(q, c, 0, a, b, e) < 0 then q = q + 1 end
+  return q
+end
+
+-- (a * b + e) mod c, given q = floor((a * b + e) / c): exact even when a * b passes 2^53.
+local function mod(a, b, e, c, q)
+  if a * b + e < EXACT then return a * b + e - q * c end
+  local p, s = wide(a, b, e), wide(q, c, 0)
+  local v, borrow = {}, 0
+  for i = 1, 3 do
+    local x = p[i] - s[i] - borrow
+    if x < 0 then x, borrow = x + R, 1 else borrow = 0 end
+    v[i] = x
+  end
+  return v[1] + v[2] * R + v[3] * R * R
+end
+
+local function window_start(now, w)
+  local r = now % w
+  if r < 0 then r = r + w end
+  return now - r
+end
+
+-- Each algorithm: decide(state, now, n, w, b, cost, key) -> admitted, remaining, reset_after,
+-- next (the state to store if the call is committed; nil for checks and denials).
+
+local function fixed(st, now, n, w, b, cost)
+  local start, count = window_start(now, w), 0
+  -- A state from a later window (Redis's clock stepped back) keeps counting in that window.
+  if st and st.s >= start then start, count = st.s, st.n end
+  local reset = start + w - now
+  if count + max(cost, 1) > n then return false, 0, reset end
+  count = count + cost
+  local next
+  if cost > 0 then next = { s = start, n = count } end
+  return true, n - count, reset, next
+end
+
+-- Smallest offset x in [0, w) at which p * (w - x) <= left * w; nil if none.
+local function first_fit_in(p, left, w)
+  if left < 0 then return nil end
+  if p == 0 or left >= p then return 0 end
+  local weight = div(left, w, 0, p)
+  if weight == 0 then return nil end
+  return w - weight
+end
+
+local function sliding(st, now, n, w, b, cost)
+  local start, p, c = window_start(now, w), 0, 0
+  if st then
+    if st.s >= start then start, p, c = st.s, st.p, st.c
+    elseif st.s + w == start then p = st.c end
+  end
+  local charge = max(cost, 1)
+  local weight = w - max(now - start, 0)
+  local left = n - c - charge
+  if left < 0 or cmp(p, weight, 0, left, w, 0) > 0 then
+    local retry
+    if charge > n then
+      if c > 0 then retry = 2 * w else retry = w end
+    else
+      retry = first_fit_in(p, left, w)
+      if retry == nil then
+        local x = first_fit_in(c, n - charge, w)
+        if x then retry = w + x else retry = 2 * w end
+      end
+    end
+    return false, 0, max(start + retry - now, 0)
+  end
+  -- floor(((n - c - cost) * w - p * weight) / w) = n - c - cost - ceil(p * weight / w)
+  local remaining = n - c - cost - div_up(p, weight, 0, w)
+  c = c + cost
+  local reset = 0
+  if c > 0 then reset = start + 2 * w - now elseif p > 0 then reset = start + w - now end
+  local next
+  if cost > 0 then next = { s = start, p = p, c = c } end
+  return true, remaining, max(reset, 0), next
+end
+
+local function bucket(st, now, n, w, b, cost)
+  local charge = max(cost, 1)
+  -- The debt (tat - now, scaled by n) is d * n + lo with 0 <= lo < n; 0 for a full bucket.
+  local d, lo = 0, 0
+  if st and st.hi >= now then d, lo = st.hi - now, st.lo end
+  local full = d -- ceil(debt / n): microseconds until the bucket is full
+  if lo > 0 then full = d + 1 end
+  if n == 0 or charge > b then
+    if n > 0 and full > 0 then return false, 0, full end
+    return false, 0, window_start(now, w) + w - now
+  end
+  local k = b - charge
+  if cmp(d, n, lo, k, w, 0) > 0 then
+    -- ceil((debt - k * w) / n) = d - floor((k * w - lo) / n)
+    return false, 0, d - (div(k, w, n - lo, n) - 1)
+  end
+  -- floor((b * w - debt - cost * w) / w) = b - cost - ceil(debt / w)
+  local remaining = b - cost - div_up(d, n, lo, w)
+  if cost == 0 then return true, remaining, full end
+  -- The new arrival time: (now + d) + (lo + cost * w) / n.
+  if now + d + (cost * w + lo) / n >= LATEST then
+    -- Absurd limits (a refill longer than ~70 years) are denied rather than stored inexactly.
+    return false, 0, max(full, 1)
+  end
+  local q = div(cost, w, lo, n)
+  local r = mod(cost, w, lo, n, q)
+  local hi = now + d + q
+  local reset = hi - now
+  if r > 0 then reset = reset + 1 end
+  return true, remaining, reset, { hi = hi, lo = r }
+end
+
+local function parse(member)
+  local cum, hits = string.match(member, '^(%d+):(%d+)$')
+  return tonumber(cum), tonumber(hits)
+end
+
+local function sliding_log(st, now, n, w, b, cost, key)
+  local charge, t = max(cost, 1), st.t
+  local total = st.total + st.add
+  local newest_expiry
+  if st.add > 0 then newest_expiry = t + w elseif total > 0 then newest_expiry = st.at + w end
+  if charge > n then
+    return false, 0, max((newest_expiry or (window_start(now, w) + w)) - now, 0)
+  end
+  if total + charge > n then
+    -- Fits once `need` of the oldest hits have left the window: walk the live entries oldest
+    -- first (this call's own pending hits at t come last, expiring at t + w).
+    local need, retry = total - (n - charge), newest_expiry
+    local offset, found = 0, false
+    while st.at and not found do
+      local page = redis.call('ZRANGEBYSCORE', key, '(' .. format('%d', t - w), '+inf', 'WITHSCORES',
+        'LIMIT', offset, 64)
+      if #page == 0 then break end
+      for i = 1, #page, 2 do
+        if parse(page[i]) - st.base >= need then
+          retry, found = tonumber(page[i + 1]) + w, true
+          break
+        end
+      end
+      offset = offset + 64
+    end
+    return false, 0, max(retry - now, 0)
+  end
+  if cost == 0 then
+    local reset = 0
+    if newest_expiry then reset = max(newest_expiry - now, 0) end
+    return true, n - total, reset
+  end
+  local next = {}
+  for f, v in pairs(st) do next[f] = v end
+  next.add = st.add + cost
+  return true, n - total - cost, max(t + w - now, 0), next
+end
+
+-- Loading: the stored state of one key (nil when absent).
+
+local function fixed_load(key)
+  local v = redis.call('HMGET', key, 's', 'n')
+  if v[1] then return { s = tonumber(v[1]), n = tonumber(v[2]) } end
+end
+
+local function sliding_load(key)
+  local v = redis.call('HMGET', key, 's', 'p', 'c')
+  if v[1] then return { s = tonumber(v[1]), p = tonumber(v[2]), c = tonumber(v[3]) } end
+end
+
+local function bucket_load(key)
+  local v = redis.call('GET', key)
+  if v then
+    local hi, lo = string.match(v, '^(%d+):(%d+)$')
+    return { hi = tonumber(hi), lo = tonumber(lo) }
+  end
+end
+
+-- The log as seen at t = max(now, newest admission): its live total, the cumulative count
+-- before its oldest live entry (base), and the newest entry; add = hits this call appends.
+local function log_load(key, now, w)
+  local st = { t = now, total = 0, base = 0, add = 0 }
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if newest[1] then
+    local at = tonumber(newest[2])
+    st.t = max(now, at)
+    if at > st.t - w then
+      local first = redis.call('ZRANGEBYSCORE', key, '(' .. format('%d', st.t - w), '+inf', 'LIMIT', 0, 1)
+      local fcum, fhits = parse(first[1])
+      local cum, hits = parse(newest[1])
+      st.base = fcum - fhits
+      st.total = cum - st.base
+      st.at, st.cum, st.hits, st.member = at, cum, hits, newest[1]
+    end
+  end
+  return st
+end
+
+-- Storing: expiry is set when a window starts (fixed, sliding) or when the key would expire
+-- too early (log); the bucket's one SET carries its expiry.
+
+-- Expiry in whole milliseconds, never early. With the caller's clock (tests) that time is not
+-- Redis's, so keys are kept at least an hour of Redis time instead.
+local CALLER_CLOCK = ARGV[1] ~= ''
+local function ms(us)
+  local t = floor(us / 1000) + 1
+  if CALLER_CLOCK and t < 3600000 then return 3600000 end
+  return t
+end
+
+local function fixed_store(key, old, st, now, w)
+  if old and old.s == st.s then
+    redis.call('HSET', key, 'n', format('%d', st.n))
+  else
+    redis.call('HSET', key, 's', format('%d', st.s), 'n', format('%d', st.n))
+    redis.call('PEXPIRE', key, ms(st.s + w - now))
+  end
+end
+
+local function sliding_store(key, old, st, now, w)
+  if old and old.s == st.s then
+    redis.call('HSET', key, 'c', format('%d', st.c))
+  else
+    redis.call('HSET', key, 's', format('%d', st.s), 'p', format('%d', st.p), 'c', format('%d', st.c))
+    redis.call('PEXPIRE', key, ms(st.s + 2 * w - now))
+  end
+end
+
+local function bucket_store(key, old, st, now, w)
+  local reset = st.hi - now
+  if st.lo > 0 then reset = reset + 1 end
+  redis.call('SET', key, format('%d', st.hi) .. ':' .. format('%d', st.lo), 'PX', ms(reset))
+end
+
+local function log_store(key, old, st, now, w)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', format('%d', st.t - w))
+  local cum, hits = st.add, st.add
+  if st.at then
+    cum = st.cum + st.add
+    if st.at == st.t then
+      redis.call('ZREM', key, st.member)
+      hits = st.hits + st.add
+    end
+  end
+  redis.call('ZADD', key, format('%d', st.t), format('%d', cum) .. ':' .. format('%d', hits))
+  -- Idle once the newest entry leaves the window; extend by a window at a time.
+  local need = ms(st.t + w - now)
+  if redis.call('PTTL', key) < need then redis.call('PEXPIRE', key, need + ms(w)) end
+end
+
+local now
+if CALLER_CLOCK then
+  now = tonumber(ARGV[1])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- Decide every charge in order (a key named twice sees its own earlier charge), then commit
+-- the admitted ones only if the call is not blocked (src/store/gate.rs). Dispatch is by plain
+-- comparisons: a script's body (and every table and closure in it) is rebuilt on each call.
+local stored, pending, commit_alg, commit_w, reply = {}, {}, {}, {}, {}
+local blocked, any_quota, all_quota_denied = false, false, true
+for i = 0, tonumber(ARGV[2]) - 1 do
+  local o = 3 + i * 7
+  local k, alg = tonumber(ARGV[o]), tonumber(ARGV[o + 1])
+  local n, w, b = tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4])
+  local cost, gate = tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6])
+  local key = KEYS[k]
+  local decide
+  if alg == 0 then decide = fixed elseif alg == 1 then decide = sliding
+  elseif alg == 2 then decide = sliding_log else decide = bucket end
+  if stored[k] == nil then
+    local loaded
+    if alg == 0 then loaded = fixed_load(key) elseif alg == 1 then loaded = sliding_load(key)
+    elseif alg == 2 then loaded = log_load(key, now, w) else loaded = bucket_load(key) end
+    stored[k] = loaded or false
+    pending[k] = stored[k]
+  end
+  local st = pending[k] or nil
+  local ok, remaining, reset, next = decide(st, now, n, w, b, cost, key)
+  local available = remaining + cost
+  if not ok then
+    local fits, left = decide(st, now, n, w, b, 0, key)
+    if fits then available = left else available = 0 end
+  end
+  if next then
+    pending[k], commit_alg[k], commit_w[k] = next, alg, w
+  end
+  if gate == 0 and not ok then blocked = true end
+  if gate == 1 then
+    any_quota = true
+    if ok then all_quota_denied = false end
+  end
+  local base = i * 4
+  reply[base + 1] = ok and 1 or 0
+  reply[base + 2] = remaining
+  reply[base + 3] = reset
+  reply[base + 4] = available
+end
+if not (blocked or (any_quota and all_quota_denied)) then
+  for k, alg in pairs(commit_alg) do
+    local key, old, st, w = KEYS[k], stored[k] or nil, pending[k], commit_w[k]
+    if alg == 0 then fixed_store(key, old, st, now, w)
+    elseif alg == 1 then sliding_store(key, old, st, now, w)
+    elseif alg == 2 then log_store(key, old, st, now, w)
+    else bucket_store(key, old, st, now, w) end
+  end
+end
+return reply

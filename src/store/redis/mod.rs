@@ -1,0 +1,376 @@
+//! The Redis store: one authority for many replicas. Each call is one Lua script (per Redis
+//! Cluster slot group) that decides and commits all of its counters atomically on Redis's clock.
+//!
+//! Around the script: a local over-limit cache (`cache.rs`) answers counters known to be full
+//! without a round trip; every call has a timeout; a circuit breaker (`breaker.rs`) stops
+//! calls from waiting on a dead Redis, and a background probe closes it when Redis answers.
+
+mod breaker;
+mod cache;
+mod keys;
+mod link;
+mod scripts;
+mod url;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
+use tokio_util::sync::CancellationToken;
+
+use self::breaker::{Breaker, Change};
+use self::cache::OverLimitCache;
+use self::keys::KeyLayout;
+use self::link::{Conn, Link, Target};
+use super::{BackgroundTask, Charge, Outcome, Store, StoreError, StoreFuture};
+use crate::clock::Nanos;
+use crate::metrics::Metrics;
+
+pub use self::breaker::{FAILURES_TO_OPEN, PROBE_INTERVAL, UNHEALTHY_AFTER};
+pub use self::scripts::{DECIDE as SCRIPT, MAX_PARAM};
+pub use self::url::describe as describe_url;
+
+/// Whose clock decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RedisClock {
+    /// Redis's own (`TIME` inside the script): replicas' clocks do not matter. Production.
+    Server,
+    /// The `now` each call passes (microsecond resolution): for tests with a manual clock.
+    Caller,
+}
+
+/// How to reach and use Redis.
+#[derive(Debug, Clone)]
+pub struct RedisSettings {
+    /// `--redis-url` (may hold credentials: never log it, see [`describe_url`]).
+    pub url: String,
+    /// `--redis-key-prefix`.
+    pub key_prefix: String,
+    /// `--redis-ca`: PEM CA certificates to trust for `rediss://` instead of the system roots.
+    pub ca: Option<std::path::PathBuf>,
+    /// `--redis-timeout`: the longest a call waits for Redis.
+    pub timeout: Duration,
+    /// `--redis-connections`: multiplexed connections to a standalone Redis.
+    pub connections: usize,
+    /// `--local-cache-size`: most over-limit counters remembered locally (0 disables).
+    pub local_cache_size: usize,
+    /// Whose clock decides.
+    pub clock: RedisClock,
+    /// How long the circuit breaker stays open before health reports the store unhealthy.
+    pub unhealthy_after: Duration,
+}
+
+impl RedisSettings {
+    /// The defaults of `sluice serve --store redis` for `url`.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            key_prefix: "sluice:".into(),
+            ca: None,
+            timeout: Duration::from_millis(10),
+            connections: 2,
+            local_cache_size: 100_000,
+            clock: RedisClock::Server,
+            unhealthy_after: UNHEALTHY_AFTER,
+        }
+    }
+}
+
+/// The Redis store.
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    link: Arc<Link>,
+    cluster: bool,
+    layout: KeyLayout,
+    timeout: Duration,
+    clock: RedisClock,
+    breaker: Breaker,
+    cache: OverLimitCache,
+    epoch: Instant,
+    sha: String,
+    cache_hits: AtomicU64,
+    cache_hits_reported: AtomicU64,
+    described: String,
+}
+
+impl From<RedisError> for StoreError {
+    fn from(e: RedisError) -> Self {
+        StoreError::Unavailable(format!("redis: {e}"))
+    }
+}
+
+impl RedisStore {
+    /// A store for `settings` (the URL and prefix are checked; nothing is connected yet).
+    pub fn new(settings: RedisSettings) -> Result<Self, StoreError> {
+        let ca = match &settings.ca {
+            Some(path) => Some(std::fs::read(path).map_err(|e| {
+                StoreError::Config(format!("cannot read --redis-ca {}: {e}", path.display()))
+            })?),
+            None => None,
+        };
+        let target = url::parse(&settings.url, settings.timeout, ca.as_deref())
+            .map_err(StoreError::Config)?;
+        let layout = KeyLayout::new(&settings.key_prefix).map_err(StoreError::Config)?;
+        let cluster = matches!(target, Target::Cluster(_));
+        Ok(Self {
+            inner: Arc::new(Inner {
+                link: Link::new(target, settings.connections, SCRIPT),
+                cluster,
+                layout,
+                timeout: settings.timeout,
+                clock: settings.clock,
+                breaker: Breaker::new(settings.unhealthy_after),
+                cache: OverLimitCache::new(settings.local_cache_size),
+                epoch: Instant::now(),
+                sha: redis::Script::new(SCRIPT).get_hash().to_owned(),
+                cache_hits: AtomicU64::new(0),
+                cache_hits_reported: AtomicU64::new(0),
+                described: url::describe(&settings.url),
+            }),
+        })
+    }
+
+    /// As [`RedisStore::new`], then connects (waiting up to a second). An unreachable Redis is
+    /// not fatal: calls are decided by each rule's `failure_mode` until it answers.
+    pub async fn connect(settings: RedisSettings) -> Result<Self, StoreError> {
+        let store = Self::new(settings)?;
+        let inner = &store.inner;
+        match inner.link.connect_all().await {
+            Ok(()) => tracing::info!(redis = %inner.described, "connected to redis"),
+            Err(e) => tracing::warn!(
+                redis = %inner.described, error = %e,
+                "redis is unreachable; each rule's failure_mode decides until it answers"
+            ),
+        }
+        Ok(store)
+    }
+
+    /// Whether the circuit breaker is open (calls skip Redis).
+    pub fn circuit_open(&self) -> bool {
+        self.inner.breaker.is_open()
+    }
+}
+
+impl Inner {
+    /// The cache's clock: the caller's time with a caller clock, else a monotonic clock (the
+    /// wall clock may step; Redis's clock is not ours).
+    fn cache_now(&self, now: Nanos) -> Nanos {
+        match self.clock {
+            RedisClock::Caller => now,
+            RedisClock::Server => self.epoch.elapsed().as_nanos() as Nanos,
+        }
+    }
+
+    async fn apply(&self, charges: &[Charge], now: Nanos) -> Result<Vec<Outcome>, StoreError> {
+        let sent_at = self.cache_now(now);
+        // Only a call whose every counter is known to be full skips Redis: the others would
+        // need Redis's answer for their statuses anyway.
+        let cached: Option<Vec<Outcome>> = charges
+            .iter()
+            .map(|c| self.cache.lookup(c, sent_at))
+            .collect();
+        if let Some(outcomes) = cached {
+            self.cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(outcomes);
+        }
+        if self.breaker.is_open() {
+            return Err(StoreError::Unavailable(
+                "redis circuit breaker is open".into(),
+            ));
+        }
+        let decided = tokio::time::timeout(self.timeout, self.decide(charges, now))
+            .await
+            .unwrap_or_else(|_| {
+                Err(StoreError::Unavailable(format!(
+                    "redis did not answer within {:?}",
+                    self.timeout
+                )))
+            });
+        match &decided {
+            Ok(outcomes) => {
+                self.breaker.success();
+                for (charge, outcome) in charges.iter().zip(outcomes) {
+                    self.cache.remember(charge, sent_at, outcome);
+                }
+            }
+            Err(e) => self.record(self.breaker.failure(), Some(e)),
+        }
+        decided
+    }
+
+    /// One log line per breaker state change (never one per call).
+    fn record(&self, change: Option<Change>, error: Option<&StoreError>) {
+        match change {
+            Some(Change::Opened) => tracing::warn!(
+                redis = %self.described,
+                error = %error.map(ToString::to_string).unwrap_or_default(),
+                "redis circuit opened after {} consecutive failures: each rule's failure_mode \
+                 decides until redis answers",
+                breaker::FAILURES_TO_OPEN
+            ),
+            Some(Change::Closed) => {
+                tracing::info!(redis = %self.described, "redis answers again: circuit closed")
+            }
+            None => {}
+        }
+    }
+
+    /// Runs the script once per slot group (once in all for a standalone Redis).
+    async fn decide(&self, charges: &[Charge], now: Nanos) -> Result<Vec<Outcome>, StoreError> {
+        let keys: Vec<Vec<u8>> = charges.iter().map(|c| self.layout.key(&c.key)).collect();
+        let now_us = match self.clock {
+            RedisClock::Caller => Some(now / scripts::MICRO),
+            RedisClock::Server => None,
+        };
+        let groups: Vec<Vec<usize>> = if self.cluster {
+            let mut groups: Vec<(redis::cluster_routing::Slot, Vec<usize>)> = Vec::new();
+            for (i, key) in keys.iter().enumerate() {
+                let slot = keys::slot(key);
+                match groups.iter_mut().find(|(s, _)| *s == slot) {
+                    Some((_, members)) => members.push(i),
+                    None => groups.push((slot, vec![i])),
+                }
+            }
+            groups.into_iter().map(|(_, members)| members).collect()
+        } else {
+            vec![(0..charges.len()).collect()]
+        };
+        if let [group] = groups.as_slice() {
+            // One slot group (always, on a standalone Redis): its outcomes are in call order.
+            return self.run(group, &keys, charges, now_us).await;
+        }
+        let runs = groups
+            .iter()
+            .map(|group| self.run(group, &keys, charges, now_us));
+        let mut outcomes: Vec<Option<Outcome>> = vec![None; charges.len()];
+        for (group, result) in groups
+            .iter()
+            .zip(futures_util::future::join_all(runs).await)
+        {
+            for (&i, outcome) in group.iter().zip(result?) {
+                outcomes[i] = Some(outcome);
+            }
+        }
+        outcomes
+            .into_iter()
+            .map(|o| o.ok_or_else(|| StoreError::Unavailable("incomplete script reply".into())))
+            .collect()
+    }
+
+    /// One script call for the charges at `group` (indices into `charges` and `keys`).
+    async fn run(
+        &self,
+        group: &[usize],
+        keys: &[Vec<u8>],
+        charges: &[Charge],
+        now_us: Option<u64>,
+    ) -> Result<Vec<Outcome>, StoreError> {
+        let mut unique: Vec<&[u8]> = Vec::new();
+        let mut members: Vec<(&Charge, usize)> = Vec::with_capacity(group.len());
+        for &i in group {
+            let key = keys[i].as_slice();
+            let at = match unique.iter().position(|k| *k == key) {
+                Some(at) => at,
+                None => {
+                    unique.push(key);
+                    unique.len() - 1
+                }
+            };
+            members.push((&charges[i], at + 1));
+        }
+        let command = |verb: &str, script: &str| {
+            let mut cmd = redis::cmd(verb);
+            cmd.arg(script).arg(unique.len());
+            for key in &unique {
+                cmd.arg(*key);
+            }
+            scripts::push_args(&mut cmd, now_us, &members);
+            cmd
+        };
+        let (slot, mut conn) = self
+            .link
+            .connection()
+            .ok_or_else(|| StoreError::Unavailable("not connected to redis yet".into()))?;
+        let reply = match conn.query(&command("EVALSHA", &self.sha)).await {
+            // First use on this server (or after a restart / SCRIPT FLUSH): EVAL loads it.
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                conn.query(&command("EVAL", SCRIPT)).await
+            }
+            other => other,
+        };
+        let reply = reply.inspect_err(|e| {
+            if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+                self.link.discard(slot);
+            }
+        })?;
+        let ours: Vec<&Charge> = members.iter().map(|(c, _)| *c).collect();
+        scripts::outcomes(&reply, &ours).map_err(|e| StoreError::Unavailable(e.to_string()))
+    }
+
+    /// While the breaker is open, pings Redis every probe interval and closes it on an
+    /// answer; meanwhile keeps every pooled connection established.
+    async fn probe(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut every = tokio::time::interval(PROBE_INTERVAL);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = every.tick() => {}
+            }
+            let connected = self.link.connect_all().await;
+            if !self.breaker.is_open() {
+                continue;
+            }
+            let answered = match (connected, self.link.connection()) {
+                (Ok(()), Some((slot, conn))) => self.ping(slot, conn).await,
+                _ => false,
+            };
+            if answered {
+                self.record(self.breaker.probe_succeeded(), None);
+            }
+        }
+    }
+
+    async fn ping(&self, slot: usize, mut conn: Conn) -> bool {
+        let ping = redis::cmd("PING");
+        match tokio::time::timeout(link::CONNECT_TIMEOUT, conn.query(&ping)).await {
+            Ok(Ok(Value::SimpleString(_) | Value::Okay | Value::BulkString(_))) => true,
+            Ok(Err(e)) if e.is_io_error() || e.is_connection_dropped() => {
+                self.link.discard(slot);
+                false
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Store for RedisStore {
+    fn apply<'a>(&'a self, charges: &'a [Charge], now: Nanos) -> StoreFuture<'a> {
+        Box::pin(self.inner.apply(charges, now))
+    }
+
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+
+    fn healthy(&self) -> bool {
+        !self.inner.breaker.unhealthy()
+    }
+
+    fn background(&self, shutdown: CancellationToken) -> Option<BackgroundTask> {
+        Some(Box::pin(self.inner.clone().probe(shutdown)))
+    }
+
+    fn observe(&self, metrics: &Metrics, now: Nanos) {
+        let inner = &self.inner;
+        let entries = inner.cache.sweep(inner.cache_now(now));
+        let hits = inner.cache_hits.load(Ordering::Relaxed);
+        let before = inner.cache_hits_reported.swap(hits, Ordering::Relaxed);
+        metrics.record_local_cache(self.name(), entries, hits.saturating_sub(before));
+        metrics.set_circuit_open(self.name(), inner.breaker.is_open());
+    }
+}

@@ -1,0 +1,192 @@
+//! Real `redis-server` processes for tests: one per test on a free loopback port with its own
+//! temporary directory, killed when dropped (no shared global Redis, no containers).
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use super::process::poll;
+
+/// A free loopback port (bound then released; the caller binds it next).
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("local addr").port()
+}
+
+/// One `redis-server`.
+pub struct RedisServer {
+    child: Option<Child>,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    dir: tempfile::TempDir,
+    extra: Vec<String>,
+    /// Extra `redis-cli` arguments (TLS, credentials) for talking to this server.
+    cli_args: Vec<String>,
+}
+
+impl RedisServer {
+    /// Starts a standalone Redis with no persistence and waits until it answers.
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// As [`RedisServer::start`], with extra `redis-server` arguments.
+    pub fn start_with(extra: &[&str]) -> Self {
+        Self::start_full(|_, _| extra.iter().map(|s| (*s).to_owned()).collect(), &[])
+    }
+
+    /// Starts a Redis whose extra arguments `extra(port, dir)` may use its port and directory
+    /// (e.g. `--port 0 --tls-port <port>` with files written in `dir` first); `cli_args` are
+    /// what `redis-cli` then needs to talk to it.
+    pub fn start_full(
+        extra: impl FnOnce(u16, &std::path::Path) -> Vec<String>,
+        cli_args: &[&str],
+    ) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = free_port();
+        let mut server = Self {
+            child: None,
+            port,
+            extra: extra(port, dir.path()),
+            dir,
+            cli_args: cli_args.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        server.launch();
+        server
+    }
+
+    /// The server's temporary directory.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    fn launch(&mut self) {
+        let log = std::fs::File::create(self.dir.path().join("redis.log")).expect("redis log");
+        let child = Command::new(binary("redis-server"))
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(&self.extra)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn redis-server (scripts/test installs it)");
+        self.child = Some(child);
+        poll(Duration::from_secs(10), "redis-server answers PING", || {
+            (self.cli(&["PING"]).trim() == "PONG").then_some(())
+        });
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Runs `redis-cli` against this server; returns its stdout.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new(binary("redis-cli"))
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(&self.cli_args)
+            .args(args)
+            .stderr(Stdio::null())
+            .output()
+            .expect("run redis-cli");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Kills the server (SIGKILL: no shutdown courtesy) and waits for it to exit.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Sends `signal` (e.g. `STOP`, `CONT`) to the server process.
+    pub fn signal(&self, signal: &str) {
+        let child = self.child.as_ref().expect("redis is running");
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -{signal} failed");
+    }
+
+    /// Starts the server again on the same port (empty: nothing was persisted).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.launch();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Three masters in cluster mode, created with `redis-cli --cluster create`.
+pub struct RedisCluster {
+    /// The nodes.
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts three cluster-enabled nodes, joins them and waits until the cluster is ok.
+    pub fn start() -> Self {
+        let nodes: Vec<RedisServer> = (0..3)
+            .map(|_| {
+                RedisServer::start_with(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "2000",
+                ])
+            })
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let created = Command::new(binary("redis-cli"))
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("run redis-cli --cluster create");
+        assert!(created.success(), "redis-cli --cluster create failed");
+        poll(
+            Duration::from_secs(20),
+            "cluster_state:ok on every node",
+            || {
+                nodes
+                    .iter()
+                    .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+                    .then_some(())
+            },
+        );
+        Self { nodes }
+    }
+
+    /// `redis+cluster://127.0.0.1:<port>,...`.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        format!("redis+cluster://{}", hosts.join(","))
+    }
+}
+
+/// A Redis tool: `$REDIS_BIN_DIR/<name>` if set, else `<name>` on PATH.
+fn binary(name: &str) -> PathBuf {
+    std::env::var_os("REDIS_BIN_DIR")
+        .map_or_else(|| PathBuf::from(name), |d| PathBuf::from(d).join(name))
+}

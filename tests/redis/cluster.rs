@@ -1,0 +1,89 @@
+//! Redis Cluster: three nodes created by `redis-cli --cluster create`.
+
+use crate::common::redis::RedisCluster;
+use crate::common::{OK, OVER, TestServer, call, descriptor, request};
+
+const RULES: &str = "\
+domain: cluster
+descriptors:
+  - key: user
+    rate_limits:
+      - { unit: minute, requests_per_unit: 3, algorithm: sliding_log }
+      - { unit: hour, requests_per_unit: 100, algorithm: token_bucket }
+    descriptors:
+      - key: path
+        rate_limit: { unit: minute, requests_per_unit: 2, algorithm: sliding_window }
+  - key: tenant
+    rate_limit: { unit: minute, requests_per_unit: 4, algorithm: fixed_window }
+";
+
+/// Exact limits on a cluster; counters spread over the nodes; one family (a descriptor's
+/// limits and the descriptors nested under its first entry) is all-or-nothing; families in
+/// different slots are decided per slot group.
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn cluster_decides_per_slot_group() {
+    let cluster = RedisCluster::start();
+    let store = crate::store(&cluster.url()).await;
+    let server = TestServer::start_adjusted(RULES, store, |_| {}).await;
+    let mut client = server.client().await;
+
+    // One family: [user] (two limits) and [user, path] share a slot, so a denial of the
+    // nested path limit charges neither of the user limits.
+    let both = |path: &str| {
+        request(
+            "cluster",
+            vec![
+                descriptor(&[("user", "u1")]),
+                descriptor(&[("user", "u1"), ("path", path)]),
+            ],
+        )
+    };
+    assert_eq!(call(&mut client, both("/a")).await.overall_code, OK);
+    assert_eq!(call(&mut client, both("/a")).await.overall_code, OK);
+    let r = call(&mut client, both("/a")).await;
+    assert_eq!((r.overall_code, r.statuses[1].code), (OVER, OVER));
+    let user_only = request("cluster", vec![descriptor(&[("user", "u1")])]);
+    let r = call(&mut client, user_only.clone()).await;
+    assert_eq!(
+        (r.overall_code, r.statuses[0].limit_remaining),
+        (OK, 0),
+        "3rd user call"
+    );
+    assert_eq!(call(&mut client, user_only).await.overall_code, OVER);
+
+    // Many families: counted exactly, spread over every node.
+    for t in 0..30 {
+        let tenant = request("cluster", vec![descriptor(&[("tenant", &format!("t{t}"))])]);
+        for _ in 0..4 {
+            assert_eq!(call(&mut client, tenant.clone()).await.overall_code, OK);
+        }
+        assert_eq!(call(&mut client, tenant).await.overall_code, OVER);
+    }
+    for node in &cluster.nodes {
+        let keys: u64 = node.cli(&["DBSIZE"]).trim().parse().expect("DBSIZE");
+        assert!(keys > 0, "node {} holds no counter", node.port);
+    }
+
+    // Two families in one call (different slots): each slot group decides on its own.
+    let mixed = request(
+        "cluster",
+        vec![
+            descriptor(&[("tenant", "t0")]),
+            descriptor(&[("user", "u2")]),
+        ],
+    );
+    let r = call(&mut client, mixed).await;
+    assert_eq!(
+        (r.overall_code, r.statuses[0].code, r.statuses[1].code),
+        (OVER, OVER, OK)
+    );
+    // The user's slot group was not blocked, so it was charged (README: per slot group).
+    let r = call(
+        &mut client,
+        request("cluster", vec![descriptor(&[("user", "u2")])]),
+    )
+    .await;
+    assert_eq!(r.statuses[0].limit_remaining, 1);
+    server.stop().await;
+}

@@ -1,0 +1,298 @@
+//! Redis dies under load and comes back: every rule's failure_mode decides meanwhile, no call
+//! waits past the timeout budget, and decisions return to Redis without a restart.
+
+use std::time::{Duration, Instant};
+
+use crate::common::redis::RedisServer;
+use crate::common::{OK, OVER, TestServer, call, descriptor, header, http, request, with_override};
+
+const RULES: &str = "\
+domain: faults
+descriptors:
+  - key: open
+    failure_mode: allow
+    rate_limit: { unit: minute, requests_per_unit: 5, algorithm: sliding_log }
+  - key: closed
+    failure_mode: deny
+    rate_limit: { unit: minute, requests_per_unit: 5, algorithm: sliding_log }
+  - key: local
+    failure_mode: local
+    rate_limit: { unit: minute, requests_per_unit: 8, algorithm: token_bucket }
+";
+
+/// Generous bound on any call while Redis is dead (the timeout is 10 ms; the breaker opens
+/// after three failures): only a hung call would break it.
+const BUDGET: Duration = Duration::from_millis(500);
+
+/// Kill Redis under load: allow passes (degraded), deny denies with Retry-After, local limits
+/// locally, no call waits past the budget, health stays up through a short outage; restart
+/// Redis and decisions come from Redis again within a second.
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn kill_and_restart_redis_under_load() {
+    let mut redis = RedisServer::start();
+    let store = crate::store(&redis.url()).await;
+    let server = TestServer::start_adjusted(RULES, store.clone(), |s| {
+        s.limiter.expected_replicas = 2;
+    })
+    .await;
+    let mut client = server.client().await;
+    let one = |key: &str, value: &str| request("faults", vec![descriptor(&[(key, value)])]);
+
+    // Healthy: Redis counts, nothing is marked degraded.
+    for _ in 0..5 {
+        let r = call(&mut client, one("closed", "a")).await;
+        assert_eq!(r.overall_code, OK);
+        assert_eq!(header(&r, "x-ratelimit-mode"), None);
+    }
+    assert_eq!(
+        call(&mut client, one("closed", "a")).await.overall_code,
+        OVER
+    );
+
+    redis.kill();
+    // Load from several clients while Redis is dead.
+    let mut load = Vec::new();
+    for worker in 0..4 {
+        let mut client = server.client().await;
+        load.push(tokio::spawn(async move {
+            let mut slowest = Duration::ZERO;
+            for i in 0..50 {
+                let key = ["open", "closed"][(worker + i) % 2];
+                let started = Instant::now();
+                let r = call(&mut client, one(key, &format!("w{worker}-{i}"))).await;
+                slowest = slowest.max(started.elapsed());
+                assert_eq!(header(&r, "x-ratelimit-mode"), Some("degraded"), "{key}");
+                if key == "open" {
+                    assert_eq!(r.overall_code, OK);
+                } else {
+                    assert_eq!(r.overall_code, OVER);
+                    assert_eq!(header(&r, "retry-after"), Some("1"));
+                }
+            }
+            slowest
+        }));
+    }
+    for worker in load {
+        let slowest = worker.await.expect("load worker");
+        assert!(
+            slowest < BUDGET,
+            "a call waited {slowest:?} on a dead Redis"
+        );
+    }
+    assert!(
+        store.circuit_open(),
+        "consecutive failures opened the breaker"
+    );
+    // local: limit 8 shared by 2 expected replicas = 4 here.
+    let codes: Vec<i32> = {
+        let mut codes = Vec::new();
+        for _ in 0..6 {
+            codes.push(call(&mut client, one("local", "x")).await.overall_code);
+        }
+        codes
+    };
+    assert_eq!(codes, [OK, OK, OK, OK, OVER, OVER]);
+    let (status, _) = http(server.http_addr, "GET", "/healthcheck", "").await;
+    assert_eq!(status, 200, "a short outage does not flap health");
+    let metrics = server.metrics().await;
+    assert!(
+        metrics.contains(
+            "sluice_degraded_decisions_total{domain=\"faults\",key1=\"closed\",mode=\"deny\"}"
+        ),
+        "{metrics}"
+    );
+
+    redis.restart();
+    let restarted = Instant::now();
+    loop {
+        let r = call(&mut client, one("open", "after")).await;
+        if header(&r, "x-ratelimit-mode").is_none() {
+            break;
+        }
+        assert!(
+            restarted.elapsed() < Duration::from_secs(1),
+            "still degraded a second after Redis came back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!(
+        "decisions came back from Redis {:?} after it answered",
+        restarted.elapsed()
+    );
+    // Counting resumed in Redis (the restarted Redis is empty).
+    for _ in 0..5 {
+        assert_eq!(call(&mut client, one("closed", "b")).await.overall_code, OK);
+    }
+    assert_eq!(
+        call(&mut client, one("closed", "b")).await.overall_code,
+        OVER
+    );
+    server.stop().await;
+}
+
+/// A hung Redis (SIGSTOP: connections stay open, nothing answers) costs each call at most the
+/// timeout; the breaker then stops calls from waiting at all; SIGCONT and Redis decides again.
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn hung_redis_costs_at_most_the_timeout() {
+    let redis = RedisServer::start();
+    let store = crate::store_with_timeout(&redis.url(), Duration::from_millis(50)).await;
+    let server = TestServer::start_adjusted(RULES, store.clone(), |_| {}).await;
+    let mut client = server.client().await;
+    let one = |value: &str| request("faults", vec![descriptor(&[("closed", value)])]);
+    assert_eq!(
+        header(&call(&mut client, one("warm")).await, "x-ratelimit-mode"),
+        None
+    );
+    redis.signal("STOP");
+    let mut slowest = Duration::ZERO;
+    for i in 0..20 {
+        let started = Instant::now();
+        let r = call(&mut client, one(&i.to_string())).await;
+        slowest = slowest.max(started.elapsed());
+        assert_eq!(
+            (r.overall_code, header(&r, "x-ratelimit-mode")),
+            (OVER, Some("degraded"))
+        );
+    }
+    assert!(
+        slowest < BUDGET,
+        "a call waited {slowest:?} on a hung Redis (timeout 50 ms)"
+    );
+    assert!(store.circuit_open());
+    redis.signal("CONT");
+    let resumed = Instant::now();
+    while header(&call(&mut client, one("again")).await, "x-ratelimit-mode").is_some() {
+        assert!(
+            resumed.elapsed() < Duration::from_secs(1),
+            "still degraded a second after SIGCONT"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.stop().await;
+}
+
+/// A call whose only limit is a request-side override has no rule to say how to fail: it
+/// fails with UNAVAILABLE (never UNKNOWN) so Envoy's failure_mode_deny decides.
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn override_only_call_fails_unavailable() {
+    let mut redis = RedisServer::start();
+    let store = crate::store(&redis.url()).await;
+    let server = TestServer::start_adjusted(RULES, store, |_| {}).await;
+    let mut client = server.client().await;
+    redis.kill();
+    let d = with_override(descriptor(&[("free", "x")]), 3, 2);
+    let status = client
+        .should_rate_limit(request("faults", vec![d]))
+        .await
+        .expect_err("no rule had a say");
+    assert_eq!(status.code(), tonic::Code::Unavailable);
+    server.stop().await;
+}
+
+/// Health turns 503 (HTTP) and NOT_SERVING (gRPC) only once the breaker has stayed open
+/// for a while, and recovers when Redis answers again.
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn health_reports_a_sustained_outage() {
+    let mut redis = RedisServer::start();
+    let store = crate::store(&redis.url()).await;
+    let server = TestServer::start_adjusted(RULES, store, |_| {}).await;
+    let mut client = server.client().await;
+    redis.kill();
+    for i in 0..5 {
+        call(
+            &mut client,
+            request("faults", vec![descriptor(&[("open", &i.to_string())])]),
+        )
+        .await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while http(server.http_addr, "GET", "/healthcheck", "").await.0 != 503 {
+        assert!(
+            Instant::now() < deadline,
+            "health never reported the outage"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", server.grpc_addr))
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect");
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let status = health
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: String::new(),
+            })
+            .await
+            .expect("health answers")
+            .into_inner()
+            .status;
+        if status == tonic_health::pb::health_check_response::ServingStatus::NotServing as i32 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "gRPC health never reported the outage"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    redis.restart();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while http(server.http_addr, "GET", "/healthcheck", "").await.0 != 200 {
+        assert!(Instant::now() < deadline, "health never recovered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.stop().await;
+}
+
+/// Once a counter is full, further calls are answered locally until its retry time: Redis
+/// sees no more script calls for it.
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn full_counters_are_answered_locally() {
+    let redis = RedisServer::start();
+    let store = crate::store(&redis.url()).await;
+    let server = TestServer::start_adjusted(RULES, store, |_| {}).await;
+    let mut client = server.client().await;
+    let one = request("faults", vec![descriptor(&[("closed", "cached")])]);
+    for _ in 0..5 {
+        assert_eq!(call(&mut client, one.clone()).await.overall_code, OK);
+    }
+    let first = call(&mut client, one.clone()).await;
+    assert_eq!(first.overall_code, OVER);
+    let scripts = |stats: &str| {
+        stats
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_eval"))
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum::<u64>()
+    };
+    let before = scripts(&redis.cli(&["INFO", "commandstats"]));
+    for _ in 0..50 {
+        let r = call(&mut client, one.clone()).await;
+        assert_eq!(r.overall_code, OVER);
+        assert!(header(&r, "retry-after").is_some());
+    }
+    let after = scripts(&redis.cli(&["INFO", "commandstats"]));
+    assert_eq!(after, before, "denials came from the local cache");
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let metrics = server.metrics().await;
+    assert!(
+        metrics.contains("sluice_local_cache_hits_total{backend=\"redis\"} 50"),
+        "{metrics}"
+    );
+    server.stop().await;
+}

@@ -1,0 +1,34 @@
+//! sluice on a real Redis: faults (kill and restart under load), the local over-limit cache,
+//! several `sluice serve` processes sharing one Redis, and Redis Cluster.
+//! Every test starts its own redis-server(s) on free loopback ports (scripts/test installs them).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cluster;
+mod faults;
+mod replicas;
+mod secure;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice::store::redis::RedisClock;
+use sluice::store::{RedisSettings, RedisStore};
+
+/// A Redis store on `url` with Redis's own clock and test-friendly health timing, and a
+/// timeout that a loaded test machine never hits while Redis is healthy.
+pub async fn store(url: &str) -> Arc<RedisStore> {
+    store_with_timeout(url, Duration::from_secs(1)).await
+}
+
+/// As [`store`], with the call timeout `timeout`.
+pub async fn store_with_timeout(url: &str, timeout: Duration) -> Arc<RedisStore> {
+    let settings = RedisSettings {
+        clock: RedisClock::Server,
+        unhealthy_after: Duration::from_millis(500),
+        timeout,
+        ..RedisSettings::new(url)
+    };
+    Arc::new(RedisStore::connect(settings).await.expect("redis store"))
+}

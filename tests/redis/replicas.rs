@@ -1,0 +1,105 @@
+//! Several `sluice serve` processes on one Redis enforce one limit together: many concurrent
+//! clients split across them on one key get exactly the limit (sliding_log, token_bucket) or
+//! within the documented bound (sliding_window).
+
+use std::time::Instant;
+
+use crate::common::process::Sluice;
+use crate::common::redis::RedisServer;
+use crate::common::{OK, descriptor, request};
+use sluice::proto::rate_limit_service_client::RateLimitServiceClient;
+
+/// Windows of an hour: nothing refills or slides noticeably while the test runs.
+const RULES: &str = "\
+domain: replicas
+descriptors:
+  - key: log
+    rate_limit: { unit: hour, requests_per_unit: 60, algorithm: sliding_log }
+  - key: bucket
+    rate_limit: { unit: hour, requests_per_unit: 60, algorithm: token_bucket }
+  - key: sliding
+    rate_limit: { unit: hour, requests_per_unit: 60, algorithm: sliding_window }
+";
+
+/// Sends `calls` calls on one key from `clients` concurrent clients spread round-robin
+/// over `replicas`; returns how many were admitted.
+async fn admitted(replicas: &[Sluice], key: &str, clients: usize, calls: usize) -> usize {
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let addr = replicas[c % replicas.len()].grpc_addr;
+        let key = key.to_owned();
+        tasks.push(tokio::spawn(async move {
+            let mut client = RateLimitServiceClient::connect(format!("http://{addr}"))
+                .await
+                .expect("connect");
+            let mut ok = 0;
+            for _ in 0..calls / clients {
+                let req = request("replicas", vec![descriptor(&[(&key, "shared")])]);
+                let r = client
+                    .should_rate_limit(req)
+                    .await
+                    .expect("call")
+                    .into_inner();
+                ok += usize::from(r.overall_code == OK);
+            }
+            ok
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.expect("client task");
+    }
+    total
+}
+
+async fn exact_across(replica_count: usize) {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let replicas: Vec<Sluice> = (0..replica_count)
+        .map(|_| {
+            Sluice::start(
+                RULES,
+                &[
+                    "--store",
+                    "redis",
+                    "--redis-url",
+                    &url,
+                    "--redis-timeout",
+                    "1s",
+                ],
+            )
+        })
+        .collect();
+    for key in ["log", "bucket"] {
+        let n = admitted(&replicas, key, 12, 240).await;
+        assert_eq!(
+            n, 60,
+            "{key}: exactly the limit across {replica_count} replicas"
+        );
+    }
+    let started = Instant::now();
+    let n = admitted(&replicas, "sliding", 12, 240).await;
+    // N * (1 + d / W) with d the time the test took and W an hour.
+    let bound = 60.0 * (1.0 + started.elapsed().as_secs_f64() / 3600.0);
+    assert!(
+        n as f64 <= bound.floor() && n >= 1,
+        "sliding: {n} admitted, bound {bound}"
+    );
+    for replica in &replicas {
+        assert!(!replica.log().contains("panicked"), "{}", replica.log());
+    }
+}
+
+/// Two replicas, one Redis: exactly the limit.
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn two_replicas_admit_exactly_the_limit() {
+    exact_across(2).await;
+}
+
+/// Three replicas, one Redis: exactly the limit.
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn three_replicas_admit_exactly_the_limit() {
+    exact_across(3).await;
+}

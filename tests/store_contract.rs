@@ -1,0 +1,535 @@
+//! The store contract, written once and run against the memory store and a real Redis: every
+//! algorithm, all-or-nothing calls, gates, checks, costs, exact retry hints, and outcomes that
+//! agree with the pure Rust algorithms on random call sequences (the Lua mirrors them).
+
+mod common;
+
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use sluice::algorithm::{Algorithm, Limit};
+use sluice::clock::{MILLI, Nanos, SECOND};
+use sluice::store::redis::RedisClock;
+use sluice::store::{
+    Charge, CounterKeyBuilder, Gate, MemoryStore, Outcome, RedisSettings, RedisStore, Store,
+};
+
+use common::redis::RedisServer;
+
+/// A minute boundary (a multiple of every window used here).
+const T0: Nanos = 1_767_225_600 * SECOND;
+
+/// What a scenario runs against: the store and the resolution of its clock.
+struct Backend {
+    store: Arc<dyn Store>,
+    /// 1 ns for memory; 1 µs for Redis (its TIME resolution; hints round up to it).
+    tick: Nanos,
+    _server: Option<RedisServer>,
+}
+
+impl Backend {
+    fn memory() -> Self {
+        Self {
+            store: Arc::new(MemoryStore::new()),
+            tick: 1,
+            _server: None,
+        }
+    }
+
+    /// A fresh redis-server and a store on it with the caller's clock.
+    async fn redis() -> Self {
+        let server = RedisServer::start();
+        let settings = RedisSettings {
+            clock: RedisClock::Caller,
+            timeout: std::time::Duration::from_secs(2),
+            ..RedisSettings::new(server.url())
+        };
+        let store = RedisStore::connect(settings).await.expect("redis store");
+        Self {
+            store: Arc::new(store),
+            tick: 1_000,
+            _server: Some(server),
+        }
+    }
+
+    async fn apply(&self, charges: &[Charge], now: Nanos) -> Vec<Outcome> {
+        self.store.apply(charges, now).await.expect("store answers")
+    }
+
+    /// One charge's outcome.
+    async fn one(&self, charge: &Charge, now: Nanos) -> Outcome {
+        self.apply(std::slice::from_ref(charge), now).await[0]
+    }
+
+    /// Asserts a denied charge's hint is exact at this store's resolution (denied one tick
+    /// before it, admitted at it) and returns it.
+    async fn exact_retry(&self, charge: &Charge, now: Nanos) -> Nanos {
+        let check = Charge {
+            cost: charge.cost.max(1),
+            ..charge.clone()
+        };
+        let probe = |at| {
+            let mut c = check.clone();
+            // Probing must not change the counter: judge the same cost as a check would,
+            // on a counter that stores nothing (cost 0 is judged as 1, so only for cost 1).
+            if c.cost == 1 {
+                c.cost = 0;
+            }
+            async move { self.one(&c, at).await.verdict.admitted }
+        };
+        let denied = self.one(charge, now).await.verdict;
+        assert!(!denied.admitted, "denied now: {charge:?}");
+        let hint = denied.reset_after;
+        assert!(
+            hint > 0 && hint % self.tick == 0,
+            "hint {hint} at resolution {} for {charge:?}",
+            self.tick
+        );
+        assert!(
+            !probe(now + hint - self.tick).await,
+            "still denied a tick before the hint"
+        );
+        assert!(probe(now + hint).await, "admitted at the hint");
+        hint
+    }
+}
+
+fn limit(algorithm: Algorithm, requests: u64, window: Nanos) -> Limit {
+    Limit {
+        algorithm,
+        requests,
+        window,
+        burst: requests,
+    }
+}
+
+fn charge(name: &str, limit: Limit, cost: u64, gate: Gate) -> Charge {
+    let mut key = CounterKeyBuilder::new("contract");
+    key.entry("k", name);
+    Charge {
+        key: key.finish(0, limit.algorithm, limit.window),
+        limit,
+        cost,
+        gate,
+    }
+}
+
+/// Runs one scenario against both backends (Redis only with `--ignored`).
+macro_rules! contract {
+    ($($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            /// The scenario on the memory store.
+            #[tokio::test]
+            async fn memory() {
+                super::$scenario(&super::Backend::memory()).await;
+            }
+
+            /// The scenario on a real redis-server.
+            #[tokio::test]
+            #[ignore = "needs redis-server (scripts/test installs it)"]
+            async fn redis() {
+                super::$scenario(&super::Backend::redis().await).await;
+            }
+        }
+    )*};
+}
+
+contract!(
+    exactly_n_then_exact_hint,
+    blocked_call_commits_nothing,
+    same_counter_twice,
+    gates,
+    checks_store_nothing,
+    costs_above_one_and_capacity,
+    capacity_returns,
+    huge_limits_stay_exact,
+);
+
+/// Every algorithm admits exactly its allowance, then denies with an exact retry hint.
+async fn exactly_n_then_exact_hint(b: &Backend) {
+    for (i, algorithm) in Algorithm::ALL.into_iter().enumerate() {
+        let c = charge(
+            &format!("n{i}"),
+            limit(algorithm, 3, 60 * SECOND),
+            1,
+            Gate::Enforced,
+        );
+        let now = T0 + 5 * SECOND;
+        for left in [2, 1, 0] {
+            let o = b.one(&c, now).await;
+            assert!(
+                o.verdict.admitted && o.verdict.remaining == left,
+                "{algorithm}: {o:?}"
+            );
+        }
+        b.exact_retry(&c, now + MILLI).await;
+    }
+}
+
+/// A denied enforced charge blocks the call: the other counters are not charged.
+async fn blocked_call_commits_nothing(b: &Backend) {
+    for algorithm in Algorithm::ALL {
+        let ok = charge(
+            &format!("ok-{algorithm}"),
+            limit(algorithm, 5, 60 * SECOND),
+            1,
+            Gate::Enforced,
+        );
+        let full = charge(
+            &format!("full-{algorithm}"),
+            limit(algorithm, 0, 60 * SECOND),
+            1,
+            Gate::Enforced,
+        );
+        let o = b.apply(&[ok.clone(), full], T0).await;
+        assert!(o[0].verdict.admitted && !o[1].verdict.admitted);
+        assert_eq!(
+            b.one(&ok, T0).await.verdict.remaining,
+            4,
+            "{algorithm}: nothing was charged"
+        );
+    }
+}
+
+/// A call naming one counter twice sees its own first charge, and commits nothing if blocked.
+async fn same_counter_twice(b: &Backend) {
+    for algorithm in Algorithm::ALL {
+        let c = charge(
+            &format!("twice-{algorithm}"),
+            limit(algorithm, 3, 60 * SECOND),
+            2,
+            Gate::Enforced,
+        );
+        let o = b.apply(&[c.clone(), c.clone()], T0).await;
+        assert!(
+            o[0].verdict.admitted && !o[1].verdict.admitted,
+            "{algorithm}"
+        );
+        let one = Charge {
+            cost: 1,
+            ..c.clone()
+        };
+        let o = b.apply(&[one.clone(), one.clone()], T0).await;
+        assert_eq!(
+            (o[0].verdict.remaining, o[1].verdict.remaining),
+            (2, 1),
+            "{algorithm}"
+        );
+    }
+}
+
+/// Advisory denials never block; quota charges block only when all of them are denied.
+async fn gates(b: &Backend) {
+    let l = |n| limit(Algorithm::FixedWindow, n, 60 * SECOND);
+    let a = charge("gate-a", l(5), 1, Gate::Enforced);
+    b.apply(
+        &[a.clone(), charge("gate-shadow", l(0), 1, Gate::Advisory)],
+        T0,
+    )
+    .await;
+    assert_eq!(
+        b.one(&a, T0).await.verdict.remaining,
+        3,
+        "advisory denial did not block"
+    );
+    let q = charge("gate-q", l(5), 1, Gate::Quota);
+    b.apply(&[q.clone(), charge("gate-q0", l(0), 1, Gate::Quota)], T0)
+        .await;
+    assert_eq!(
+        b.one(&q, T0).await.verdict.remaining,
+        3,
+        "one quota admitted: committed"
+    );
+    b.apply(&[a.clone(), charge("gate-q1", l(0), 1, Gate::Quota)], T0)
+        .await;
+    assert_eq!(
+        b.one(&a, T0).await.verdict.remaining,
+        2,
+        "all quota denied: blocked"
+    );
+}
+
+/// A check (cost 0) is judged as one hit, reports the unconsumed remaining, stores nothing.
+async fn checks_store_nothing(b: &Backend) {
+    for algorithm in Algorithm::ALL {
+        let hit = charge(
+            &format!("check-{algorithm}"),
+            limit(algorithm, 2, 60 * SECOND),
+            1,
+            Gate::Enforced,
+        );
+        let check = Charge {
+            cost: 0,
+            ..hit.clone()
+        };
+        assert_eq!(b.one(&check, T0).await.verdict.remaining, 2);
+        assert_eq!(b.one(&check, T0).await.verdict.remaining, 2, "{algorithm}");
+        b.one(&hit, T0).await;
+        b.one(&hit, T0).await;
+        let o = b.one(&check, T0).await;
+        assert!(
+            !o.verdict.admitted && o.available == 0,
+            "{algorithm}: {o:?}"
+        );
+    }
+}
+
+/// Costs above one consume that many; a cost above the capacity never fits and counts nothing.
+async fn costs_above_one_and_capacity(b: &Backend) {
+    for algorithm in Algorithm::ALL {
+        let c = |cost| {
+            charge(
+                &format!("cost-{algorithm}"),
+                limit(algorithm, 10, 60 * SECOND),
+                cost,
+                Gate::Enforced,
+            )
+        };
+        assert_eq!(b.one(&c(7), T0).await.verdict.remaining, 3, "{algorithm}");
+        let o = b.one(&c(4), T0).await;
+        assert!(
+            !o.verdict.admitted && o.available == 3,
+            "{algorithm}: {o:?}"
+        );
+        assert!(!b.one(&c(u64::MAX), T0).await.verdict.admitted);
+        assert!(b.one(&c(3), T0).await.verdict.admitted, "{algorithm}");
+    }
+}
+
+/// Capacity comes back as each algorithm says: at the boundary, gradually, hit by hit.
+async fn capacity_returns(b: &Backend) {
+    let w = 60 * SECOND;
+    let fixed = charge(
+        "ret-fixed",
+        limit(Algorithm::FixedWindow, 2, w),
+        2,
+        Gate::Enforced,
+    );
+    b.one(&fixed, T0 + 30 * SECOND).await;
+    assert_eq!(
+        b.exact_retry(
+            &Charge {
+                cost: 1,
+                ..fixed.clone()
+            },
+            T0 + 31 * SECOND
+        )
+        .await,
+        29 * SECOND
+    );
+    let sliding = charge(
+        "ret-sliding",
+        limit(Algorithm::SlidingWindow, 10, w),
+        10,
+        Gate::Enforced,
+    );
+    b.one(&sliding, T0).await;
+    let check = Charge {
+        cost: 0,
+        ..sliding.clone()
+    };
+    assert_eq!(
+        b.one(&check, T0 + w + 30 * SECOND).await.verdict.remaining,
+        5
+    );
+    assert_eq!(
+        b.one(&check, T0 + w + 54 * SECOND).await.verdict.remaining,
+        9
+    );
+    let log = charge(
+        "ret-log",
+        limit(Algorithm::SlidingLog, 3, w),
+        1,
+        Gate::Enforced,
+    );
+    for at in [T0, T0 + 10 * SECOND, T0 + 10 * SECOND] {
+        assert!(b.one(&log, at).await.verdict.admitted);
+    }
+    assert_eq!(b.exact_retry(&log, T0 + 20 * SECOND).await, 40 * SECOND);
+    let bucket = Limit {
+        burst: 3,
+        ..limit(Algorithm::TokenBucket, 6, w)
+    };
+    let tb = charge("ret-bucket", bucket, 3, Gate::Enforced);
+    b.one(&tb, T0).await;
+    assert_eq!(
+        b.exact_retry(
+            &Charge {
+                cost: 1,
+                ..tb.clone()
+            },
+            T0
+        )
+        .await,
+        10 * SECOND
+    );
+}
+
+/// Limits whose products pass 2^53 (a million a day, a year-long window) stay exact.
+async fn huge_limits_stay_exact(b: &Backend) {
+    let day = 86_400 * SECOND;
+    let year = 365 * day;
+    for algorithm in Algorithm::ALL {
+        let big = limit(algorithm, 4_000_000_000, year);
+        let c = charge(
+            &format!("huge-{algorithm}"),
+            big,
+            3_999_999_999,
+            Gate::Enforced,
+        );
+        assert_eq!(b.one(&c, T0).await.verdict.remaining, 1, "{algorithm}");
+        b.exact_retry(
+            &Charge {
+                cost: 2,
+                ..c.clone()
+            },
+            T0,
+        )
+        .await;
+    }
+    // The previous day's million still weighs on the next day's sliding window.
+    let day_limit = limit(Algorithm::SlidingWindow, 1_000_000, day);
+    let d = charge("day", day_limit, 1_000_000, Gate::Enforced);
+    b.one(&d, T0).await;
+    b.exact_retry(
+        &Charge {
+            cost: 100,
+            ..d.clone()
+        },
+        T0 + day + 3 * SECOND,
+    )
+    .await;
+}
+
+/// One random operation: which counter, cost, how far the clock moves (µs), the gate.
+#[derive(Debug, Clone)]
+struct Op {
+    counter: usize,
+    cost: u64,
+    advance_us: u64,
+    gate: u8,
+}
+
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    let op = (
+        0usize..3,
+        prop_oneof![Just(0u64), 1u64..4, 1u64..40],
+        prop_oneof![Just(0u64), 1u64..2_000_000, 1u64..200_000_000],
+        0u8..4,
+    )
+        .prop_map(|(counter, cost, advance_us, gate)| Op {
+            counter,
+            cost,
+            advance_us,
+            gate,
+        });
+    proptest::collection::vec(op, 1..40)
+}
+
+fn limits() -> impl Strategy<Value = Vec<Limit>> {
+    let one = (
+        0usize..4,
+        0u64..12,
+        prop_oneof![1u64..5_000, Just(60_000), Just(86_400_000)],
+        1u64..15,
+    )
+        .prop_map(|(a, requests, window_ms, burst)| Limit {
+            algorithm: Algorithm::ALL[a],
+            requests,
+            window: window_ms * MILLI,
+            burst: if a == 3 { burst } else { requests },
+        });
+    proptest::collection::vec(one, 3)
+}
+
+/// Limits whose products pass 2^53 (the script's exact wide arithmetic), with costs and
+/// clock steps to match.
+fn big_limits() -> impl Strategy<Value = Vec<Limit>> {
+    let day = 86_400_000u64;
+    // Bursts refill within 50 windows (at most 50 years): Redis stores bucket arrival times
+    // only up to 2^52 µs after the epoch (README), so centuries-long refills are refused there.
+    let one = (
+        0usize..4,
+        1_000_000u64..4_294_967_295,
+        prop_oneof![Just(day), Just(30 * day), Just(365 * day)],
+        1u64..50,
+    )
+        .prop_map(|(a, requests, window_ms, refills)| Limit {
+            algorithm: Algorithm::ALL[a],
+            requests,
+            window: window_ms * MILLI,
+            burst: if a == 3 { requests * refills } else { requests },
+        });
+    proptest::collection::vec(one, 3)
+}
+
+fn big_ops() -> impl Strategy<Value = Vec<Op>> {
+    let op = (
+        0usize..3,
+        prop_oneof![Just(0u64), 1u64..4, 1u64..5_000_000_000],
+        prop_oneof![Just(0u64), 1u64..2_000_000, 1u64..40_000_000_000_000],
+        0u8..4,
+    )
+        .prop_map(|(counter, cost, advance_us, gate)| Op {
+            counter,
+            cost,
+            advance_us,
+            gate,
+        });
+    proptest::collection::vec(op, 1..30)
+}
+
+/// Runs random call sequences on the memory store and on Redis and compares every outcome:
+/// same verdicts, remaining and availability; hints equal up to rounding to Redis's microsecond.
+fn agree(
+    limits: impl Strategy<Value = Vec<Limit>>,
+    ops: impl Strategy<Value = Vec<Op>>,
+    cases: u32,
+) {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let redis = runtime.block_on(Backend::redis());
+    let counter = std::sync::atomic::AtomicU64::new(0);
+    let config = ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    proptest!(config, |(limits in limits, ops in ops)| {
+        let case = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let memory = MemoryStore::new();
+        let mut now = T0 + 123_456 * 1_000;
+        for op in &ops {
+            now += op.advance_us * 1_000;
+            let gate = [Gate::Enforced, Gate::Enforced, Gate::Quota, Gate::Advisory][op.gate as usize];
+            let call: Vec<Charge> = [op.counter, (op.counter + 1) % 3]
+                .iter()
+                .take(if op.gate == 0 { 2 } else { 1 })
+                .map(|&i| charge(&format!("p{case}-{i}"), limits[i], op.cost, gate))
+                .collect();
+            let expected = memory.apply_now(&call, now);
+            let got = runtime.block_on(redis.apply(&call, now));
+            for (e, g) in expected.iter().zip(&got) {
+                let rounded = e.verdict.reset_after.div_ceil(1_000) * 1_000;
+                prop_assert_eq!(
+                    (e.verdict.admitted, e.verdict.remaining, rounded, e.available),
+                    (g.verdict.admitted, g.verdict.remaining, g.verdict.reset_after, g.available),
+                    "limits {:?} op {:?}", limits, op
+                );
+            }
+        }
+    });
+}
+
+/// The Lua script and the Rust algorithms agree on random call sequences with small limits.
+#[test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+fn lua_agrees_with_rust() {
+    agree(limits(), ops(), 64);
+}
+
+/// The same with limits, costs and clock steps whose products pass 2^53.
+#[test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+fn lua_agrees_with_rust_on_huge_limits() {
+    agree(big_limits(), big_ops(), 48);
+}
