@@ -165,15 +165,6 @@ mod tests {
         assert_eq!(check, (v(false, 0, 59 * SECOND), None));
     }
 
-    /// A limit of 0 requests blocks every call, with a non-zero hint to the window end.
-    #[test]
-    fn zero_requests_blocks_everything() {
-        for cost in [0, 1, 5] {
-            let denied = (v(false, 0, 50 * SECOND), None);
-            assert_eq!(decide(&per_minute(0), None, T0 + 10 * SECOND, cost), denied);
-        }
-    }
-
     /// Extreme costs, limits, windows and times neither panic nor over-admit.
     #[test]
     fn huge_values_do_not_panic() {

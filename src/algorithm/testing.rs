@@ -39,3 +39,20 @@ pub(super) fn assert_exact_retry(l: &Limit, st: &Option<State>, now: Nanos, cost
     assert!(!fits(now) && hint > 0 && !fits(now + hint - 1) && fits(now + hint));
     hint
 }
+
+/// A limit of 0 requests blocks every call of the window algorithms, with a non-zero hint to the
+/// window end.
+#[test]
+fn zero_requests_blocks_everything() {
+    for algorithm in [
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingLog,
+    ] {
+        for cost in [0, 1, 5] {
+            let denied = (v(false, 0, 50 * SECOND), None);
+            let decided = decide(&per_minute_of(algorithm, 0), None, T0 + 10 * SECOND, cost);
+            assert_eq!(decided, denied, "{algorithm}");
+        }
+    }
+}
