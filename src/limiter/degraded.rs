@@ -167,23 +167,10 @@ impl BurstLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{CounterKeyBuilder, Gate};
+    use crate::store::Gate;
 
     fn charge(name: &str, requests: u64, gate: Gate) -> Charge {
-        let limit = Limit {
-            algorithm: Algorithm::FixedWindow,
-            requests,
-            window: 60 * SECOND,
-            burst: requests,
-        };
-        let mut key = CounterKeyBuilder::new("d");
-        key.entry("k", name);
-        Charge {
-            key: key.finish(0, limit.algorithm, limit.window),
-            limit,
-            cost: 1,
-            gate,
-        }
+        crate::store::testing::fixed_charge(name, requests, 1, gate)
     }
 
     fn decide(modes: &[Option<FailureMode>], gates: &[Gate]) -> Option<Vec<bool>> {

@@ -10,6 +10,8 @@ pub mod memory;
 pub mod persist;
 pub mod redis;
 pub mod saved;
+#[cfg(test)]
+pub(crate) mod testing;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -322,25 +322,9 @@ impl Store for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::{Algorithm, Limit};
-    use crate::store::{CounterKeyBuilder, Gate};
+    use crate::store::Gate;
 
-    fn charge(name: &str, requests: u64, cost: u64, gate: Gate) -> Charge {
-        let limit = Limit {
-            algorithm: Algorithm::FixedWindow,
-            requests,
-            window: 60 * SECOND,
-            burst: requests,
-        };
-        let mut key = CounterKeyBuilder::new("d");
-        key.entry("k", name);
-        Charge {
-            key: key.finish(0, limit.algorithm, limit.window),
-            limit,
-            cost,
-            gate,
-        }
-    }
+    use crate::store::testing::fixed_charge as charge;
 
     /// A blocked call commits none of its counters, even those that fit.
     #[test]
