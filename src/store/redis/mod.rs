@@ -1,5 +1,6 @@
-//! The Redis store: one authority for many replicas. Each call is one Lua script (per Redis
-//! Cluster slot group) that decides and commits all of its counters atomically on Redis's clock.
+//! The Redis store: one authority for many replicas. Each call is decided by one run of a Lua
+//! script (per Redis Cluster slot group) that checks and commits all of its counters
+//! atomically on Redis's clock; concurrent calls share runs when Redis is busy (`batch.rs`).
 //!
 //! Around the script: a local over-limit cache (`cache.rs`) answers counters known to be full
 //! without a round trip; every call has a timeout; a circuit breaker (`breaker.rs`) stops
@@ -235,6 +236,7 @@ impl Inner {
             RedisClock::Caller => Some(now / scripts::MICRO),
             RedisClock::Server => None,
         };
+        // A cluster (no batcher) splits the call by slot; a standalone Redis takes it whole.
         let groups: Vec<Vec<usize>> = if self.batcher.is_none() {
             let mut groups: Vec<(redis::cluster_routing::Slot, Vec<usize>)> = Vec::new();
             for (i, key) in keys.iter().enumerate() {
