@@ -119,13 +119,13 @@ macro_rules! contract {
     ($($scenario:ident),* $(,)?) => {$(
         mod $scenario {
             /// The scenario on the memory store.
-            #[tokio::test]
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn memory() {
                 super::$scenario(&super::Backend::memory()).await;
             }
 
             /// The scenario on a real redis-server.
-            #[tokio::test]
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             #[ignore = "needs redis-server (scripts/test installs it)"]
             async fn redis() {
                 super::$scenario(&super::Backend::redis().await).await;
@@ -143,6 +143,7 @@ contract!(
     costs_above_one_and_capacity,
     capacity_returns,
     huge_limits_stay_exact,
+    concurrent_calls_are_exact,
 );
 
 /// Every algorithm admits exactly its allowance, then denies with an exact retry hint.
@@ -399,6 +400,45 @@ async fn huge_limits_stay_exact(b: &Backend) {
         T0 + day + 3 * SECOND,
     )
     .await;
+}
+
+/// Many concurrent calls on one counter (batched into shared script runs on Redis) admit
+/// exactly the limit, and calls blocked by another counter charge nothing.
+async fn concurrent_calls_are_exact(b: &Backend) {
+    for algorithm in Algorithm::ALL {
+        let hot = charge(
+            &format!("hot-{algorithm}"),
+            limit(algorithm, 50, 3_600 * SECOND),
+            1,
+            Gate::Enforced,
+        );
+        let full = charge(
+            &format!("full-{algorithm}"),
+            limit(algorithm, 0, 3_600 * SECOND),
+            1,
+            Gate::Enforced,
+        );
+        let tasks: Vec<_> = (0..200)
+            .map(|i| {
+                let store = b.store.clone();
+                let call = if i % 3 == 0 {
+                    vec![hot.clone(), full.clone()]
+                } else {
+                    vec![hot.clone()]
+                };
+                tokio::spawn(async move {
+                    let o = store.apply(&call, T0).await.expect("store answers");
+                    (call.len() == 1 && o[0].verdict.admitted).then_some(o[0].verdict.remaining)
+                })
+            })
+            .collect();
+        let mut remaining: Vec<u64> = Vec::new();
+        for t in tasks {
+            remaining.extend(t.await.expect("task"));
+        }
+        remaining.sort_unstable();
+        assert_eq!(remaining, (0..50).collect::<Vec<u64>>(), "{algorithm}");
+    }
 }
 
 /// One random operation: which counter, cost, how far the clock moves (µs), the gate.

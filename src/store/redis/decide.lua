@@ -1,16 +1,18 @@
 -- sluice: decide every counter of one call and commit the admitted ones, atomically.
 -- Mirrors src/algorithm/*.rs exactly, in microseconds (Redis TIME's resolution).
 --
--- KEYS: the call's distinct counter keys (one slot in Redis Cluster).
--- ARGV[1]: now in microseconds, or "" to use Redis's own clock (TIME; the production setting,
---          so clock skew between replicas cannot over-admit). With a caller's clock (tests),
---          keys expire an hour of Redis time after their state goes idle, at the earliest.
--- ARGV[2]: n, the number of charges; then 7 fields per charge:
---          key index (into KEYS), algorithm (0 fixed_window, 1 sliding_window, 2 sliding_log,
---          3 token_bucket), requests, window (us), burst, cost (0 = check), gate (0 enforced,
---          1 quota, 2 advisory).
--- Reply: 4 integers per charge: admitted (1/0), remaining, reset_after (us), available (the
---        hits that would have fit; meaningful for denied charges).
+-- One run decides one call, or a batch of concurrent calls one after the other, each
+-- all-or-nothing on its own (see batch.rs).
+-- KEYS: the distinct counter keys of the calls (one slot in Redis Cluster).
+-- ARGV[1]: the number of calls; then per call:
+--   now in microseconds, or "" for Redis's own clock (TIME; the production setting, so clock
+--   skew between replicas cannot over-admit; with a caller's clock, used by tests, keys
+--   expire an hour of Redis time after their state goes idle, at the earliest);
+--   the number of charges; then 7 fields per charge: key index (into KEYS), algorithm
+--   (0 fixed_window, 1 sliding_window, 2 sliding_log, 3 token_bucket), requests, window (us),
+--   burst, cost (0 = check), gate (0 enforced, 1 quota, 2 advisory).
+-- Reply: 4 integers per charge, calls in order: admitted (1/0), remaining, reset_after (us),
+--        available (the hits that would have fit; meaningful for denied charges).
 --
 -- State per key: fixed_window hash {s = window start, n = count}; sliding_window hash
 -- {s = window start, p = previous, c = current}; token_bucket string "hi:lo" (theoretical
@@ -267,7 +269,7 @@ end
 
 -- Expiry in whole milliseconds, never early. With the caller's clock (tests) that time is not
 -- Redis's, so keys are kept at least an hour of Redis time instead.
-local CALLER_CLOCK = ARGV[1] ~= ''
+local CALLER_CLOCK = ARGV[2] ~= ''
 local function ms(us)
   local t = floor(us / 1000) + 1
   if CALLER_CLOCK and t < 3600000 then return 3600000 end
@@ -314,63 +316,78 @@ local function log_store(key, old, st, now, w)
   if redis.call('PTTL', key) < need then redis.call('PEXPIRE', key, need + ms(w)) end
 end
 
-local now
-if CALLER_CLOCK then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- Redis's clock, read once per run, for every call that does not bring its own time.
+local server_now
+local function clock()
+  if not server_now then
+    local t = redis.call('TIME')
+    server_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return server_now
 end
 
--- Decide every charge in order (a key named twice sees its own earlier charge), then commit
--- the admitted ones only if the call is not blocked (src/store/gate.rs). Dispatch is by plain
--- comparisons: a script's body (and every table and closure in it) is rebuilt on each call.
-local stored, pending, commit_alg, commit_w, reply = {}, {}, {}, {}, {}
-local blocked, any_quota, all_quota_denied = false, false, true
-for i = 0, tonumber(ARGV[2]) - 1 do
-  local o = 3 + i * 7
-  local k, alg = tonumber(ARGV[o]), tonumber(ARGV[o + 1])
-  local n, w, b = tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4])
-  local cost, gate = tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6])
-  local key = KEYS[k]
-  local decide
-  if alg == 0 then decide = fixed elseif alg == 1 then decide = sliding
-  elseif alg == 2 then decide = sliding_log else decide = bucket end
-  if stored[k] == nil then
-    local loaded
-    if alg == 0 then loaded = fixed_load(key) elseif alg == 1 then loaded = sliding_load(key)
-    elseif alg == 2 then loaded = log_load(key, now, w) else loaded = bucket_load(key) end
-    stored[k] = loaded or false
-    pending[k] = stored[k]
+-- Decide each call in turn: every charge in order (a key named twice sees its own earlier
+-- charge), then commit the admitted ones only if the call is not blocked (src/store/gate.rs).
+-- Later calls of a batch see earlier calls' commits, exactly as separate runs in that order
+-- would. Dispatch is by plain comparisons: a script's body (and every table and closure in
+-- it) is rebuilt on each run.
+local latest, reply, o = {}, {}, 2 -- latest: the state Redis now holds, per key (not logs)
+for _ = 1, tonumber(ARGV[1]) do
+  local now
+  if ARGV[o] == '' then now = clock() else now = tonumber(ARGV[o]) end
+  local count = tonumber(ARGV[o + 1])
+  o = o + 2
+  local stored, pending, commit_alg, commit_w = {}, {}, {}, {}
+  local blocked, any_quota, all_quota_denied = false, false, true
+  for _ = 1, count do
+    local k, alg = tonumber(ARGV[o]), tonumber(ARGV[o + 1])
+    local n, w, b = tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4])
+    local cost, gate = tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6])
+    o = o + 7
+    local key = KEYS[k]
+    local decide
+    if alg == 0 then decide = fixed elseif alg == 1 then decide = sliding
+    elseif alg == 2 then decide = sliding_log else decide = bucket end
+    if stored[k] == nil then
+      local loaded = latest[k]
+      if loaded == nil then
+        if alg == 0 then loaded = fixed_load(key) elseif alg == 1 then loaded = sliding_load(key)
+        elseif alg == 2 then loaded = log_load(key, now, w) else loaded = bucket_load(key) end
+        loaded = loaded or false
+        if alg ~= 2 then latest[k] = loaded end
+      end
+      stored[k], pending[k] = loaded, loaded
+    end
+    local st = pending[k] or nil
+    local ok, remaining, reset, next = decide(st, now, n, w, b, cost, key)
+    local available = remaining + cost
+    if not ok then
+      local fits, left = decide(st, now, n, w, b, 0, key)
+      if fits then available = left else available = 0 end
+    end
+    if next then
+      pending[k], commit_alg[k], commit_w[k] = next, alg, w
+    end
+    if gate == 0 and not ok then blocked = true end
+    if gate == 1 then
+      any_quota = true
+      if ok then all_quota_denied = false end
+    end
+    reply[#reply + 1] = ok and 1 or 0
+    reply[#reply + 1] = remaining
+    reply[#reply + 1] = reset
+    reply[#reply + 1] = available
   end
-  local st = pending[k] or nil
-  local ok, remaining, reset, next = decide(st, now, n, w, b, cost, key)
-  local available = remaining + cost
-  if not ok then
-    local fits, left = decide(st, now, n, w, b, 0, key)
-    if fits then available = left else available = 0 end
-  end
-  if next then
-    pending[k], commit_alg[k], commit_w[k] = next, alg, w
-  end
-  if gate == 0 and not ok then blocked = true end
-  if gate == 1 then
-    any_quota = true
-    if ok then all_quota_denied = false end
-  end
-  local base = i * 4
-  reply[base + 1] = ok and 1 or 0
-  reply[base + 2] = remaining
-  reply[base + 3] = reset
-  reply[base + 4] = available
-end
-if not (blocked or (any_quota and all_quota_denied)) then
-  for k, alg in pairs(commit_alg) do
-    local key, old, st, w = KEYS[k], stored[k] or nil, pending[k], commit_w[k]
-    if alg == 0 then fixed_store(key, old, st, now, w)
-    elseif alg == 1 then sliding_store(key, old, st, now, w)
-    elseif alg == 2 then log_store(key, old, st, now, w)
-    else bucket_store(key, old, st, now, w) end
+  if not (blocked or (any_quota and all_quota_denied)) then
+    for k, alg in pairs(commit_alg) do
+      local key, old, st, w = KEYS[k], stored[k] or nil, pending[k], commit_w[k]
+      if alg == 0 then fixed_store(key, old, st, now, w)
+      elseif alg == 1 then sliding_store(key, old, st, now, w)
+      elseif alg == 2 then log_store(key, old, st, now, w)
+      else bucket_store(key, old, st, now, w) end
+      -- A log is read afresh by the next call that names it (its summary is derived).
+      if alg == 2 then latest[k] = nil else latest[k] = st end
+    end
   end
 end
 return reply

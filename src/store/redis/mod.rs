@@ -1,10 +1,12 @@
-//! The Redis store: one authority for many replicas. Each call is one Lua script (per Redis
-//! Cluster slot group) that decides and commits all of its counters atomically on Redis's clock.
+//! The Redis store: one authority for many replicas. Each call is decided by one run of a Lua
+//! script (per Redis Cluster slot group) that checks and commits all of its counters
+//! atomically on Redis's clock; concurrent calls share runs when Redis is busy (`batch.rs`).
 //!
 //! Around the script: a local over-limit cache (`cache.rs`) answers counters known to be full
 //! without a round trip; every call has a timeout; a circuit breaker (`breaker.rs`) stops
 //! calls from waiting on a dead Redis, and a background probe closes it when Redis answers.
 
+mod batch;
 mod breaker;
 mod cache;
 mod keys;
@@ -16,9 +18,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
+use redis::{RedisError, Value};
 use tokio_util::sync::CancellationToken;
 
+use self::batch::{Batcher, Job};
 use self::breaker::{Breaker, Change};
 use self::cache::OverLimitCache;
 use self::keys::KeyLayout;
@@ -84,7 +87,8 @@ pub struct RedisStore {
 
 struct Inner {
     link: Arc<Link>,
-    cluster: bool,
+    /// Batches concurrent calls (standalone Redis; a cluster call is one run per slot group).
+    batcher: Option<Arc<Batcher>>,
     layout: KeyLayout,
     timeout: Duration,
     clock: RedisClock,
@@ -116,17 +120,23 @@ impl RedisStore {
             .map_err(StoreError::Config)?;
         let layout = KeyLayout::new(&settings.key_prefix).map_err(StoreError::Config)?;
         let cluster = matches!(target, Target::Cluster(_));
+        let link = Link::new(target, settings.connections, SCRIPT);
+        let sha = redis::Script::new(SCRIPT).get_hash().to_owned();
+        // Up to four runs in flight per connection: light load goes straight through, heavier
+        // load queues and shares runs (measured: a quarter less CPU per call at saturation).
+        let batcher = (!cluster)
+            .then(|| Batcher::new(link.clone(), sha.clone(), 4 * settings.connections.max(1)));
         Ok(Self {
             inner: Arc::new(Inner {
-                link: Link::new(target, settings.connections, SCRIPT),
-                cluster,
+                link,
+                batcher,
                 layout,
                 timeout: settings.timeout,
                 clock: settings.clock,
                 breaker: Breaker::new(settings.unhealthy_after),
                 cache: OverLimitCache::new(settings.local_cache_size),
                 epoch: Instant::now(),
-                sha: redis::Script::new(SCRIPT).get_hash().to_owned(),
+                sha,
                 cache_hits: AtomicU64::new(0),
                 cache_hits_reported: AtomicU64::new(0),
                 described: url::describe(&settings.url),
@@ -226,7 +236,8 @@ impl Inner {
             RedisClock::Caller => Some(now / scripts::MICRO),
             RedisClock::Server => None,
         };
-        let groups: Vec<Vec<usize>> = if self.cluster {
+        // A cluster (no batcher) splits the call by slot; a standalone Redis takes it whole.
+        let groups: Vec<Vec<usize>> = if self.batcher.is_none() {
             let mut groups: Vec<(redis::cluster_routing::Slot, Vec<usize>)> = Vec::new();
             for (i, key) in keys.iter().enumerate() {
                 let slot = keys::slot(key);
@@ -261,7 +272,8 @@ impl Inner {
             .collect()
     }
 
-    /// One script call for the charges at `group` (indices into `charges` and `keys`).
+    /// One script run (or a share of a batched one) for the charges at `group` (indices
+    /// into `charges` and `keys`).
     async fn run(
         &self,
         group: &[usize],
@@ -269,46 +281,32 @@ impl Inner {
         charges: &[Charge],
         now_us: Option<u64>,
     ) -> Result<Vec<Outcome>, StoreError> {
-        let mut unique: Vec<&[u8]> = Vec::new();
-        let mut members: Vec<(&Charge, usize)> = Vec::with_capacity(group.len());
+        let mut job = Job {
+            keys: Vec::with_capacity(group.len()),
+            charges: Vec::with_capacity(group.len()),
+            costs: Vec::with_capacity(group.len()),
+            now_us,
+        };
         for &i in group {
-            let key = keys[i].as_slice();
-            let at = match unique.iter().position(|k| *k == key) {
+            let at = match job.keys.iter().position(|k| *k == keys[i]) {
                 Some(at) => at,
                 None => {
-                    unique.push(key);
-                    unique.len() - 1
+                    job.keys.push(keys[i].clone());
+                    job.keys.len() - 1
                 }
             };
-            members.push((&charges[i], at + 1));
+            job.charges.push(scripts::fields(&charges[i], at + 1));
+            job.costs.push(charges[i].cost);
         }
-        let command = |verb: &str, script: &str| {
-            let mut cmd = redis::cmd(verb);
-            cmd.arg(script).arg(unique.len());
-            for key in &unique {
-                cmd.arg(*key);
+        match &self.batcher {
+            Some(batcher) => batcher.submit(job).await,
+            None => {
+                let mut outcomes = batch::execute(&self.link, &self.sha, &[job]).await?;
+                outcomes
+                    .pop()
+                    .ok_or_else(|| StoreError::Unavailable("empty script reply".into()))
             }
-            scripts::push_args(&mut cmd, now_us, &members);
-            cmd
-        };
-        let (slot, mut conn) = self
-            .link
-            .connection()
-            .ok_or_else(|| StoreError::Unavailable("not connected to redis yet".into()))?;
-        let reply = match conn.query(&command("EVALSHA", &self.sha)).await {
-            // First use on this server (or after a restart / SCRIPT FLUSH): EVAL loads it.
-            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                conn.query(&command("EVAL", SCRIPT)).await
-            }
-            other => other,
-        };
-        let reply = reply.inspect_err(|e| {
-            if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
-                self.link.discard(slot);
-            }
-        })?;
-        let ours: Vec<&Charge> = members.iter().map(|(c, _)| *c).collect();
-        scripts::outcomes(&reply, &ours).map_err(|e| StoreError::Unavailable(e.to_string()))
+        }
     }
 
     /// While the breaker is open, pings Redis every probe interval and closes it on an

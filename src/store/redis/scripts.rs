@@ -27,26 +27,37 @@ pub const MICRO: Nanos = 1_000;
 /// the same at this size: no real traffic fills 2^48 tokens.
 pub const MAX_PARAM: u64 = 1 << 48;
 
-/// Writes the ARGV of one script call into `cmd`: `now_us` (`None` = Redis's clock), then
-/// each charge with the 1-based index of its key in KEYS. Numbers go straight into the
-/// command buffer (no per-field allocation).
-pub fn push_args(cmd: &mut redis::Cmd, now_us: Option<u64>, charges: &[(&Charge, usize)]) {
+/// The seven ARGV fields of one charge, its key index (1-based, into KEYS) first.
+pub type Fields = [u64; 7];
+
+/// The fields of `charge` whose key is KEYS[`key_index`].
+pub fn fields(charge: &Charge, key_index: usize) -> Fields {
+    let limit = &charge.limit;
+    // A cost above the capacity never fits, whatever its size: send capacity + 1.
+    let cost = charge.cost.min(limit.capacity().min(MAX_PARAM) + 1);
+    [
+        key_index as u64,
+        limit.algorithm as u64,
+        limit.requests.min(MAX_PARAM),
+        window_us(limit),
+        limit.burst.min(MAX_PARAM),
+        cost,
+        gate_code(charge.gate),
+    ]
+}
+
+/// Appends one call to a script run's ARGV: its time (`None` = Redis's clock), its number of
+/// charges, then their fields. Numbers go straight into the command buffer.
+pub fn push_call(cmd: &mut redis::Cmd, now_us: Option<u64>, charges: &[Fields]) {
     match now_us {
         Some(now) => cmd.arg(now),
         None => cmd.arg(""),
     };
     cmd.arg(charges.len());
-    for (charge, key_index) in charges {
-        let limit = &charge.limit;
-        // A cost above the capacity never fits, whatever its size: send capacity + 1.
-        let cost = charge.cost.min(limit.capacity().min(MAX_PARAM) + 1);
-        cmd.arg(*key_index)
-            .arg(limit.algorithm as u8)
-            .arg(limit.requests.min(MAX_PARAM))
-            .arg(window_us(limit))
-            .arg(limit.burst.min(MAX_PARAM))
-            .arg(cost)
-            .arg(gate_code(charge.gate));
+    for f in charges {
+        for v in f {
+            cmd.arg(*v);
+        }
     }
 }
 
@@ -55,7 +66,7 @@ pub fn window_us(limit: &Limit) -> u64 {
     (limit.window / MICRO).max(1)
 }
 
-fn gate_code(gate: Gate) -> u8 {
+fn gate_code(gate: Gate) -> u64 {
     match gate {
         Gate::Enforced => 0,
         Gate::Quota => 1,
@@ -68,15 +79,12 @@ fn gate_code(gate: Gate) -> u8 {
 #[error("unexpected script reply: {0}")]
 pub struct BadReply(pub String);
 
-/// Reads the script's reply: four integers per charge.
-pub fn outcomes(reply: &Value, charges: &[&Charge]) -> Result<Vec<Outcome>, BadReply> {
-    let Value::Array(items) = reply else {
-        return Err(BadReply(format!("expected an array, got {reply:?}")));
-    };
-    if items.len() != charges.len() * 4 {
+/// Reads one call's part of a script reply: four integers per charge of `costs`.
+pub fn outcomes(items: &[Value], costs: &[u64]) -> Result<Vec<Outcome>, BadReply> {
+    if items.len() != costs.len() * 4 {
         return Err(BadReply(format!(
             "expected {} integers, got {}",
-            charges.len() * 4,
+            costs.len() * 4,
             items.len()
         )));
     }
@@ -84,10 +92,10 @@ pub fn outcomes(reply: &Value, charges: &[&Charge]) -> Result<Vec<Outcome>, BadR
         Value::Int(i) => u64::try_from(*i).map_err(|_| BadReply(format!("negative {i}"))),
         other => Err(BadReply(format!("expected an integer, got {other:?}"))),
     };
-    charges
+    costs
         .iter()
         .zip(items.chunks_exact(4))
-        .map(|(charge, f)| {
+        .map(|(cost, f)| {
             let admitted = int(&f[0])? == 1;
             let remaining = int(&f[1])?;
             let verdict = Verdict {
@@ -97,7 +105,7 @@ pub fn outcomes(reply: &Value, charges: &[&Charge]) -> Result<Vec<Outcome>, BadR
             };
             // As the memory store reports it (`Outcome::judged`): remaining + cost when admitted.
             let available = if admitted {
-                remaining.saturating_add(charge.cost)
+                remaining.saturating_add(*cost)
             } else {
                 int(&f[3])?
             };

@@ -1,0 +1,238 @@
+//! Running the decision script for one call or for a batch of concurrent calls (group commit).
+//!
+//! A call goes straight to Redis, from its own task, while fewer than `max_in_flight` script
+//! runs are outstanding; past that it waits in a queue, and the next run to finish sends
+//! everything queued as one script run (up to `MAX_BATCH_CHARGES`) from a task of its own. So a lightly loaded store adds no delay, and a busy
+//! one pays the script's fixed costs (dispatch, `TIME`, building its functions) and a round
+//! trip once per batch instead of once per call. The script decides the calls of a batch one
+//! after the other, each all-or-nothing on its own, exactly as separate runs in that order.
+//! A failed run fails every call in it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use redis::{ErrorKind, ServerErrorKind, Value};
+use tokio::sync::oneshot;
+
+use super::link::Link;
+use super::scripts::{self, Fields};
+use crate::store::{Outcome, StoreError};
+
+/// The most charges one script run decides (Redis runs nothing else meanwhile).
+pub const MAX_BATCH_CHARGES: usize = 256;
+
+/// One call, encoded for the script.
+pub struct Job {
+    /// The call's distinct Redis keys.
+    pub keys: Vec<Vec<u8>>,
+    /// Its charges; key indices are 1-based into `keys`.
+    pub charges: Vec<Fields>,
+    /// Each charge's cost (to report what was available when admitted).
+    pub costs: Vec<u64>,
+    /// The call's time in microseconds; `None` for Redis's clock.
+    pub now_us: Option<u64>,
+}
+
+type Reply = oneshot::Sender<Result<Vec<Outcome>, StoreError>>;
+
+/// Queues calls and sends them in script runs.
+pub struct Batcher {
+    link: Arc<Link>,
+    sha: String,
+    max_in_flight: usize,
+    queue: Mutex<Queue>,
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<(Job, Reply)>,
+    in_flight: usize,
+}
+
+impl Batcher {
+    /// A batcher sending on `link` the script whose SHA1 is `sha`, with at most
+    /// `max_in_flight` runs outstanding.
+    pub fn new(link: Arc<Link>, sha: String, max_in_flight: usize) -> Arc<Self> {
+        Arc::new(Self {
+            link,
+            sha,
+            max_in_flight: max_in_flight.max(1),
+            queue: Mutex::default(),
+        })
+    }
+
+    /// Decides `job`: at once on the caller's task while fewer than `max_in_flight` runs are
+    /// outstanding, else queued for the next batch.
+    pub async fn submit(self: &Arc<Self>, job: Job) -> Result<Vec<Outcome>, StoreError> {
+        let answer = {
+            let mut queue = self.queue.lock();
+            if queue.in_flight < self.max_in_flight {
+                queue.in_flight += 1;
+                Err(job)
+            } else {
+                let (reply, answer) = oneshot::channel();
+                queue.waiting.push((job, reply));
+                Ok(answer)
+            }
+        };
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(job) => {
+                // The slot is handed on (or released) when this run ends, even if the caller
+                // stops waiting (its timeout drops this future mid-run).
+                let _slot = Slot(self.clone());
+                let mut outcomes =
+                    execute(&self.link, &self.sha, std::slice::from_ref(&job)).await?;
+                return outcomes
+                    .pop()
+                    .ok_or_else(|| StoreError::Unavailable("empty script reply".into()));
+            }
+        };
+        answer
+            .await
+            .unwrap_or_else(|_| Err(StoreError::Unavailable("redis batch abandoned".into())))
+    }
+
+    /// Sends `batch`, then whatever queued meanwhile, until the queue is empty; runs in its
+    /// own task, so no caller's timeout can strand the calls of a batch.
+    async fn drive(self: Arc<Self>, mut batch: Vec<(Job, Reply)>) {
+        loop {
+            let (jobs, replies): (Vec<Job>, Vec<Reply>) = batch.into_iter().unzip();
+            match execute(&self.link, &self.sha, &jobs).await {
+                Ok(outcomes) => {
+                    for (reply, outcome) in replies.into_iter().zip(outcomes) {
+                        let _ = reply.send(Ok(outcome));
+                    }
+                }
+                Err(e) => {
+                    for reply in replies {
+                        let _ = reply.send(Err(e.clone()));
+                    }
+                }
+            }
+            match self.next_batch() {
+                Some(next) => batch = next,
+                None => return,
+            }
+        }
+    }
+
+    /// The queued calls to send next, or `None` (and one run slot fewer) when none wait.
+    fn next_batch(&self) -> Option<Vec<(Job, Reply)>> {
+        let mut queue = self.queue.lock();
+        if queue.waiting.is_empty() {
+            queue.in_flight -= 1;
+            return None;
+        }
+        Some(take_batch(&mut queue))
+    }
+}
+
+/// A run slot held by a caller running its own call: when the run ends, calls queued
+/// meanwhile go out in a batch from a task of their own.
+struct Slot(Arc<Batcher>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(batch) = self.0.next_batch() {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    runtime.spawn(self.0.clone().drive(batch));
+                }
+                // No runtime (it is shutting down): the queued calls get "abandoned".
+                Err(_) => drop(batch),
+            }
+        }
+    }
+}
+
+/// Takes queued calls up to `MAX_BATCH_CHARGES` charges (always at least one call).
+fn take_batch(queue: &mut Queue) -> Vec<(Job, Reply)> {
+    let mut charges = 0;
+    let split = queue
+        .waiting
+        .iter()
+        .position(|(job, _)| {
+            charges += job.charges.len();
+            charges > MAX_BATCH_CHARGES
+        })
+        .unwrap_or(queue.waiting.len())
+        .max(1);
+    let rest = queue.waiting.split_off(split);
+    std::mem::replace(&mut queue.waiting, rest)
+}
+
+/// Runs the script once for `jobs`, in order; returns each job's outcomes.
+pub async fn execute(
+    link: &Arc<Link>,
+    sha: &str,
+    jobs: &[Job],
+) -> Result<Vec<Vec<Outcome>>, StoreError> {
+    // KEYS: the distinct keys of all the jobs; each job's key indices are remapped into them.
+    let mut keys: Vec<&[u8]> = Vec::new();
+    let mut index: HashMap<&[u8], usize, foldhash::fast::RandomState> = HashMap::default();
+    let remapped: Vec<Vec<usize>> = jobs
+        .iter()
+        .map(|job| {
+            job.keys
+                .iter()
+                .map(|k| {
+                    *index.entry(k.as_slice()).or_insert_with(|| {
+                        keys.push(k);
+                        keys.len()
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    let command = |verb: &str, script: &str| {
+        let mut cmd = redis::cmd(verb);
+        cmd.arg(script).arg(keys.len());
+        for key in &keys {
+            cmd.arg(*key);
+        }
+        cmd.arg(jobs.len());
+        for (job, map) in jobs.iter().zip(&remapped) {
+            let charges: Vec<Fields> = job
+                .charges
+                .iter()
+                .map(|f| {
+                    let mut f = *f;
+                    f[0] = map[f[0] as usize - 1] as u64;
+                    f
+                })
+                .collect();
+            scripts::push_call(&mut cmd, job.now_us, &charges);
+        }
+        cmd
+    };
+    let (slot, mut conn) = link
+        .connection()
+        .ok_or_else(|| StoreError::Unavailable("not connected to redis yet".into()))?;
+    let reply = match conn.query(&command("EVALSHA", sha)).await {
+        // First use on this server (or after a restart / SCRIPT FLUSH): EVAL loads it.
+        Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            conn.query(&command("EVAL", scripts::DECIDE)).await
+        }
+        other => other,
+    };
+    let reply = reply.inspect_err(|e| {
+        if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+            link.discard(slot);
+        }
+    })?;
+    let Value::Array(items) = reply else {
+        return Err(StoreError::Unavailable(format!(
+            "unexpected script reply: {reply:?}"
+        )));
+    };
+    let mut rest = items.as_slice();
+    jobs.iter()
+        .map(|job| {
+            let (mine, after) = rest.split_at(rest.len().min(job.costs.len() * 4));
+            rest = after;
+            scripts::outcomes(mine, &job.costs).map_err(|e| StoreError::Unavailable(e.to_string()))
+        })
+        .collect()
+}
