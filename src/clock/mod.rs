@@ -2,6 +2,9 @@
 //!
 //! Time is read once per call at the top (the limiter) and passed down as [`Nanos`];
 //! nothing below reads a clock, so algorithms and stores are deterministic under test.
+//! Durations written as text (flags, environment) share one grammar: [`duration`].
+
+pub mod duration;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
