@@ -1,19 +1,21 @@
 //! sluice: an Envoy-compatible external rate-limit server.
 //!
-//! Layout (dependencies point one way, top to bottom):
-//! - [`clock`]: time as a value (`Clock`, `SystemClock`, `ManualClock`).
+//! The library is the server and its parts; the binary (`src/main.rs`) adds only the command
+//! line and the `simulate` and `bench` tools. `docs/architecture.md` is the map: the parts, the
+//! path of a call, and the arrows that must never exist.
+//!
+//! The public API, bottom up (dependencies point one way):
+//! - [`clock`]: time as a value (`Clock`, `SystemClock`, `ManualClock`) and the duration grammar.
 //! - [`algorithm`]: pure counting algorithms `decide(limit, state, now, cost)`.
 //! - [`store`]: atomic check-and-commit of all counters of a call (`MemoryStore`, `RedisStore`).
 //! - [`rules`]: YAML rule files compiled into an immutable `RuleSet`; descriptor matching.
+//! - [`metrics`]: every metric name, in one place, and the registry the limiter records into.
 //! - [`limiter`]: request → matched limits → store → `Decision`.
-//! - [`service`]: the tonic `RateLimitService` (proto ↔ domain mapping only).
-//! - [`http`]: the HTTP endpoints.
-//! - [`tls`]: optional TLS/mTLS on gRPC, certificates reloaded on change.
-//! - [`app`]: the composition root: builds everything, serves, shuts down.
-//! - [`cli`]: command-line subcommands and flags.
-//! - [`metrics`]: every metric name, in one place; [`reload`]: hot reload of rule files.
-//! - [`simulate`]: `sluice simulate`, traffic patterns through every algorithm.
-//! - [`bench`]: `sluice bench`, a load generator for any RLS v3 server.
+//! - [`proto`]: the generated Envoy RLS v3 types (client and server).
+//! - [`app`]: the whole server, in-process: `Settings` → `start` → `Running`.
+//!
+//! Inside, not API: `service` (gRPC ↔ limiter), `http` (the HTTP endpoints), `reload` (rule
+//! hot reload), `tls` (gRPC TLS, certificates reloaded), `watch` (the one file watcher).
 //!
 //! From rules to a decision, with a manual clock:
 //!
@@ -48,16 +50,14 @@
 
 pub mod algorithm;
 pub mod app;
-pub mod bench;
-pub mod cli;
 pub mod clock;
-pub mod http;
 pub mod limiter;
 pub mod metrics;
 pub mod proto;
-pub mod reload;
 pub mod rules;
-pub mod service;
-pub mod simulate;
 pub mod store;
-pub mod tls;
+
+mod http;
+mod reload;
+mod service;
+mod tls;

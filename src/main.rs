@@ -1,10 +1,16 @@
 //! The `sluice` binary: parse the command line, set up logging, run, map errors to exit codes.
+//! The command line and the `simulate` and `bench` tools are the binary's own modules; the
+//! server itself is the library's ([`sluice::app`]).
+
+mod bench;
+mod cli;
+mod simulate;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
-use sluice::cli::{self, Cli, Command, LogFormat};
+use cli::{Cli, Command, LogFormat};
 use tracing_subscriber::EnvFilter;
 
 // mimalloc instead of glibc's malloc: under load, with many live counters, glibc's allocator
@@ -13,35 +19,33 @@ use tracing_subscriber::EnvFilter;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match cli.command {
-        Command::Check(args) => match cli::check(&args) {
-            Ok(true) => ExitCode::SUCCESS,
-            Ok(false) => ExitCode::FAILURE,
-            Err(e) => fail(&e),
-        },
-        Command::Simulate(args) => match sluice::simulate::run(&args, &mut std::io::stdout()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail(&e.into()),
-        },
-        Command::Bench(args) => match sluice::bench::run(&args, &mut std::io::stdout()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail(&e.into()),
-        },
+    let outcome = match Cli::parse().command {
+        Command::Check(args) => return exit_code(cli::check::run(&args)),
+        Command::Simulate(args) => simulate::run(&args, &mut std::io::stdout()).map_err(Into::into),
+        Command::Bench(args) => bench::run(&args, &mut std::io::stdout()).map_err(Into::into),
         Command::Serve(args) => {
             init_logging(args.log_format, args.log_level.as_deref());
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
+            tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
-            {
-                Ok(runtime) => runtime,
-                Err(e) => return fail(&e.into()),
-            };
-            match runtime.block_on(cli::serve(*args)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => fail(&e),
-            }
+                .map_err(anyhow::Error::from)
+                .and_then(|runtime| runtime.block_on(cli::serve::run(&args)))
         }
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn exit_code(success: bool) -> ExitCode {
+    if success {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }
 
@@ -59,9 +63,4 @@ fn init_logging(format: LogFormat, level: Option<&str>) {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
-}
-
-fn fail(error: &anyhow::Error) -> ExitCode {
-    eprintln!("error: {error:#}");
-    ExitCode::FAILURE
 }

@@ -17,7 +17,7 @@ use tonic::transport::Channel;
 
 use super::load::Load;
 use super::report::Report;
-use crate::proto::rate_limit_service_client::RateLimitServiceClient;
+use sluice::proto::rate_limit_service_client::RateLimitServiceClient;
 
 /// When a run stops.
 #[derive(Debug, Clone, Copy)]

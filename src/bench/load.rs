@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
-use crate::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-use crate::proto::{RateLimitDescriptor, RateLimitRequest};
+use sluice::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use sluice::proto::{RateLimitDescriptor, RateLimitRequest};
 
 /// One descriptor as given on the command line: `(key, value)` entries, outermost first.
 pub type DescriptorArg = Vec<(String, String)>;

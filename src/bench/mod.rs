@@ -7,6 +7,8 @@
 mod driver;
 mod load;
 mod report;
+#[cfg(test)]
+mod tests;
 
 use std::io::Write;
 use std::time::Duration;
@@ -39,9 +41,9 @@ pub struct BenchArgs {
     /// HTTP/2 connections the calls are spread over.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub connections: u64,
-    /// How long to run, e.g. `10s` (the default when --calls is not given).
-    #[arg(long, value_parser = crate::rules::parse_window, conflicts_with = "calls")]
-    pub duration: Option<u64>,
+    /// How long to run, e.g. `10s`, `1m30s` (the default when --calls is not given).
+    #[arg(long, value_parser = parse_duration, conflicts_with = "calls")]
+    pub duration: Option<Duration>,
     /// Stop after N calls instead of after a duration.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub calls: Option<u64>,
@@ -61,6 +63,16 @@ pub enum Format {
     Table,
     /// One JSON object.
     Json,
+}
+
+/// How long a run lasts when neither --duration nor --calls is given.
+const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+
+fn parse_duration(text: &str) -> Result<Duration, sluice::clock::duration::DurationError> {
+    sluice::clock::duration::parse_in(
+        text,
+        Duration::from_millis(1)..=sluice::clock::duration::MAX,
+    )
 }
 
 fn parse_rate(text: &str) -> Result<f64, String> {
@@ -130,8 +142,8 @@ pub async fn execute(args: &BenchArgs) -> Result<Report, BenchError> {
     let load = Load::new(&args.domain, &args.descriptors, args.keys);
     let stop = match (args.calls, args.duration) {
         (Some(n), _) => Stop::Calls(n),
-        (None, Some(d)) => Stop::After(Duration::from_nanos(d)),
-        (None, None) => Stop::After(Duration::from_secs(10)),
+        (None, Some(d)) => Stop::After(d),
+        (None, None) => Stop::After(DEFAULT_DURATION),
     };
     let plan = Drive {
         concurrency: usize::try_from(args.concurrency).unwrap_or(usize::MAX),

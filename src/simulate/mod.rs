@@ -1,7 +1,7 @@
 //! `sluice simulate`: one traffic pattern through all four algorithms, as a table, JSON or SVG.
 //!
-//! The calls go through the real [`MemoryStore`](crate::store::MemoryStore) and algorithm code
-//! with a [`ManualClock`](crate::clock::ManualClock), so what it shows is what the server does.
+//! The calls go through the real [`MemoryStore`](sluice::store::MemoryStore) and algorithm code
+//! with a [`ManualClock`](sluice::clock::ManualClock), so what it shows is what the server does.
 
 mod pattern;
 mod report;
@@ -14,11 +14,10 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use crate::clock::Nanos;
+use sluice::clock::Nanos;
 
-pub use pattern::{MAX_CALLS, Pattern};
+pub use pattern::Pattern;
 pub use report::Scenario;
-pub use runner::{Outcome, max_in_window};
 
 /// Flags of `sluice simulate`.
 #[derive(Debug, Args)]
@@ -61,7 +60,7 @@ pub enum Format {
 }
 
 fn parse_window(text: &str) -> Result<Nanos, String> {
-    crate::rules::parse_window(text)
+    sluice::rules::parse_window(text)
 }
 
 /// Why a simulation could not run.

@@ -1,6 +1,6 @@
 //! The built-in traffic patterns of `sluice simulate`, as arrival times relative to a window edge.
 
-use crate::clock::SECOND;
+use sluice::clock::SECOND;
 
 /// Most calls one simulation may hold (a pattern's size grows with `--limit`).
 pub const MAX_CALLS: usize = 1_000_000;
@@ -50,7 +50,7 @@ impl Pattern {
         let (w, n) = (window as i64, limit);
         let times = match self {
             Pattern::EdgeBurst => {
-                let spread = 1_990 * crate::clock::MILLI;
+                let spread = 1_990 * sluice::clock::MILLI;
                 let before = (0..n).map(|i| w - 2 * SECOND as i64 + step(i, spread, n));
                 let after = (0..n).map(|i| w + step(i, spread, n));
                 before.chain(after).collect()
@@ -86,7 +86,7 @@ mod tests {
         assert_eq!(t[5], 10 * SECOND as i64);
         assert_eq!(
             t[9],
-            10 * SECOND as i64 + 4 * 398 * crate::clock::MILLI as i64
+            10 * SECOND as i64 + 4 * 398 * sluice::clock::MILLI as i64
         );
     }
 
@@ -103,7 +103,7 @@ mod tests {
     #[test]
     fn burst_trickle_shape() {
         let t = Pattern::BurstTrickle.arrivals(5, 10 * SECOND).unwrap();
-        assert_eq!(t[9], 900 * crate::clock::MILLI as i64);
+        assert_eq!(t[9], 900 * sluice::clock::MILLI as i64);
         assert_eq!(t[10], 2 * SECOND as i64);
         assert_eq!(*t.last().unwrap(), 28 * SECOND as i64);
         assert_eq!(t.len(), 10 + 14);

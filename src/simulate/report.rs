@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::runner::Outcome;
-use crate::clock::{MILLI, Nanos};
+use sluice::clock::{MILLI, Nanos};
 
 /// What was simulated, for headings.
 #[derive(Debug, Clone)]
@@ -128,8 +128,8 @@ mod tests {
     /// The JSON parses, with the documented keys in the documented order.
     #[test]
     fn json_has_the_documented_shape() {
-        use crate::clock::SECOND;
         use crate::simulate::{Pattern, runner};
+        use sluice::clock::SECOND;
         let arrivals = Pattern::EdgeBurst.arrivals(3, 10 * SECOND).unwrap();
         let outcomes = runner::run(&arrivals, 3, 10 * SECOND, 3);
         let scenario = Scenario {

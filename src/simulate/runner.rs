@@ -1,8 +1,8 @@
 //! Replays arrival times through each algorithm: the real store and algorithm code, a manual clock.
 
-use crate::algorithm::{Algorithm, Limit};
-use crate::clock::{Clock, ManualClock, Nanos, SECOND};
-use crate::store::{Charge, CounterKeyBuilder, Gate, MemoryStore};
+use sluice::algorithm::{Algorithm, Limit};
+use sluice::clock::{Clock, ManualClock, Nanos, SECOND};
+use sluice::store::{Charge, CounterKeyBuilder, Gate, MemoryStore};
 
 /// What one algorithm did with the traffic.
 #[derive(Debug, Clone, PartialEq, Eq)]

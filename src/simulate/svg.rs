@@ -204,8 +204,8 @@ fn axis(svg: &mut String, t0: i128, t1: i128, bottom: f64, x: &impl Fn(i128) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::SECOND;
     use crate::simulate::{Pattern, runner};
+    use sluice::clock::SECOND;
 
     /// The SVG is one well-formed document: balanced tags, one row label per algorithm, one
     /// mark per call and algorithm.

@@ -1,7 +1,7 @@
 //! Reading `--times FILE`: one arrival time in seconds per line (fractional allowed).
 
 use super::pattern::MAX_CALLS;
-use crate::clock::SECOND;
+use sluice::clock::SECOND;
 
 /// The latest arrival time accepted, in seconds (about 31 years: far beyond any sensible run,
 /// and small enough that nanosecond arithmetic never overflows).
@@ -47,7 +47,7 @@ mod tests {
     #[test]
     fn parses_sorted_times() {
         let times = parse("# arrivals\n1.5\n\n0.1\n  2 \n0\n").unwrap();
-        let ms = crate::clock::MILLI as i64;
+        let ms = sluice::clock::MILLI as i64;
         assert_eq!(times, [0, 100 * ms, 1_500 * ms, 2_000 * ms]);
     }
 

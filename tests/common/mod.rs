@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice::app::{self, Running, Settings};
+use sluice::app::{ServerTls, TlsSettings};
 use sluice::clock::{ManualClock, SECOND};
 use sluice::limiter::LimiterOptions;
 use sluice::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
@@ -22,7 +23,6 @@ use sluice::proto::rate_limit_service_client::RateLimitServiceClient;
 use sluice::proto::{RateLimitDescriptor, RateLimitRequest, RateLimitResponse};
 use sluice::rules::LoadOptions;
 use sluice::store::{MemoryStore, Store};
-use sluice::tls::{ServerTls, TlsSettings};
 use tonic::transport::Channel;
 
 /// 2026-01-01T00:00:00Z plus 2 s: two seconds past a minute (and hour, and day) boundary.

@@ -7,7 +7,7 @@ use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
 };
-use sluice::tls::TlsSettings;
+use sluice::app::TlsSettings;
 use tempfile::TempDir;
 
 /// A certificate authority that issues server and client certificates.

@@ -1,7 +1,7 @@
 //! Certificate reloads: rename over, the Kubernetes `..data` swap, broken files, the client CA.
 
 use super::*;
-use sluice::tls::TlsSettings;
+use sluice::app::TlsSettings;
 
 /// Certificate and key renamed over the old ones: new connections get the new certificate, an
 /// established connection keeps working.

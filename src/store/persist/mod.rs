@@ -34,6 +34,9 @@ pub use self::file::VERSION as FORMAT_VERSION;
 /// The name of the lock file that keeps a second sluice out of the data directory.
 pub const LOCK_FILE: &str = "LOCK";
 
+/// The default flush interval: the most a SIGKILL can lose.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(50);
+
 /// How the memory store persists.
 #[derive(Debug, Clone)]
 pub struct PersistSettings {
@@ -53,7 +56,7 @@ impl PersistSettings {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Self {
             dir: dir.into(),
-            interval: Duration::from_millis(50),
+            interval: DEFAULT_INTERVAL,
             sync: false,
             compact_after: 16 << 20,
         }

@@ -43,6 +43,15 @@ pub enum RedisClock {
     Caller,
 }
 
+/// The default key prefix.
+pub const DEFAULT_KEY_PREFIX: &str = "sluice:";
+/// The default longest wait for Redis on a call (well inside Envoy's 20 ms RLS timeout).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(10);
+/// The default number of multiplexed connections to a standalone Redis.
+pub const DEFAULT_CONNECTIONS: usize = 2;
+/// The default size of the local over-limit cache.
+pub const DEFAULT_LOCAL_CACHE_SIZE: usize = 100_000;
+
 /// How to reach and use Redis.
 #[derive(Debug, Clone)]
 pub struct RedisSettings {
@@ -69,11 +78,11 @@ impl RedisSettings {
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
-            key_prefix: "sluice:".into(),
+            key_prefix: DEFAULT_KEY_PREFIX.into(),
             ca: None,
-            timeout: Duration::from_millis(10),
-            connections: 2,
-            local_cache_size: 100_000,
+            timeout: DEFAULT_TIMEOUT,
+            connections: DEFAULT_CONNECTIONS,
+            local_cache_size: DEFAULT_LOCAL_CACHE_SIZE,
             clock: RedisClock::Server,
             unhealthy_after: UNHEALTHY_AFTER,
         }

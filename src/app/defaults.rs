@@ -1,0 +1,38 @@
+//! Every default of `sluice serve`, written once: clap shows and applies them, [`Settings::new`]
+//! uses them, and the store defaults are the stores' own.
+//!
+//! [`Settings::new`]: super::Settings::new
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::time::Duration;
+
+/// The rule path when none is given.
+pub const CONFIG: &str = "config";
+/// The gRPC listener (envoyproxy/ratelimit's port).
+pub const GRPC_ADDR: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 8081));
+/// The HTTP listener (envoyproxy/ratelimit's port).
+pub const HTTP_ADDR: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 8080));
+/// Longest wait for in-flight calls at shutdown.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// Serving on after health turns NOT_SERVING: none unless asked for.
+pub const SHUTDOWN_DELAY: Duration = Duration::ZERO;
+/// Upstream's `NEAR_LIMIT_RATIO`.
+pub const NEAR_LIMIT_RATIO: f64 = 0.8;
+/// Most per-rule metric series before new ones fold into an overflow series.
+pub const METRICS_MAX_SERIES: usize = 10_000;
+/// Where the embedded store persists.
+pub const DATA_DIR: &str = "data";
+/// Most counters the embedded store holds.
+pub const MAX_COUNTERS: usize = crate::store::memory::DEFAULT_MAX_COUNTERS;
+/// How often the embedded store writes changed counters.
+pub const PERSIST_INTERVAL: Duration = crate::store::persist::DEFAULT_INTERVAL;
+/// Prefix of every Redis key.
+pub const REDIS_KEY_PREFIX: &str = crate::store::redis::DEFAULT_KEY_PREFIX;
+/// Longest wait for Redis on a call.
+pub const REDIS_TIMEOUT: Duration = crate::store::redis::DEFAULT_TIMEOUT;
+/// Multiplexed connections to a standalone Redis.
+pub const REDIS_CONNECTIONS: usize = crate::store::redis::DEFAULT_CONNECTIONS;
+/// Most over-limit counters answered from memory.
+pub const LOCAL_CACHE_SIZE: usize = crate::store::redis::DEFAULT_LOCAL_CACHE_SIZE;
+/// Replicas sharing a Redis store.
+pub const EXPECTED_REPLICAS: u64 = 1;

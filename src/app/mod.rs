@@ -1,0 +1,259 @@
+//! The composition root: builds the store, the rules, the limiter and both servers from
+//! [`Settings`], serves until shutdown, and owns the shutdown sequence (one cancellation token
+//! for every task).
+//!
+//! [`start`] loads the rules ([`Reloader::load`]) and the certificates, builds the store
+//! (`store::build`) and the [`Limiter`], binds both listeners (`listen::Listeners::bind`) and
+//! spawns the tasks: the gRPC and HTTP servers (`listen::spawn`), the rule and certificate
+//! watchers, the store's background work, housekeeping (`tasks::sweep`), gRPC health
+//! (`health::follow_store`) and the shutdown sequence (`shutdown`). [`Running::wait`] returns once
+//! the server has stopped and the store's last flush has run.
+
+pub mod defaults;
+mod health;
+mod listen;
+mod settings;
+mod shutdown;
+mod store;
+mod tasks;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::clock::Clock;
+use crate::limiter::Limiter;
+use crate::metrics::Metrics;
+use crate::rules::ConfigErrors;
+use crate::store::persist::PersistError;
+use crate::store::{Store, StoreError};
+use crate::tls::TlsError;
+
+pub use self::health::HEALTH_SERVICE;
+pub use self::settings::{MemorySettings, Settings, StoreSettings};
+pub use crate::reload::{Reloader, WatchError};
+pub use crate::tls::{ReloadOutcome, ServerTls, TlsSettings, TlsStatus};
+
+use self::listen::{Listeners, Serving};
+use self::shutdown::Lifecycle;
+use self::store::StoreHandle;
+
+/// Why the server could not start or stopped badly.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// The rules did not load.
+    #[error("rules did not load:\n{0}")]
+    Config(#[from] ConfigErrors),
+    /// The rule files could not be watched.
+    #[error(transparent)]
+    Watch(#[from] WatchError),
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The TLS certificates did not load or cannot be watched. Not a `source`: the message
+    /// already holds the cause, and an error chain would print it twice.
+    #[error("TLS: {0}")]
+    Tls(TlsError),
+    /// The data directory could not be opened or locked.
+    #[error(transparent)]
+    Persist(#[from] PersistError),
+    /// The counter store is misconfigured (a bad Redis URL or key prefix).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A start-up task (restoring the embedded store) panicked or was cancelled.
+    #[error("start-up task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+    /// The gRPC server failed while running.
+    #[error("gRPC server failed: {0}")]
+    Grpc(#[source] tonic::transport::Error),
+    /// The HTTP server failed while running.
+    #[error("HTTP server failed: {0}")]
+    Http(#[source] std::io::Error),
+}
+
+/// A started server.
+pub struct Running {
+    /// The bound gRPC address.
+    pub grpc_addr: SocketAddr,
+    /// The bound HTTP address.
+    pub http_addr: SocketAddr,
+    /// Cancel to shut down.
+    pub shutdown: CancellationToken,
+    /// The rule loader (its generation tells how many rule sets have loaded).
+    pub reloader: Arc<Reloader>,
+    /// The live TLS state (reload status), when serving TLS.
+    pub tls: Option<ServerTls>,
+    tasks: TaskTracker,
+    store: StoreHandle,
+    failures: mpsc::UnboundedReceiver<AppError>,
+    grace: Duration,
+    delay: Duration,
+}
+
+/// Loads the rules, builds the store `settings.store` asks for (restoring the embedded store's
+/// counters before the listeners open), binds both listeners and serves in the background.
+pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> Result<Running, AppError> {
+    start_inner(settings, clock, None).await
+}
+
+/// As [`start`], counting in `store` instead of the one `settings.store` describes (tests use
+/// this for a store they control).
+pub async fn start_with_store(
+    settings: Settings,
+    clock: Arc<dyn Clock>,
+    store: Arc<dyn Store>,
+) -> Result<Running, AppError> {
+    start_inner(settings, clock, Some(store)).await
+}
+
+/// The parts of a server, built and checked before anything is served.
+struct Parts {
+    settings: Settings,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<Metrics>,
+    reloader: Arc<Reloader>,
+    tls: Option<ServerTls>,
+    store: Arc<dyn Store>,
+    limiter: Arc<Limiter>,
+}
+
+/// Builds every part in the order that reports the likeliest mistake first: rules,
+/// certificates, then the store (which may take a while to restore), then the listeners.
+async fn start_inner(
+    settings: Settings,
+    clock: Arc<dyn Clock>,
+    store: Option<Arc<dyn Store>>,
+) -> Result<Running, AppError> {
+    let metrics = Arc::new(Metrics::new(
+        settings.near_limit_ratio,
+        settings.max_metric_series,
+    ));
+    let reloader = Arc::new(Reloader::load(
+        settings.config.clone(),
+        settings.load,
+        metrics.clone(),
+    )?);
+    let tls = (settings.tls.clone().map(ServerTls::load).transpose()).map_err(AppError::Tls)?;
+    let store = match store {
+        Some(store) => store,
+        None => store::build(&settings.store, clock.now()).await?,
+    };
+    // Publish what was restored before anyone can scrape /metrics.
+    store::publish(&metrics, store.as_ref(), clock.now());
+    let limiter = Arc::new(Limiter::new(
+        reloader.rules(),
+        store.clone(),
+        clock.clone(),
+        settings.limiter,
+        metrics.clone(),
+    ));
+    let listeners = Listeners::bind(settings.grpc_addr, settings.http_addr).await?;
+    let parts = Parts {
+        settings,
+        clock,
+        metrics,
+        reloader,
+        tls,
+        store,
+        limiter,
+    };
+    launch(parts, listeners).await
+}
+
+/// Spawns every task of a server on one tracker, all stopping on one shutdown token.
+async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError> {
+    let Parts {
+        settings,
+        clock,
+        metrics,
+        reloader,
+        tls,
+        store,
+        limiter,
+    } = parts;
+    let (grpc_addr, http_addr) = (listeners.grpc_addr, listeners.http_addr);
+    let lifecycle = Lifecycle::default();
+    let shutdown = lifecycle.requested.clone();
+    let tasks = TaskTracker::new();
+    if let Some(tls) = &tls {
+        tls.watch(&tasks, shutdown.clone()).map_err(AppError::Tls)?;
+    }
+    if settings.watch_rules {
+        tasks.spawn(reloader.clone().watch(shutdown.clone())?);
+    }
+    if let Some(background) = store.background(shutdown.clone()) {
+        tasks.spawn(background);
+    }
+    tasks.spawn(tasks::sweep(
+        store.clone(),
+        limiter.clone(),
+        clock.clone(),
+        metrics.clone(),
+        shutdown.clone(),
+    ));
+    let (health, health_service) = health::Health::serving().await;
+    tasks.spawn(health::follow_store(
+        limiter.clone(),
+        health.clone(),
+        lifecycle.draining.clone(),
+        shutdown.clone(),
+    ));
+    let delay = settings.shutdown_delay;
+    tasks.spawn(shutdown::announce_then_close(
+        lifecycle.clone(),
+        health,
+        delay,
+    ));
+    let (fail, failures) = mpsc::unbounded_channel();
+    let serving = Serving {
+        limiter,
+        tls: tls.clone(),
+        draining: lifecycle.draining,
+        close: lifecycle.close,
+        shutdown: shutdown.clone(),
+        failures: fail,
+    };
+    listen::spawn(listeners, serving, health_service, &tasks);
+    tasks.close();
+    Ok(Running {
+        grpc_addr,
+        http_addr,
+        shutdown,
+        reloader,
+        tls,
+        tasks,
+        store: StoreHandle::start(store, clock, metrics),
+        failures,
+        grace: settings.shutdown_grace,
+        delay,
+    })
+}
+
+impl Running {
+    /// Waits until shutdown is requested, then for in-flight calls to finish (bounded by the
+    /// shutdown delay plus the grace period) and the store's last flush. Returns the first
+    /// server failure, if any.
+    pub async fn wait(mut self) -> Result<(), AppError> {
+        self.shutdown.cancelled().await;
+        shutdown::finish(self.tasks, self.store, self.delay, self.grace).await;
+        match self.failures.try_recv() {
+            Ok(e) => Err(e),
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Requests shutdown and waits for it.
+    pub async fn stop(self) -> Result<(), AppError> {
+        self.shutdown.cancel();
+        self.wait().await
+    }
+}

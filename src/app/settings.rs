@@ -1,0 +1,91 @@
+//! What a server is built from: [`Settings`], with the counter store chosen by [`StoreSettings`].
+//! The command line only parses into these; everything is built from them in [`super::start`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::defaults;
+use crate::limiter::LimiterOptions;
+use crate::rules::LoadOptions;
+use crate::store::{PersistSettings, RedisSettings};
+use crate::tls::TlsSettings;
+
+/// Everything `serve` needs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Rule files or directories.
+    pub config: Vec<PathBuf>,
+    /// gRPC listen address (port 0 picks one).
+    pub grpc_addr: SocketAddr,
+    /// HTTP listen address (port 0 picks one).
+    pub http_addr: SocketAddr,
+    /// How rules are compiled.
+    pub load: LoadOptions,
+    /// Limiter switches.
+    pub limiter: LimiterOptions,
+    /// Longest wait for in-flight calls at shutdown.
+    pub shutdown_grace: Duration,
+    /// How long to keep serving after health turns NOT_SERVING, so load balancers and
+    /// Kubernetes stop sending new calls before the listeners close.
+    pub shutdown_delay: Duration,
+    /// Upstream's NEAR_LIMIT_RATIO for the near_limit statistic.
+    pub near_limit_ratio: f64,
+    /// Most per-rule metric series before new ones fold into an overflow series.
+    pub max_metric_series: usize,
+    /// Reload rules when their files change.
+    pub watch_rules: bool,
+    /// TLS on gRPC; `None` serves plaintext.
+    pub tls: Option<TlsSettings>,
+    /// Where counters live.
+    pub store: StoreSettings,
+}
+
+/// The counter store to build.
+#[derive(Debug, Clone)]
+pub enum StoreSettings {
+    /// The embedded in-process store.
+    Memory(MemorySettings),
+    /// Redis (standalone or Cluster), shared by every replica.
+    Redis(RedisSettings),
+}
+
+/// The embedded store: its bound and its persistence.
+#[derive(Debug, Clone)]
+pub struct MemorySettings {
+    /// Most counters held; past it, calls that need a new one are refused.
+    pub max_counters: usize,
+    /// Persistence under a data directory; `None` counts in memory only.
+    pub persist: Option<PersistSettings>,
+}
+
+impl Default for MemorySettings {
+    /// The bound of `sluice serve`, without persistence (an embedder opts in with a directory).
+    fn default() -> Self {
+        Self {
+            max_counters: defaults::MAX_COUNTERS,
+            persist: None,
+        }
+    }
+}
+
+impl Settings {
+    /// The defaults of `sluice serve` for the rule paths `config`, on the embedded store
+    /// without persistence (the command line persists under `data/`; an embedder opts in).
+    pub fn new(config: Vec<PathBuf>) -> Self {
+        Self {
+            config,
+            grpc_addr: defaults::GRPC_ADDR,
+            http_addr: defaults::HTTP_ADDR,
+            load: LoadOptions::default(),
+            limiter: LimiterOptions::default(),
+            shutdown_grace: defaults::SHUTDOWN_GRACE,
+            shutdown_delay: defaults::SHUTDOWN_DELAY,
+            near_limit_ratio: defaults::NEAR_LIMIT_RATIO,
+            max_metric_series: defaults::METRICS_MAX_SERIES,
+            watch_rules: true,
+            tls: None,
+            store: StoreSettings::Memory(MemorySettings::default()),
+        }
+    }
+}

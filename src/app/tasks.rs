@@ -1,0 +1,40 @@
+//! Periodic housekeeping: reclaim idle counters and publish the store's figures, once a second.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::Clock;
+use crate::limiter::Limiter;
+use crate::metrics::Metrics;
+use crate::store::Store;
+
+/// How often idle counters are reclaimed and the store's figures refreshed.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Reclaims idle counters and publishes how many are held (and the store's own figures),
+/// until shutdown. The sweep walks shard by shard on a blocking thread: no runtime worker
+/// stalls on a large store.
+pub(super) async fn sweep(
+    store: Arc<dyn Store>,
+    limiter: Arc<Limiter>,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) {
+    let mut every = tokio::time::interval(SWEEP_INTERVAL);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = every.tick() => {
+                let (swept, now) = (store.clone(), clock.now());
+                if let Ok(Some(held)) = tokio::task::spawn_blocking(move || swept.sweep(now)).await {
+                    metrics.set_active_counters(store.name(), held);
+                }
+                super::store::publish(&metrics, store.as_ref(), now);
+                limiter.sweep_fallback(now);
+            }
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! The command line (the binary's own, not the library's): subcommands and flags, each flag also
+//! read from `SLUICE_<FLAG>`. It only parses: `serve` turns its flags into [`Settings`] and hands
+//! them to [`sluice::app`], which builds everything.
+//!
+//! [`Settings`]: sluice::app::Settings
+
+pub mod check;
+pub mod serve;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use sluice::algorithm::Algorithm;
+use sluice::app::defaults;
+use sluice::rules::LoadOptions;
+
+/// sluice: an Envoy-compatible external rate-limit server.
+#[derive(Debug, Parser)]
+#[command(name = "sluice", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the rate-limit server.
+    Serve(Box<serve::ServeArgs>),
+    /// Load and validate rule files; print a summary, or every error as file:line:col: message.
+    Check(check::CheckArgs),
+    /// Run a traffic pattern through all four algorithms and show what each admits.
+    Simulate(crate::simulate::SimulateArgs),
+    /// Load-test an Envoy RLS v3 server (sluice or another): calls/s and latency percentiles.
+    Bench(crate::bench::BenchArgs),
+}
+
+/// How rule files are read (shared by `serve` and `check`).
+#[derive(Debug, Args)]
+pub struct RuleArgs {
+    /// A rule file or a directory of *.yaml / *.yml files (repeatable).
+    #[arg(
+        long,
+        env = "SLUICE_CONFIG",
+        default_value = defaults::CONFIG,
+        value_delimiter = ','
+    )]
+    pub config: Vec<PathBuf>,
+    /// The algorithm of rules that do not name one.
+    #[arg(long, env = "SLUICE_DEFAULT_ALGORITHM", value_enum, default_value_t = AlgorithmArg::from(sluice::rules::DEFAULT_ALGORITHM))]
+    pub default_algorithm: AlgorithmArg,
+    /// Allow one domain to be spread over several files (upstream MERGE_DOMAIN_CONFIG).
+    #[arg(long, env = "SLUICE_MERGE_DOMAINS")]
+    pub merge_domains: bool,
+}
+
+impl RuleArgs {
+    /// How the rules are compiled.
+    pub fn load_options(&self) -> LoadOptions {
+        LoadOptions {
+            default_algorithm: self.default_algorithm.into(),
+            merge_domains: self.merge_domains,
+        }
+    }
+}
+
+/// Counting algorithms, as named in rule files.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum AlgorithmArg {
+    /// Epoch-aligned fixed windows (upstream's algorithm).
+    FixedWindow,
+    /// Two-bucket weighted sliding window.
+    SlidingWindow,
+    /// Exact sliding log.
+    SlidingLog,
+    /// Token bucket.
+    TokenBucket,
+}
+
+impl From<AlgorithmArg> for Algorithm {
+    fn from(a: AlgorithmArg) -> Self {
+        match a {
+            AlgorithmArg::FixedWindow => Algorithm::FixedWindow,
+            AlgorithmArg::SlidingWindow => Algorithm::SlidingWindow,
+            AlgorithmArg::SlidingLog => Algorithm::SlidingLog,
+            AlgorithmArg::TokenBucket => Algorithm::TokenBucket,
+        }
+    }
+}
+
+impl From<Algorithm> for AlgorithmArg {
+    fn from(a: Algorithm) -> Self {
+        match a {
+            Algorithm::FixedWindow => AlgorithmArg::FixedWindow,
+            Algorithm::SlidingWindow => AlgorithmArg::SlidingWindow,
+            Algorithm::SlidingLog => AlgorithmArg::SlidingLog,
+            Algorithm::TokenBucket => AlgorithmArg::TokenBucket,
+        }
+    }
+}
+
+/// Log line formats.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable text.
+    Text,
+    /// One JSON object per line.
+    Json,
+}

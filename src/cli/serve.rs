@@ -1,0 +1,363 @@
+//! `sluice serve`: its flags, parsed into [`Settings`], and the run until SIGTERM/SIGINT.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::builder::TypedValueParser;
+use clap::{Args, ValueEnum};
+use sluice::app::{self, MemorySettings, Settings, StoreSettings, TlsSettings, defaults};
+use sluice::clock::SystemClock;
+use sluice::clock::duration::{self, DurationError, GoDuration};
+use sluice::limiter::LimiterOptions;
+use sluice::store::{PersistSettings, RedisSettings};
+
+use super::{LogFormat, RuleArgs};
+
+/// Flags of `sluice serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Rule loading.
+    #[command(flatten)]
+    pub rules: RuleArgs,
+    /// gRPC listen address (port 0 picks a free port).
+    #[arg(long, env = "SLUICE_GRPC_ADDR", default_value_t = defaults::GRPC_ADDR)]
+    pub grpc_addr: SocketAddr,
+    /// HTTP listen address (port 0 picks a free port).
+    #[arg(long, env = "SLUICE_HTTP_ADDR", default_value_t = defaults::HTTP_ADDR)]
+    pub http_addr: SocketAddr,
+    /// Where counters live.
+    #[arg(long, env = "SLUICE_STORE", value_enum, default_value_t = StoreArg::Memory)]
+    pub store: StoreArg,
+    /// Global shadow mode: the overall answer is always OK; statuses still report OVER_LIMIT.
+    #[arg(long, env = "SLUICE_SHADOW_MODE")]
+    pub shadow_mode: bool,
+    /// Longest wait for in-flight calls at shutdown (e.g. 10s, 1m30s).
+    #[arg(long, env = "SLUICE_SHUTDOWN_GRACE", default_value_t = GoDuration(defaults::SHUTDOWN_GRACE))]
+    pub shutdown_grace: GoDuration,
+    /// How long to keep serving after health turns NOT_SERVING at shutdown (e.g. 5s), so load
+    /// balancers stop sending calls before the listeners close.
+    #[arg(long, env = "SLUICE_SHUTDOWN_DELAY", default_value_t = GoDuration(defaults::SHUTDOWN_DELAY))]
+    pub shutdown_delay: GoDuration,
+    /// Near-limit threshold as a fraction of the limit, for the near_limit statistic
+    /// (upstream NEAR_LIMIT_RATIO).
+    #[arg(long, env = "SLUICE_NEAR_LIMIT_RATIO", default_value_t = defaults::NEAR_LIMIT_RATIO, value_parser = parse_ratio)]
+    pub near_limit_ratio: f64,
+    /// Most per-rule metric series (runtime values from detailed_metric, value_to_metric and
+    /// overrides); past it new series fold into one overflow series.
+    #[arg(long, env = "SLUICE_METRICS_MAX_SERIES", default_value_t = defaults::METRICS_MAX_SERIES)]
+    pub metrics_max_series: usize,
+    /// Do not reload rules when their files change.
+    #[arg(long, env = "SLUICE_NO_WATCH")]
+    pub no_watch: bool,
+    /// Log format.
+    #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Log level or filter (e.g. `info`, `sluice=debug`); RUST_LOG is used when unset.
+    #[arg(long, env = "SLUICE_LOG_LEVEL")]
+    pub log_level: Option<String>,
+    /// TLS on gRPC.
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// The embedded store: persistence and its bound.
+    #[command(flatten)]
+    pub memory: MemoryArgs,
+    /// The Redis store (`--store redis`).
+    #[command(flatten)]
+    pub redis: RedisArgs,
+}
+
+/// Counter stores.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum StoreArg {
+    /// The embedded in-process store.
+    Memory,
+    /// Redis (standalone or Cluster): one authority for many replicas.
+    Redis,
+}
+
+/// TLS flags of `sluice serve` (certificates are reloaded when the files change).
+#[derive(Debug, Args)]
+pub struct TlsArgs {
+    /// PEM certificate chain for gRPC TLS (requires --tls-key).
+    #[arg(long, env = "SLUICE_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "SLUICE_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// PEM CA certificates: require client certificates signed by them (mTLS; requires --tls-cert).
+    #[arg(long, env = "SLUICE_TLS_CLIENT_CA", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+}
+
+/// Flags of the embedded (memory) store.
+#[derive(Debug, Args)]
+pub struct MemoryArgs {
+    /// Where the memory store persists its counters (journal and snapshots; created if missing).
+    #[arg(long, env = "SLUICE_DATA_DIR", default_value = defaults::DATA_DIR)]
+    pub data_dir: PathBuf,
+    /// Do not persist counters: a restart forgets them.
+    #[arg(long, env = "SLUICE_NO_PERSIST")]
+    pub no_persist: bool,
+    /// How often changed counters are written to the journal (group commit), 1ms to 1m, e.g.
+    /// `50ms`, `1s`; a SIGKILL loses at most this much.
+    #[arg(long, env = "SLUICE_PERSIST_INTERVAL", default_value_t = GoDuration(defaults::PERSIST_INTERVAL), value_parser = parse_persist_interval)]
+    pub persist_interval: GoDuration,
+    /// Sync every journal write to disk (fsync), so even power loss loses at most one interval.
+    #[arg(long, env = "SLUICE_PERSIST_SYNC")]
+    pub persist_sync: bool,
+    /// Most counters held; past it, a call that needs a new counter is refused (OVER_LIMIT)
+    /// until idle counters are reclaimed.
+    #[arg(long, env = "SLUICE_MAX_COUNTERS", default_value_t = defaults::MAX_COUNTERS, value_parser = parse_max_counters)]
+    pub max_counters: usize,
+}
+
+/// Redis flags of `sluice serve` (used with `--store redis`).
+#[derive(Debug, Args)]
+pub struct RedisArgs {
+    /// Redis URL: redis://[user:password@]host:port[/db], rediss:// for TLS, or
+    /// redis+cluster://host:port,host:port (rediss+cluster:// for TLS) for Redis Cluster.
+    #[arg(
+        long,
+        env = "SLUICE_REDIS_URL",
+        required_if_eq("store", "redis"),
+        hide_env_values = true
+    )]
+    pub redis_url: Option<String>,
+    /// PEM CA certificates to trust for rediss:// (default: the system's roots).
+    #[arg(long, env = "SLUICE_REDIS_CA")]
+    pub redis_ca: Option<PathBuf>,
+    /// Prefix of every Redis key (no braces).
+    #[arg(long, env = "SLUICE_REDIS_KEY_PREFIX", default_value = defaults::REDIS_KEY_PREFIX)]
+    pub redis_key_prefix: String,
+    /// Longest wait for Redis on a call (e.g. 10ms, 250us, 1s); then the rule's failure_mode
+    /// decides.
+    #[arg(long, env = "SLUICE_REDIS_TIMEOUT", default_value_t = GoDuration(defaults::REDIS_TIMEOUT), value_parser = parse_redis_timeout)]
+    pub redis_timeout: GoDuration,
+    /// Multiplexed connections to a standalone Redis (calls are pipelined on each).
+    #[arg(long, env = "SLUICE_REDIS_CONNECTIONS", default_value_t = defaults::REDIS_CONNECTIONS, value_parser = clap::value_parser!(u16).range(1..).map(usize::from))]
+    pub redis_connections: usize,
+    /// Most over-limit counters answered locally without a Redis round trip (0 disables).
+    #[arg(long, env = "SLUICE_LOCAL_CACHE_SIZE", default_value_t = defaults::LOCAL_CACHE_SIZE)]
+    pub local_cache_size: usize,
+    /// Replicas sharing the store: while it is unreachable a `failure_mode: local` rule
+    /// allows its limit divided by this number in each replica.
+    #[arg(long, env = "SLUICE_EXPECTED_REPLICAS", default_value_t = defaults::EXPECTED_REPLICAS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub expected_replicas: u64,
+}
+
+impl ServeArgs {
+    /// The settings these flags describe.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            grpc_addr: self.grpc_addr,
+            http_addr: self.http_addr,
+            load: self.rules.load_options(),
+            limiter: LimiterOptions {
+                global_shadow_mode: self.shadow_mode,
+                default_algorithm: self.rules.default_algorithm.into(),
+                expected_replicas: self.redis.expected_replicas,
+            },
+            shutdown_grace: self.shutdown_grace.into(),
+            shutdown_delay: self.shutdown_delay.into(),
+            near_limit_ratio: self.near_limit_ratio,
+            max_metric_series: self.metrics_max_series,
+            watch_rules: !self.no_watch,
+            tls: self.tls.settings(),
+            store: self.store_settings(),
+            ..Settings::new(self.rules.config.clone())
+        }
+    }
+
+    fn store_settings(&self) -> StoreSettings {
+        match (self.store, &self.redis.redis_url) {
+            (StoreArg::Redis, Some(url)) => StoreSettings::Redis(self.redis.settings(url)),
+            // clap requires --redis-url with --store redis.
+            _ => StoreSettings::Memory(self.memory.settings()),
+        }
+    }
+}
+
+impl TlsArgs {
+    /// The TLS settings, or `None` for plaintext (clap makes cert and key come together).
+    pub fn settings(&self) -> Option<TlsSettings> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsSettings {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: self.tls_client_ca.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+impl MemoryArgs {
+    fn settings(&self) -> MemorySettings {
+        let persist = (!self.no_persist).then(|| PersistSettings {
+            interval: self.persist_interval.into(),
+            sync: self.persist_sync,
+            ..PersistSettings::new(&self.data_dir)
+        });
+        MemorySettings {
+            max_counters: self.max_counters,
+            persist,
+        }
+    }
+}
+
+impl RedisArgs {
+    fn settings(&self, url: &str) -> RedisSettings {
+        RedisSettings {
+            key_prefix: self.redis_key_prefix.clone(),
+            ca: self.redis_ca.clone(),
+            timeout: self.redis_timeout.into(),
+            connections: self.redis_connections,
+            local_cache_size: self.local_cache_size,
+            ..RedisSettings::new(url)
+        }
+    }
+}
+
+/// Runs `sluice serve` until SIGTERM/SIGINT.
+pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    // Install the signal handlers before announcing readiness: a SIGTERM sent right after the
+    // ready line must start a graceful shutdown, not kill the process.
+    let signals = shutdown_signals()?;
+    let running = app::start(args.settings(), Arc::new(SystemClock)).await?;
+    println!(
+        "sluice ready grpc={} http={}",
+        running.grpc_addr, running.http_addr
+    );
+    let token = running.shutdown.clone();
+    tokio::spawn(async move {
+        signals.await;
+        tracing::info!("shutdown requested");
+        token.cancel();
+    });
+    running.wait().await.context("server stopped with an error")
+}
+
+/// A future that completes on SIGTERM or SIGINT; the handlers are installed when this returns.
+fn shutdown_signals() -> anyhow::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+    })
+}
+
+fn parse_persist_interval(text: &str) -> Result<GoDuration, DurationError> {
+    duration::parse_in(text, Duration::from_millis(1)..=Duration::from_secs(60)).map(GoDuration)
+}
+
+fn parse_redis_timeout(text: &str) -> Result<GoDuration, DurationError> {
+    duration::parse_in(text, Duration::from_micros(1)..=duration::MAX).map(GoDuration)
+}
+
+fn parse_ratio(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(ratio) if (0.0..=1.0).contains(&ratio) => Ok(ratio),
+        _ => Err(format!("'{text}' is not a number between 0 and 1")),
+    }
+}
+
+fn parse_max_counters(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("'{text}' is not a whole number of at least 1")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn serve(args: &[&str]) -> Result<ServeArgs, clap::Error> {
+        let argv = ["sluice", "serve"].iter().chain(args);
+        match Cli::try_parse_from(argv)?.command {
+            Command::Serve(args) => Ok(*args),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    /// Every duration flag reads Go's grammar, and the defaults come from `app::defaults`.
+    #[test]
+    fn duration_flags_read_go_durations() {
+        let args = serve(&[
+            "--shutdown-grace",
+            "1m30s",
+            "--shutdown-delay",
+            "1.5s",
+            "--persist-interval",
+            "250ms",
+            "--redis-timeout",
+            "150us",
+        ])
+        .unwrap();
+        let settings = args.settings();
+        assert_eq!(settings.shutdown_grace, Duration::from_secs(90));
+        assert_eq!(settings.shutdown_delay, Duration::from_millis(1_500));
+        assert_eq!(args.redis.redis_timeout.0, Duration::from_micros(150));
+        let StoreSettings::Memory(memory) = settings.store else {
+            panic!("memory store by default")
+        };
+        assert_eq!(memory.persist.unwrap().interval, Duration::from_millis(250));
+        let defaults = serve(&[]).unwrap().settings();
+        assert_eq!(defaults.shutdown_grace, defaults::SHUTDOWN_GRACE);
+        assert_eq!(defaults.grpc_addr, defaults::GRPC_ADDR);
+    }
+
+    /// Out-of-range and malformed durations are clear errors, never a panic.
+    #[test]
+    fn bad_durations_are_errors() {
+        for (flag, value, says) in [
+            ("--shutdown-delay", "18446744073709551615", "missing unit"),
+            (
+                "--shutdown-delay",
+                "18446744073709551615s",
+                "must be at most",
+            ),
+            ("--shutdown-grace=-1s", "", "must not be negative"),
+            ("--persist-interval", "0s", "must be at least 1ms"),
+            ("--persist-interval", "2m", "must be at most 1m"),
+            ("--redis-timeout", "10", "missing unit"),
+            ("--redis-timeout", "0s", "must be at least 1us"),
+        ] {
+            let args: Vec<&str> = [flag, value]
+                .into_iter()
+                .filter(|a| !a.is_empty())
+                .collect();
+            let error = serve(&args).unwrap_err().to_string();
+            assert!(error.contains(says), "{flag} {value}: {error}");
+        }
+    }
+
+    /// `--store redis` builds Redis settings from the flags; the memory store is the default.
+    #[test]
+    fn store_flags_choose_the_store() {
+        let args = serve(&[
+            "--store",
+            "redis",
+            "--redis-url",
+            "redis://h:1",
+            "--redis-connections",
+            "3",
+        ]);
+        let StoreSettings::Redis(redis) = args.unwrap().settings().store else {
+            panic!("redis store")
+        };
+        assert_eq!((redis.url.as_str(), redis.connections), ("redis://h:1", 3));
+        assert!(serve(&["--store", "redis"]).is_err(), "a URL is required");
+        assert!(serve(&["--redis-connections", "0"]).is_err());
+    }
+}
