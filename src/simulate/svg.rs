@@ -19,6 +19,19 @@ const ADMITTED: &str = "#1a9850";
 const DENIED: &str = "#d73027";
 const EDGE: &str = "#4575b4";
 
+/// The time span drawn and how a time maps to an x coordinate.
+struct Span {
+    t0: i128,
+    t1: i128,
+    window: i128,
+}
+
+impl Span {
+    fn x(&self, t: i128) -> f64 {
+        LEFT + (t - self.t0) as f64 / (self.t1 - self.t0) as f64 * (WIDTH - LEFT - RIGHT)
+    }
+}
+
 /// Draws the timeline of `outcomes` as a standalone SVG document.
 pub fn timeline(scenario: &Scenario, outcomes: &[Outcome]) -> String {
     let window = i128::from(scenario.window.max(1));
@@ -26,10 +39,11 @@ pub fn timeline(scenario: &Scenario, outcomes: &[Outcome]) -> String {
     let first = times.first().map_or(0, |d| i128::from(d.0));
     let last = times.last().map_or(0, |d| i128::from(d.0));
     // Whole windows in view, so every edge near the traffic is on the page.
-    let t0 = first.div_euclid(window) * window;
-    let t1 = (last.div_euclid(window) + 1) * window;
-    let plot = WIDTH - LEFT - RIGHT;
-    let x = |t: i128| LEFT + (t - t0) as f64 / (t1 - t0) as f64 * plot;
+    let span = Span {
+        t0: first.div_euclid(window) * window,
+        t1: (last.div_euclid(window) + 1) * window,
+        window,
+    };
     let bottom = TOP + ROW * outcomes.len() as f64;
     let height = bottom + 52.0;
 
@@ -48,7 +62,18 @@ pub fn timeline(scenario: &Scenario, outcomes: &[Outcome]) -> String {
         times.len()
     );
     legend(&mut svg, scenario, &w);
+    rows(&mut svg, outcomes, &w);
+    edges(&mut svg, &span, bottom);
+    for (row, o) in outcomes.iter().enumerate() {
+        marks(&mut svg, o, TOP + ROW * row as f64 + ROW / 2.0, &span);
+    }
+    axis(&mut svg, span.t0, span.t1, bottom, &|t| span.x(t));
+    svg.push_str("</svg>\n");
+    svg
+}
 
+/// One shaded row per algorithm, labelled with its name and figures.
+fn rows(svg: &mut String, outcomes: &[Outcome], w: &str) {
     for (row, o) in outcomes.iter().enumerate() {
         let top = TOP + ROW * row as f64;
         let mid = top + ROW / 2.0;
@@ -77,50 +102,43 @@ pub fn timeline(scenario: &Scenario, outcomes: &[Outcome]) -> String {
             o.max_in_any_window
         );
     }
+}
 
-    let edges = (t1 - t0) / window;
-    if edges <= MAX_EDGES {
-        for k in 0..=edges {
-            let ex = x(t0 + k * window);
+/// Dashed lines at the window edges, unless there are too many to read.
+fn edges(svg: &mut String, span: &Span, bottom: f64) {
+    let count = (span.t1 - span.t0) / span.window;
+    if count > MAX_EDGES {
+        return;
+    }
+    for k in 0..=count {
+        let ex = span.x(span.t0 + k * span.window);
+        let _ = writeln!(
+            svg,
+            r#"<line x1="{ex:.1}" y1="{}" x2="{ex:.1}" y2="{bottom}" stroke="{EDGE}" stroke-width="1.2" stroke-dasharray="5,4"/>"#,
+            TOP - 6.0
+        );
+    }
+}
+
+/// A dot above the row's middle for each admitted call, a cross below it for each denied one.
+fn marks(svg: &mut String, outcome: &Outcome, mid: f64, span: &Span) {
+    for &(t, admitted) in &outcome.decisions {
+        let cx = span.x(i128::from(t));
+        if admitted {
             let _ = writeln!(
                 svg,
-                r#"<line x1="{ex:.1}" y1="{}" x2="{ex:.1}" y2="{bottom}" stroke="{EDGE}" stroke-width="1.2" stroke-dasharray="5,4"/>"#,
-                TOP - 6.0
+                r#"<circle cx="{cx:.1}" cy="{}" r="4.5" fill="{ADMITTED}"/>"#,
+                mid - LANE
             );
+            continue;
         }
+        let cy = mid + LANE;
+        let (l, r, t, b) = (cx - 4.0, cx + 4.0, cy - 4.0, cy + 4.0);
+        let _ = writeln!(
+            svg,
+            r#"<path d="M{l:.1},{t:.1}L{r:.1},{b:.1}M{l:.1},{b:.1}L{r:.1},{t:.1}" stroke="{DENIED}" stroke-width="2"/>"#
+        );
     }
-
-    for (row, o) in outcomes.iter().enumerate() {
-        let mid = TOP + ROW * row as f64 + ROW / 2.0;
-        for &(t, admitted) in &o.decisions {
-            let cx = x(i128::from(t));
-            if admitted {
-                let _ = writeln!(
-                    svg,
-                    r#"<circle cx="{cx:.1}" cy="{}" r="4.5" fill="{ADMITTED}"/>"#,
-                    mid - LANE
-                );
-            } else {
-                let cy = mid + LANE;
-                let _ = writeln!(
-                    svg,
-                    r#"<path d="M{:.1},{:.1}L{:.1},{:.1}M{:.1},{:.1}L{:.1},{:.1}" stroke="{DENIED}" stroke-width="2"/>"#,
-                    cx - 4.0,
-                    cy - 4.0,
-                    cx + 4.0,
-                    cy + 4.0,
-                    cx - 4.0,
-                    cy + 4.0,
-                    cx + 4.0,
-                    cy - 4.0
-                );
-            }
-        }
-    }
-
-    axis(&mut svg, t0, t1, bottom, &x);
-    svg.push_str("</svg>\n");
-    svg
 }
 
 fn legend(svg: &mut String, scenario: &Scenario, w: &str) {
