@@ -9,6 +9,7 @@ mod duration;
 mod error;
 mod file;
 mod matcher;
+mod view;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -1,9 +1,6 @@
 //! Rule files to an immutable [`RuleSet`]: reading paths, validation beyond the schema, merging
 //! domains across files, and indexing each level for matching. Every error of a load is reported.
 
-#[path = "compile_dump.rs"]
-mod dump;
-#[path = "compile_limit.rs"]
 mod limit;
 
 use std::collections::HashSet;
@@ -369,8 +366,6 @@ fn insert(ctx: &mut Ctx<'_>, level: &mut Level, node: Node) {
 }
 
 #[cfg(test)]
-#[path = "compile_error_tests.rs"]
 mod error_tests;
 #[cfg(test)]
-#[path = "compile_tests.rs"]
 mod tests;

@@ -223,5 +223,4 @@ impl PartialEq for dyn PairKey + '_ {
 impl Eq for dyn PairKey + '_ {}
 
 #[cfg(test)]
-#[path = "matcher_tests.rs"]
 mod tests;

@@ -5,9 +5,7 @@
 //! each place uses (upstream's struct decoding). Every problem is recorded, none stops the walk;
 //! a field that failed marks its owner `bad` so `compile.rs` does not report follow-on errors.
 
-#[path = "file_extract.rs"]
 mod extract;
-#[path = "file_yaml.rs"]
 mod yaml;
 
 use std::path::Path;
@@ -358,5 +356,4 @@ fn go_fmt(node: &Yaml) -> String {
 }
 
 #[cfg(test)]
-#[path = "file_tests.rs"]
 mod tests;

@@ -3,9 +3,9 @@
 
 use std::fmt::Write as _;
 
-use super::super::duration;
-use super::super::file::{RawDescriptor, RawLimit};
-use super::super::{LimitKind, LimitRule, Unit};
+use crate::rules::duration;
+use crate::rules::file::{RawDescriptor, RawLimit};
+use crate::rules::{LimitKind, LimitRule, Unit};
 use super::Ctx;
 use crate::algorithm::{Algorithm, Limit};
 use crate::clock::{Nanos, SECOND};
