@@ -1,20 +1,21 @@
 //! YAML text to a small tree of maps, lists and scalars that keeps every node's line and column.
 //!
 //! Built from yaml-rust2's event parser with an explicit stack (its own `load` recurses, so a
-//! deeply nested file could overflow the stack). Scalars are resolved the way upstream's YAML
-//! library (go-yaml v2, YAML 1.1) resolves them, so the same file means the same thing.
+//! deeply nested file could overflow the stack), bounded in depth and in size through aliases.
+//! Scalars are kept as written; `scalar.rs` resolves them as upstream does.
 
 use std::collections::HashMap;
 
 use yaml_rust2::parser::{Event, Parser, Tag};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
+use super::Pos;
+use super::scalar::Scalar;
+
 /// Deepest nesting accepted; keeps every later recursive walk of the tree bounded.
 pub(super) const MAX_DEPTH: usize = 128;
 /// Most nodes accepted in one document after alias expansion (stops "billion laughs").
 pub(super) const MAX_NODES: usize = 250_000;
-
-use super::Pos;
 
 /// One YAML node and where it starts.
 #[derive(Debug, Clone)]
@@ -34,135 +35,6 @@ pub(super) enum Kind {
     Seq(Vec<Yaml>),
     /// A scalar, unresolved.
     Scalar(Scalar),
-}
-
-/// A scalar as written.
-#[derive(Debug, Clone)]
-pub(super) struct Scalar {
-    /// The text (quotes and escapes already processed).
-    pub text: String,
-    /// Plain (unquoted, not a block scalar): only plain scalars resolve to null/bool/int/float.
-    pub plain: bool,
-    /// The core-schema tag suffix of an explicit tag (`str`, `int`, ...), or `!` for a
-    /// non-specific tag; `None` when untagged or tagged with a custom tag.
-    pub tag: Option<String>,
-}
-
-/// A resolved scalar.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) enum Value<'a> {
-    /// `~`, `null`, or nothing at all.
-    Null,
-    /// YAML 1.1 booleans (`true`, `yes`, `on`, ...).
-    Bool(bool),
-    /// An integer in YAML 1.1 syntax (`10`, `0x1f`, `0o17`, `1_000`), within i64/u64 range.
-    Int(i128),
-    /// A float, or an integer too large for 64 bits (as go-yaml resolves it).
-    Float,
-    /// Anything else, and every quoted or block scalar.
-    Str(&'a str),
-}
-
-impl Scalar {
-    /// Resolves the scalar as go-yaml v2 does for an untyped target.
-    pub fn resolve(&self) -> Value<'_> {
-        let text = self.text.as_str();
-        match self.tag.as_deref() {
-            Some("str" | "binary" | "!") => return Value::Str(text),
-            Some("null") => return Value::Null,
-            Some("float") => return Value::Float,
-            Some("bool") => return parse_bool(text).map_or(Value::Str(text), Value::Bool),
-            Some("int") => return parse_int(text).unwrap_or(Value::Str(text)),
-            _ => {}
-        }
-        if !self.plain {
-            return Value::Str(text);
-        }
-        if matches!(text, "" | "~" | "null" | "Null" | "NULL") {
-            return Value::Null;
-        }
-        if let Some(b) = parse_bool(text) {
-            return Value::Bool(b);
-        }
-        if let Some(v) = parse_int(text) {
-            return v;
-        }
-        if is_float(text) {
-            return Value::Float;
-        }
-        Value::Str(text)
-    }
-}
-
-/// YAML 1.1 booleans, as go-yaml v2 accepts them.
-fn parse_bool(text: &str) -> Option<bool> {
-    match text {
-        "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" | "true" | "True" | "TRUE" => {
-            Some(true)
-        }
-        "n" | "N" | "no" | "No" | "NO" | "off" | "Off" | "OFF" | "false" | "False" | "FALSE" => {
-            Some(false)
-        }
-        _ => None,
-    }
-}
-
-/// YAML 1.1 integers: sign, `0x`/`0o`/`0b` or a leading-zero octal, `_` separators. Values
-/// beyond 64 bits come back as [`Value::Float`], as go-yaml falls back to a float for them.
-fn parse_int(text: &str) -> Option<Value<'static>> {
-    let cleaned: String = text.chars().filter(|&c| c != '_').collect();
-    let (negative, digits) = match cleaned.as_bytes().first() {
-        Some(b'-') => (true, &cleaned[1..]),
-        Some(b'+') => (false, &cleaned[1..]),
-        _ => (false, cleaned.as_str()),
-    };
-    let (radix, body) = if let Some(rest) = digits.strip_prefix("0x") {
-        (16, rest)
-    } else if let Some(rest) = digits.strip_prefix("0o") {
-        (8, rest)
-    } else if let Some(rest) = digits.strip_prefix("0b") {
-        (2, rest)
-    } else if digits.len() > 1 && digits.starts_with('0') {
-        (8, &digits[1..])
-    } else {
-        (10, digits)
-    };
-    if body.is_empty() || !body.chars().all(|c| c.is_digit(radix)) {
-        return None;
-    }
-    let Ok(magnitude) = u128::from_str_radix(body, radix) else {
-        return Some(Value::Float);
-    };
-    let value = if negative {
-        -(i128::try_from(magnitude).ok()?)
-    } else {
-        i128::try_from(magnitude).ok()?
-    };
-    if value < i128::from(i64::MIN) || value > i128::from(u64::MAX) {
-        return Some(Value::Float);
-    }
-    Some(Value::Int(value))
-}
-
-/// go-yaml v2's float syntax: `[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?` and the
-/// `.inf`/`.nan` spellings.
-fn is_float(text: &str) -> bool {
-    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
-    if matches!(unsigned, ".inf" | ".Inf" | ".INF") || matches!(text, ".nan" | ".NaN" | ".NAN") {
-        return true;
-    }
-    let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
-        Some(i) => (&unsigned[..i], Some(&unsigned[i + 1..])),
-        None => (unsigned, None),
-    };
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    let mantissa_ok = match mantissa.split_once('.') {
-        Some(("", frac)) => digits(frac),
-        Some((int, frac)) => digits(int) && (frac.is_empty() || digits(frac)),
-        None => digits(mantissa),
-    };
-    let exponent_ok = exponent.is_none_or(|e| digits(e.strip_prefix(['-', '+']).unwrap_or(e)));
-    mantissa_ok && exponent_ok
 }
 
 /// A YAML syntax error: upstream's message text and where the parser stopped.
@@ -186,6 +58,56 @@ struct Frame {
     height: usize,
 }
 
+impl Frame {
+    fn new(node: Yaml, anchor: usize, size: usize, height: usize) -> Self {
+        Self {
+            node,
+            anchor,
+            key: None,
+            size,
+            height,
+        }
+    }
+
+    /// Adds a finished child: an item of a list, or the next key or value of a map.
+    fn attach(&mut self, child: Frame) {
+        self.size = self.size.saturating_add(child.size);
+        self.height = self.height.max(child.height + 1);
+        match &mut self.node.kind {
+            Kind::Seq(items) => items.push(child.node),
+            Kind::Map(pairs) => match self.key.take() {
+                Some(key) => {
+                    // A block map's start mark is unreliable; its first key is where it starts.
+                    if pairs.is_empty() {
+                        self.node.pos = key.pos;
+                    }
+                    let mut value = child.node;
+                    // An empty value (`domain:`) is marked where the next token starts, often
+                    // the next line; its key is the better place to point at.
+                    if matches!(&value.kind, Kind::Scalar(s) if s.plain && s.text.is_empty()) {
+                        value.pos = key.pos;
+                    }
+                    pairs.push((key, value));
+                }
+                None => self.key = Some(child.node),
+            },
+            Kind::Scalar(_) => {}
+        }
+    }
+}
+
+/// One parse in progress: the documents read, the open collections, and the anchors.
+#[derive(Default)]
+struct Builder {
+    docs: Vec<Yaml>,
+    /// Collections not yet closed, outermost first.
+    stack: Vec<Frame>,
+    /// Anchored nodes with their size and height; aliases clone them.
+    anchors: HashMap<usize, (Yaml, usize, usize)>,
+    /// Nodes so far with aliases expanded, for [`MAX_NODES`].
+    total: usize,
+}
+
 /// Parses every document of `text`. An empty stream gives no documents.
 pub(super) fn parse(text: &str) -> Result<Vec<Yaml>, SyntaxError> {
     // Defence in depth: a parser bug must become a load error, never take the server down.
@@ -202,11 +124,7 @@ pub(super) fn parse(text: &str) -> Result<Vec<Yaml>, SyntaxError> {
 
 fn parse_inner(text: &str) -> Result<Vec<Yaml>, SyntaxError> {
     let mut parser = Parser::new_from_str(text);
-    let mut docs = Vec::new();
-    let mut stack: Vec<Frame> = Vec::new();
-    // Anchored nodes with their size and height; aliases clone them.
-    let mut anchors: HashMap<usize, (Yaml, usize, usize)> = HashMap::new();
-    let mut total = 0usize;
+    let mut builder = Builder::default();
     loop {
         let (event, mark) = parser.next_token().map_err(|e| {
             let m = e.marker();
@@ -219,36 +137,38 @@ fn parse_inner(text: &str) -> Result<Vec<Yaml>, SyntaxError> {
                 ),
             }
         })?;
-        let done = |node: Yaml, anchor: usize, size: usize, height: usize| Frame {
-            node,
-            anchor,
-            key: None,
-            size,
-            height,
-        };
+        if matches!(event, Event::StreamEnd) {
+            return Ok(builder.docs);
+        }
+        if let Some(finished) = builder.event(event, mark)? {
+            builder.finish(finished, mark)?;
+        }
+    }
+}
+
+impl Builder {
+    /// Applies one event; returns the node it completes, if any (a collection completes at
+    /// its end event).
+    fn event(&mut self, event: Event, mark: Marker) -> Result<Option<Frame>, SyntaxError> {
         let finished = match event {
-            Event::StreamEnd => break,
-            Event::Nothing | Event::StreamStart | Event::DocumentStart | Event::DocumentEnd => {
-                continue;
-            }
             Event::Scalar(text, style, anchor, tag) => {
                 let scalar = Scalar {
                     text,
                     plain: style == TScalarStyle::Plain,
                     tag: tag.as_ref().and_then(core_tag),
                 };
-                done(leaf(mark, Kind::Scalar(scalar)), anchor, 1, 1)
+                Frame::new(leaf(mark, Kind::Scalar(scalar)), anchor, 1, 1)
             }
             Event::Alias(id) => {
-                let Some((node, size, height)) = anchors.get(&id) else {
+                let Some((node, size, height)) = self.anchors.get(&id) else {
                     return Err(error_at(mark, "unknown anchor"));
                 };
                 let mut node = node.clone();
                 node.pos = pos(mark);
-                done(node, 0, *size, *height)
+                Frame::new(node, 0, *size, *height)
             }
             Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
-                if stack.len() >= MAX_DEPTH {
+                if self.stack.len() >= MAX_DEPTH {
                     return Err(error_at(
                         mark,
                         &format!("nesting deeper than {MAX_DEPTH} levels"),
@@ -259,68 +179,57 @@ fn parse_inner(text: &str) -> Result<Vec<Yaml>, SyntaxError> {
                 } else {
                     Kind::Map(Vec::new())
                 };
-                stack.push(done(leaf(mark, kind), anchor, 1, 1));
-                continue;
+                self.stack.push(Frame::new(leaf(mark, kind), anchor, 1, 1));
+                return Ok(None);
             }
-            Event::SequenceEnd | Event::MappingEnd => match stack.pop() {
-                Some(mut frame) => {
-                    if let Kind::Map(pairs) = &mut frame.node.kind {
-                        apply_merges(pairs).map_err(|p| SyntaxError {
-                            pos: p,
-                            message: "error loading config file: yaml: map merge requires map or \
-                                      sequence of maps as the value"
-                                .to_string(),
-                        })?;
-                    }
-                    frame
+            Event::SequenceEnd | Event::MappingEnd => {
+                let Some(mut frame) = self.stack.pop() else {
+                    return Ok(None);
+                };
+                if let Kind::Map(pairs) = &mut frame.node.kind {
+                    apply_merges(pairs).map_err(|p| SyntaxError {
+                        pos: p,
+                        message: "error loading config file: yaml: map merge requires map or \
+                                  sequence of maps as the value"
+                            .to_string(),
+                    })?;
                 }
-                None => continue,
-            },
+                frame
+            }
+            Event::Nothing
+            | Event::StreamStart
+            | Event::StreamEnd
+            | Event::DocumentStart
+            | Event::DocumentEnd => return Ok(None),
         };
-        total = total.saturating_add(finished.size);
-        if total > MAX_NODES {
+        Ok(Some(finished))
+    }
+
+    /// Checks a completed node against the size and depth bounds (aliases included), records
+    /// its anchor, and attaches it to its parent, or ends a document.
+    fn finish(&mut self, finished: Frame, mark: Marker) -> Result<(), SyntaxError> {
+        self.total = self.total.saturating_add(finished.size);
+        if self.total > MAX_NODES {
             return Err(error_at(mark, &format!("more than {MAX_NODES} nodes")));
         }
-        if stack.len() + finished.height > MAX_DEPTH {
+        if self.stack.len() + finished.height > MAX_DEPTH {
             return Err(error_at(
                 mark,
                 &format!("nesting deeper than {MAX_DEPTH} levels"),
             ));
         }
         if finished.anchor != 0 {
-            anchors.insert(
+            self.anchors.insert(
                 finished.anchor,
                 (finished.node.clone(), finished.size, finished.height),
             );
         }
-        let Some(parent) = stack.last_mut() else {
-            docs.push(finished.node);
-            continue;
-        };
-        parent.size = parent.size.saturating_add(finished.size);
-        parent.height = parent.height.max(finished.height + 1);
-        match &mut parent.node.kind {
-            Kind::Seq(items) => items.push(finished.node),
-            Kind::Map(pairs) => match parent.key.take() {
-                Some(key) => {
-                    // A block map's start mark is unreliable; its first key is where it starts.
-                    if pairs.is_empty() {
-                        parent.node.pos = key.pos;
-                    }
-                    let mut value = finished.node;
-                    // An empty value (`domain:`) is marked where the next token starts, often
-                    // the next line; its key is the better place to point at.
-                    if matches!(&value.kind, Kind::Scalar(s) if s.plain && s.text.is_empty()) {
-                        value.pos = key.pos;
-                    }
-                    pairs.push((key, value));
-                }
-                None => parent.key = Some(finished.node),
-            },
-            Kind::Scalar(_) => {}
+        match self.stack.last_mut() {
+            Some(parent) => parent.attach(finished),
+            None => self.docs.push(finished.node),
         }
+        Ok(())
     }
-    Ok(docs)
 }
 
 fn pos(mark: Marker) -> Pos {
