@@ -14,7 +14,7 @@ mod yaml;
 
 use std::path::Path;
 
-use super::ConfigError;
+use crate::rules::ConfigError;
 use scalar::Value;
 use yaml::{Kind, Yaml};
 

@@ -4,7 +4,7 @@
 use std::borrow::Borrow;
 use std::hash::{Hash, Hasher};
 
-use super::{Domain, Level, LimitRule, Node};
+use crate::rules::{Domain, Level, LimitRule, Node};
 
 /// A configured value containing `*`: each `*` matches zero or more characters, anywhere, any
 /// number of times, the literal parts in order. Compiled once; matching allocates nothing.
