@@ -1,5 +1,6 @@
 //! `window:` durations (`500ms`, `10s`, `1h30m`, `2d`) to and from nanoseconds.
 
+use crate::clock::duration::{Term, terms};
 use crate::clock::{MILLI, Nanos, SECOND};
 
 /// The units a window may be written in, longest first (the order they must appear in).
@@ -17,51 +18,34 @@ pub(super) const MAX_WINDOW: Nanos = 365 * 86_400 * SECOND;
 /// Parses a window such as `1m30s`: integer amounts, each followed by a unit (`ms`, `s`, `m`,
 /// `h`, `d`), units in decreasing order and each at most once; 1 ms ..= 365 d.
 ///
+/// The terms are read by [`terms`], the tokenizer of every duration in sluice; this grammar only
+/// narrows it (whole numbers, its own units and order), so `window:` and the duration flags
+/// never disagree about where a number ends and a unit begins.
+///
 /// The error is the whole message, e.g. `invalid window '10x': unknown unit 'x' (use ms, s, m, h, d)`.
 pub fn parse(text: &str) -> Result<Nanos, String> {
     let invalid = |why: &str| format!("invalid window '{text}': {why}");
     if text.is_empty() {
         return Err(invalid("empty"));
     }
-    let bytes = text.as_bytes();
     let mut total: Nanos = 0;
     // Index into UNITS of the last unit seen: the next one must come strictly after it.
     let mut last_unit: Option<usize> = None;
-    let mut i = 0;
-    while i < bytes.len() {
-        let start = i;
-        while i < bytes.len() && bytes[i].is_ascii_digit() {
-            i += 1;
-        }
-        if i == start {
-            return Err(invalid("expected a number"));
-        }
-        let digits = &text[start..i];
-        let unit_start = i;
-        while i < bytes.len() && bytes[i].is_ascii_alphabetic() {
-            i += 1;
-        }
-        let unit = &text[unit_start..i];
-        if unit.is_empty() {
-            return Err(invalid(if i == bytes.len() {
-                "missing unit (use ms, s, m, h, d)"
-            } else {
-                "expected a unit (use ms, s, m, h, d)"
-            }));
-        }
-        let Some(index) = UNITS.iter().position(|(name, _)| *name == unit) else {
-            return Err(invalid(&format!(
-                "unknown unit '{unit}' (use ms, s, m, h, d)"
-            )));
-        };
+    for term in terms(text) {
+        let term = term.map_err(|problem| invalid(&problem.to_string()))?;
+        let (index, trailing) = window_unit(term).map_err(|why| invalid(&why))?;
         if last_unit.is_some_and(|last| index <= last) {
             return Err(invalid(
                 "units must appear once each, longest first (e.g. 1h30m)",
             ));
         }
         last_unit = Some(index);
+        if trailing {
+            // What follows the unit is not a digit, so no further term can start there.
+            return Err(invalid("expected a number"));
+        }
         // Saturate rather than fail on overflow: anything that large is over the maximum anyway.
-        let amount: Nanos = digits.parse().unwrap_or(Nanos::MAX);
+        let amount: Nanos = term.whole.parse().unwrap_or(Nanos::MAX);
         total = total.saturating_add(amount.saturating_mul(UNITS[index].1));
     }
     if total == 0 {
@@ -73,6 +57,35 @@ pub fn parse(text: &str) -> Result<Nanos, String> {
         ));
     }
     Ok(total)
+}
+
+/// The index into [`UNITS`] of a term's unit, and whether anything follows the unit. The
+/// shared reader takes every character up to the next digit as the unit; a window's unit is
+/// only the ASCII letters at its start, and no term may have a fraction.
+fn window_unit(term: Term<'_>) -> Result<(usize, bool), String> {
+    if term.whole.is_empty() {
+        return Err("expected a number".to_string());
+    }
+    let letters = term
+        .unit
+        .find(|c: char| !c.is_ascii_alphabetic())
+        .unwrap_or(term.unit.len());
+    let (unit, trailing) = term.unit.split_at(letters);
+    if unit.is_empty() {
+        // Without a fraction or other trailing text, the number ended the window.
+        return Err(if term.fraction.is_none() && trailing.is_empty() {
+            "missing unit (use ms, s, m, h, d)".to_string()
+        } else {
+            "expected a unit (use ms, s, m, h, d)".to_string()
+        });
+    }
+    if term.fraction.is_some() {
+        return Err("expected a unit (use ms, s, m, h, d)".to_string());
+    }
+    match UNITS.iter().position(|(name, _)| *name == unit) {
+        Some(index) => Ok((index, !trailing.is_empty())),
+        None => Err(format!("unknown unit '{unit}' (use ms, s, m, h, d)")),
+    }
 }
 
 /// Formats a window the way [`parse`] reads it, e.g. `90 s` as `1m30s` (`0s` for zero).
@@ -130,6 +143,28 @@ mod tests {
         assert!(err("-1s").contains("expected a number"));
         assert!(err("1 s").contains("expected a unit"));
         assert!(err("10S").contains("unknown unit 'S'"));
+    }
+
+    /// The shared term reader reads more than a window allows (fractions, any text as a unit);
+    /// each such case keeps the message this grammar gave before it used the shared reader.
+    #[test]
+    fn narrows_the_shared_term_reader() {
+        let err = |s: &str| parse(s).unwrap_err();
+        assert_eq!(
+            err("1.5s"),
+            "invalid window '1.5s': expected a unit (use ms, s, m, h, d)"
+        );
+        assert!(err("5.s").contains("expected a unit"));
+        assert!(err("1.").contains("expected a unit"));
+        assert!(err("1µs").contains("expected a unit"));
+        assert!(err(".5s").contains("expected a number"));
+        assert!(err("1h.5m").contains("expected a number"));
+        assert!(err("1h 30m").contains("expected a number"));
+        assert!(err("1s-").contains("expected a number"));
+        assert!(err("1s5").contains("missing unit"));
+        assert!(err("1sx").contains("unknown unit 'sx'"));
+        assert!(err("1us").contains("unknown unit 'us'"));
+        assert!(err("0").contains("missing unit"));
     }
 
     /// Zero and out-of-range windows are rejected; huge numbers do not overflow.

@@ -1,14 +1,18 @@
 //! Rules: YAML rule files (a superset of envoyproxy/ratelimit's) compiled into an immutable,
 //! indexed [`RuleSet`] that the limiter matches descriptors against.
 //!
-//! `file.rs` reads YAML into a positioned tree and checks the schema, `compile.rs` validates and
-//! builds the [`RuleSet`] (every error with its location, all at once), `matcher.rs` walks it.
+//! `file` reads one rule file into raw, positioned rules and checks upstream's schema; `compile`
+//! finds the files, validates them and builds the [`RuleSet`] (every error with its location, all
+//! at once); `matcher` walks a domain for a request descriptor; `view` prints a set for
+//! `sluice check` and `GET /rlconfig`; `duration` is the `window:` grammar; `error` holds the
+//! located errors. The types of a compiled set are defined here.
 
 mod compile;
 mod duration;
 mod error;
 mod file;
 mod matcher;
+mod view;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

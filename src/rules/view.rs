@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
-use super::super::duration;
-use super::super::{Level, LimitKind, LimitRule, Node, RuleSet};
+use crate::rules::duration;
+use crate::rules::{Level, LimitKind, LimitRule, Node, RuleSet};
 
 impl RuleSet {
     /// A one-line summary for `sluice check` and the reload log, e.g. `2 domains, 9 limited nodes`.

@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 
-use super::yaml::{Kind, Value, Yaml};
+use super::scalar::Value;
+use super::yaml::{Kind, Yaml};
 use super::{
     Checker, Pos, RawDescriptor, RawFile, RawLimit, Spanned, go_fmt, is_known, is_null, string_key,
 };

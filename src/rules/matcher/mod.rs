@@ -4,7 +4,7 @@
 use std::borrow::Borrow;
 use std::hash::{Hash, Hasher};
 
-use super::{Domain, Level, LimitRule, Node};
+use crate::rules::{Domain, Level, LimitRule, Node};
 
 /// A configured value containing `*`: each `*` matches zero or more characters, anywhere, any
 /// number of times, the literal parts in order. Compiled once; matching allocates nothing.
@@ -223,5 +223,4 @@ impl PartialEq for dyn PairKey + '_ {
 impl Eq for dyn PairKey + '_ {}
 
 #[cfg(test)]
-#[path = "matcher_tests.rs"]
 mod tests;

@@ -1,21 +1,22 @@
-//! Rule files to an immutable [`RuleSet`]: reading paths, validation beyond the schema, merging
-//! domains across files, and indexing each level for matching. Every error of a load is reported.
+//! Rule files to an immutable [`RuleSet`]: validation beyond the schema, merging domains across
+//! files, and indexing each level for matching. Every error of a load is reported, not the first.
+//!
+//! `sources.rs` finds and reads the files, `limit.rs` builds each node's limits; this module
+//! builds the descriptor tree of each domain.
 
-#[path = "compile_dump.rs"]
-mod dump;
-#[path = "compile_limit.rs"]
 mod limit;
+mod sources;
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use super::file::{self, Pos, RawDescriptor, RawFile};
-use super::matcher::{Pattern, find_exact};
-use super::{
+use crate::algorithm::Algorithm;
+use crate::rules::compile::sources::collect;
+use crate::rules::file::{self, Pos, RawDescriptor, RawFile};
+use crate::rules::matcher::{Pattern, find_exact};
+use crate::rules::{
     ConfigError, ConfigErrors, DEFAULT_ALGORITHM, Domain, FailureMode, Level, Location, Node,
     RuleSet,
 };
-use crate::algorithm::Algorithm;
 
 /// The most sub-counters a rule may split its counter into.
 pub(super) const MAX_SHARDS: i128 = 1024;
@@ -75,87 +76,6 @@ pub fn load_sources(
         Ok(set)
     } else {
         Err(ConfigErrors(errors))
-    }
-}
-
-/// Reads `path` (a file, or a directory's rule files) into `out`.
-fn collect(path: &Path, out: &mut Vec<(PathBuf, String)>, errors: &mut Vec<ConfigError>) {
-    match std::fs::metadata(path) {
-        Err(e) => errors.push(ConfigError::in_file(
-            path,
-            format!("cannot read config path: {e}"),
-        )),
-        Ok(meta) if meta.is_dir() => {
-            let mut files = Vec::new();
-            walk(path, &mut files, &mut HashSet::new(), errors);
-            files.sort();
-            for file in files {
-                read(&file, out, errors);
-            }
-        }
-        Ok(_) => read(path, out, errors),
-    }
-}
-
-fn read(path: &Path, out: &mut Vec<(PathBuf, String)>, errors: &mut Vec<ConfigError>) {
-    match std::fs::read_to_string(path) {
-        Ok(text) => out.push((path.to_path_buf(), text)),
-        Err(e) => errors.push(ConfigError::in_file(
-            path,
-            format!("cannot read config file: {e}"),
-        )),
-    }
-}
-
-/// Finds rule files under `dir`. `seen` holds the directories already walked, so a symlink
-/// loop is walked once instead of forever.
-fn walk(
-    dir: &Path,
-    files: &mut Vec<PathBuf>,
-    seen: &mut HashSet<PathBuf>,
-    errors: &mut Vec<ConfigError>,
-) {
-    if !seen.insert(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())) {
-        return;
-    }
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) => {
-            errors.push(ConfigError::in_file(
-                dir,
-                format!("cannot read config directory: {e}"),
-            ));
-            return;
-        }
-    };
-    for entry in entries {
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(e) => {
-                errors.push(ConfigError::in_file(
-                    dir,
-                    format!("cannot read config directory: {e}"),
-                ));
-                continue;
-            }
-        };
-        if entry.file_name().to_string_lossy().starts_with('.') {
-            continue;
-        }
-        let path = entry.path();
-        match std::fs::metadata(&path) {
-            Ok(meta) if meta.is_dir() => walk(&path, files, seen, errors),
-            Ok(_) => {
-                let ext = path.extension().and_then(|e| e.to_str());
-                if matches!(ext, Some("yaml" | "yml")) {
-                    files.push(path);
-                }
-            }
-            Err(e) => errors.push(ConfigError::in_file(
-                &path,
-                format!("cannot read config path: {e}"),
-            )),
-        }
     }
 }
 
@@ -264,43 +184,10 @@ fn build_node(ctx: &mut Ctx<'_>, parent: &str, mut raw: RawDescriptor) -> Option
         None => key.clone(),
     };
     let full_key = format!("{parent}.{segment}");
-    let share_threshold = match &raw.share_threshold {
-        Some(st) if st.value && !raw.bad && !value.as_deref().is_some_and(|v| v.contains('*')) => {
-            ctx.error(
-                st.pos,
-                format!(
-                    "share_threshold can only be used with wildcard values (containing '*'), but found key '{segment}'"
-                ),
-            );
-            false
-        }
-        Some(st) => st.value,
-        None => false,
-    };
+    let share_threshold = share_threshold(ctx, &raw, value.as_deref(), &segment);
     let limits = limit::build_all(ctx, &raw, &full_key);
-    let failure_mode = match raw.failure_mode.as_ref().map(|f| (f.value.as_str(), f.pos)) {
-        None | Some(("allow", _)) => FailureMode::Allow,
-        Some(("deny", _)) => FailureMode::Deny,
-        Some(("local", _)) => FailureMode::Local,
-        Some((other, pos)) => {
-            ctx.error(
-                pos,
-                format!("invalid failure_mode '{other}' (expected allow, deny or local)"),
-            );
-            FailureMode::Allow
-        }
-    };
-    let shards = match &raw.shards {
-        None => 1,
-        Some(n) if (1..=MAX_SHARDS).contains(&n.value) => n.value as u32,
-        Some(n) => {
-            ctx.error(
-                n.pos,
-                format!("shards must be between 1 and {MAX_SHARDS}, got {}", n.value),
-            );
-            1
-        }
-    };
+    let failure_mode = failure_mode(ctx, &raw);
+    let shards = shards(ctx, &raw);
     let mut children = Level::default();
     add_descriptors(
         ctx,
@@ -333,6 +220,59 @@ fn build_node(ctx: &mut Ctx<'_>, parent: &str, mut raw: RawDescriptor) -> Option
         },
         children,
     })
+}
+
+/// `share_threshold`, which only a wildcard value can use (reported otherwise, as upstream).
+fn share_threshold(
+    ctx: &mut Ctx<'_>,
+    raw: &RawDescriptor,
+    value: Option<&str>,
+    segment: &str,
+) -> bool {
+    match &raw.share_threshold {
+        Some(st) if st.value && !raw.bad && !value.is_some_and(|v| v.contains('*')) => {
+            ctx.error(
+                st.pos,
+                format!(
+                    "share_threshold can only be used with wildcard values (containing '*'), but found key '{segment}'"
+                ),
+            );
+            false
+        }
+        Some(st) => st.value,
+        None => false,
+    }
+}
+
+/// `failure_mode`, `allow` when absent or unknown (reported).
+fn failure_mode(ctx: &mut Ctx<'_>, raw: &RawDescriptor) -> FailureMode {
+    match raw.failure_mode.as_ref().map(|f| (f.value.as_str(), f.pos)) {
+        None | Some(("allow", _)) => FailureMode::Allow,
+        Some(("deny", _)) => FailureMode::Deny,
+        Some(("local", _)) => FailureMode::Local,
+        Some((other, pos)) => {
+            ctx.error(
+                pos,
+                format!("invalid failure_mode '{other}' (expected allow, deny or local)"),
+            );
+            FailureMode::Allow
+        }
+    }
+}
+
+/// `shards`, 1 when absent or out of range (reported).
+fn shards(ctx: &mut Ctx<'_>, raw: &RawDescriptor) -> u32 {
+    match &raw.shards {
+        None => 1,
+        Some(n) if (1..=MAX_SHARDS).contains(&n.value) => n.value as u32,
+        Some(n) => {
+            ctx.error(
+                n.pos,
+                format!("shards must be between 1 and {MAX_SHARDS}, got {}", n.value),
+            );
+            1
+        }
+    }
 }
 
 /// Puts `node` into the part of `level` that gives it its matching precedence, unless a
@@ -369,8 +309,6 @@ fn insert(ctx: &mut Ctx<'_>, level: &mut Level, node: Node) {
 }
 
 #[cfg(test)]
-#[path = "compile_error_tests.rs"]
 mod error_tests;
 #[cfg(test)]
-#[path = "compile_tests.rs"]
 mod tests;

@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::yaml::{self, Kind, Value, Yaml};
+use super::scalar::Value;
+use super::yaml::{self, Kind, Yaml};
 use super::{Parsed, read};
 use crate::rules::{LoadOptions, load_sources};
 

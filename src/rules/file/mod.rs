@@ -3,17 +3,20 @@
 //! Two passes over the positioned tree, as upstream does them: first the flat key allow-list
 //! over the whole document (upstream's `validateYamlKeys`), then typed extraction of the fields
 //! each place uses (upstream's struct decoding). Every problem is recorded, none stops the walk;
-//! a field that failed marks its owner `bad` so `compile.rs` does not report follow-on errors.
+//! a field that failed marks its owner `bad` so `compile` does not report follow-on errors.
+//!
+//! `yaml.rs` builds the positioned tree, `scalar.rs` resolves scalars as go-yaml v2 does, this
+//! module runs pass 1 and `extract.rs` pass 2.
 
-#[path = "file_extract.rs"]
 mod extract;
-#[path = "file_yaml.rs"]
+mod scalar;
 mod yaml;
 
 use std::path::Path;
 
-use super::ConfigError;
-use yaml::{Kind, Value, Yaml};
+use crate::rules::ConfigError;
+use scalar::Value;
+use yaml::{Kind, Yaml};
 
 /// A 1-based line and column.
 pub(super) type Pos = (usize, usize);
@@ -358,5 +361,4 @@ fn go_fmt(node: &Yaml) -> String {
 }
 
 #[cfg(test)]
-#[path = "file_tests.rs"]
 mod tests;

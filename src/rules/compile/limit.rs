@@ -1,0 +1,220 @@
+//! A node's `rate_limit` / `rate_limits` to [`LimitRule`]s: unit or window, algorithm, burst,
+//! replaces, and the `RateLimit-Policy` item computed once here instead of per request.
+
+use std::fmt::Write as _;
+
+use super::Ctx;
+use crate::algorithm::{Algorithm, Limit};
+use crate::clock::{Nanos, SECOND};
+use crate::rules::duration;
+use crate::rules::file::{RawDescriptor, RawLimit};
+use crate::rules::{LimitKind, LimitRule, Unit};
+
+/// Most limits on one node (`index` is a `u8`).
+const MAX_LIMITS: usize = 256;
+
+/// The limits of one node, in `rate_limits` order (one for `rate_limit`, none for neither).
+pub(super) fn build_all(ctx: &mut Ctx<'_>, raw: &RawDescriptor, full_key: &str) -> Vec<LimitRule> {
+    let mut limits = Vec::new();
+    if let Some(list) = &raw.rate_limits {
+        if raw.rate_limit.is_some() {
+            ctx.error(
+                list.pos,
+                "`rate_limit` and `rate_limits` cannot both be set",
+            );
+        }
+        if list.value.is_empty() {
+            ctx.error(list.pos, "`rate_limits` must not be empty");
+        }
+        if list.value.len() > MAX_LIMITS {
+            ctx.error(
+                list.pos,
+                format!("`rate_limits` has more than {MAX_LIMITS} entries"),
+            );
+        }
+        for (index, limit) in list.value.iter().enumerate().take(MAX_LIMITS) {
+            limits.extend(build(ctx, limit, index as u8, true, full_key));
+        }
+    }
+    if let Some(limit) = &raw.rate_limit {
+        let built = build(ctx, limit, 0, false, full_key);
+        if raw.rate_limits.is_none() {
+            limits.extend(built);
+        }
+    }
+    limits
+}
+
+/// Validates one limit; `None` when it has an error. Every check runs, so one load reports
+/// all of a limit's problems; errors are counted before and after to know if any was found.
+fn build(
+    ctx: &mut Ctx<'_>,
+    raw: &RawLimit,
+    index: u8,
+    in_list: bool,
+    full_key: &str,
+) -> Option<LimitRule> {
+    let errors_before = ctx.errors.len();
+    let unlimited = raw.unlimited.as_ref().is_some_and(|u| u.value);
+    let unit = raw.unit.as_ref().and_then(|u| Unit::from_name(&u.value));
+    let window = window(ctx, raw);
+    let algorithm = algorithm(ctx, raw);
+    if unlimited {
+        check_unlimited(ctx, raw, unit.is_some(), in_list);
+    } else {
+        check_period(ctx, raw, unit.is_some());
+    }
+    let burst = burst(ctx, raw, algorithm, unlimited);
+    check_replaces(ctx, raw);
+    if raw.bad || ctx.errors.len() > errors_before {
+        return None;
+    }
+    let name = raw.name.clone();
+    let (kind, unit, policy) = if unlimited {
+        // Never counted, so never the subject of a RateLimit-Policy header.
+        (LimitKind::Unlimited, None, String::new())
+    } else {
+        let window = window.or(unit.map(|u| u.seconds() * SECOND))?;
+        let requests = u64::from(raw.requests_per_unit);
+        let limit = Limit {
+            algorithm,
+            requests,
+            window,
+            burst: burst.map_or(requests, |b| b as u64),
+        };
+        let policy_name = name.as_deref().unwrap_or(full_key);
+        (
+            LimitKind::Counted(limit),
+            unit.or_else(|| Unit::from_window(window)),
+            policy(policy_name, raw.requests_per_unit, window),
+        )
+    };
+    Some(LimitRule {
+        kind,
+        requests_per_unit: raw.requests_per_unit,
+        unit,
+        name,
+        replaces: raw.replaces.iter().map(|r| r.value.clone()).collect(),
+        index,
+        policy,
+    })
+}
+
+/// `window`, parsed; `None` when absent or reported.
+fn window(ctx: &mut Ctx<'_>, raw: &RawLimit) -> Option<Nanos> {
+    let w = raw.window.as_ref()?;
+    duration::parse(&w.value)
+        .inspect_err(|message| ctx.error(w.pos, message))
+        .ok()
+}
+
+/// `algorithm`, or the load's default when absent or unknown (reported).
+fn algorithm(ctx: &mut Ctx<'_>, raw: &RawLimit) -> Algorithm {
+    let Some(a) = &raw.algorithm else {
+        return ctx.opts.default_algorithm;
+    };
+    Algorithm::from_name(&a.value).unwrap_or_else(|| {
+        let valid: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
+        ctx.error(
+            a.pos,
+            format!(
+                "unknown algorithm '{}' (expected one of: {})",
+                a.value,
+                valid.join(", ")
+            ),
+        );
+        ctx.opts.default_algorithm
+    })
+}
+
+/// An unlimited limit is never counted, so every field that shapes counting is an error.
+fn check_unlimited(ctx: &mut Ctx<'_>, raw: &RawLimit, known_unit: bool, in_list: bool) {
+    if in_list && let Some(u) = &raw.unlimited {
+        ctx.error(
+            u.pos,
+            "`unlimited` is not allowed inside `rate_limits` (use `rate_limit`)",
+        );
+    }
+    if let (true, Some(u)) = (known_unit, &raw.unit) {
+        ctx.error(u.pos, "should not specify rate limit unit when unlimited");
+    }
+    for (field, pos) in [
+        ("window", raw.window.as_ref().map(|w| w.pos)),
+        ("algorithm", raw.algorithm.as_ref().map(|a| a.pos)),
+        ("burst", raw.burst.as_ref().map(|b| b.pos)),
+    ] {
+        if let Some(pos) = pos {
+            ctx.error(pos, format!("should not specify {field} when unlimited"));
+        }
+    }
+}
+
+/// A counted limit has exactly one period: a `window`, or else a known `unit`.
+fn check_period(ctx: &mut Ctx<'_>, raw: &RawLimit, known_unit: bool) {
+    if raw.window.is_some() {
+        if let Some(u) = &raw.unit {
+            ctx.error(u.pos, "`window` and `unit` cannot both be set");
+        }
+    } else if !known_unit && !raw.bad {
+        let (text, pos) = raw
+            .unit
+            .as_ref()
+            .map_or(("", raw.pos), |u| (u.value.as_str(), u.pos));
+        ctx.error(pos, format!("invalid rate limit unit '{text}'"));
+    }
+}
+
+/// `burst`, checked against the algorithm; `None` when absent or reported. On an unlimited
+/// limit it is passed through unchecked ([`check_unlimited`] reports it).
+fn burst(ctx: &mut Ctx<'_>, raw: &RawLimit, algorithm: Algorithm, unlimited: bool) -> Option<i128> {
+    let b = raw.burst.as_ref()?;
+    if unlimited {
+        Some(b.value)
+    } else if algorithm != Algorithm::TokenBucket {
+        ctx.error(
+            b.pos,
+            format!("`burst` needs algorithm token_bucket (this limit uses {algorithm})"),
+        );
+        None
+    } else if b.value < 1 {
+        ctx.error(b.pos, "burst must be at least 1");
+        None
+    } else {
+        Some(b.value)
+    }
+}
+
+/// Upstream's checks on `replaces` entries.
+fn check_replaces(ctx: &mut Ctx<'_>, raw: &RawLimit) {
+    for entry in &raw.replaces {
+        if entry.value.is_empty() {
+            ctx.error(entry.pos, "should not have an empty replaces entry");
+        } else if raw.name.as_deref() == Some(entry.value.as_str()) {
+            ctx.error(
+                entry.pos,
+                "replaces should not contain name of same descriptor",
+            );
+        }
+    }
+}
+
+/// The draft-10 `RateLimit-Policy` list item: `"name";q=<quota>;w=<seconds, rounded up, >= 1>`.
+/// The name is a structured-field string: `"` and `\` are escaped, and characters outside
+/// printable ASCII (which such a string cannot hold) become `_` so the header stays valid.
+pub(super) fn policy(name: &str, quota: u32, window: Nanos) -> String {
+    let mut out = String::with_capacity(name.len() + 24);
+    out.push('"');
+    for c in name.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' '..='~' => out.push(c),
+            _ => out.push('_'),
+        }
+    }
+    let seconds = window.div_ceil(SECOND).max(1);
+    let _ = write!(out, "\";q={quota};w={seconds}");
+    out
+}
