@@ -61,3 +61,4 @@ pub mod service;
 pub mod simulate;
 pub mod store;
 pub mod tls;
+pub(crate) mod watch;
