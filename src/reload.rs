@@ -1,7 +1,7 @@
 //! Hot reload of rule files: a `notify` watcher → debounced signals → compile off the request
 //! path → swap the whole rule set. A rule set that fails to compile changes nothing.
 //!
-//! The `--config` paths are watched by [`crate::watch`]: edits in place, new and deleted rule
+//! The `--config` paths are watched by `crate::watch`: edits in place, new and deleted rule
 //! files, renames, and the Kubernetes ConfigMap pattern (a `..data` symlink swapped atomically)
 //! trigger a reload; files the loader does not read (logs, data directories) do not.
 

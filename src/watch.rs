@@ -149,12 +149,7 @@ impl Watching {
                     pending.push(dir.clone());
                     let ancestor = self.watch_ancestor(dir, &mut watched);
                     if self.warned.insert(dir.clone()) {
-                        tracing::warn!(
-                            path = %dir.display(),
-                            %error,
-                            watching = ?ancestor.as_deref().map(Path::display),
-                            "cannot watch this path; watching its nearest ancestor until it can be"
-                        );
+                        warn_unwatchable(dir, &error, ancestor.as_deref());
                     }
                 }
             }
@@ -178,6 +173,22 @@ impl Watching {
         })?;
         watched.insert(ancestor.to_path_buf());
         Some(ancestor.to_path_buf())
+    }
+}
+
+fn warn_unwatchable(dir: &Path, error: &notify::Error, ancestor: Option<&Path>) {
+    match ancestor {
+        Some(ancestor) => tracing::warn!(
+            path = %dir.display(),
+            %error,
+            watching = %ancestor.display(),
+            "cannot watch this path; watching its nearest ancestor until it can be"
+        ),
+        None => tracing::warn!(
+            path = %dir.display(),
+            %error,
+            "cannot watch this path nor any ancestor; its changes are missed until the next one"
+        ),
     }
 }
 

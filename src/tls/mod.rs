@@ -209,7 +209,7 @@ impl ServerTls {
         }
     }
 
-    /// Watches the certificate files (see [`crate::watch`]) and reloads on change until
+    /// Watches the certificate files (see `crate::watch`) and reloads on change until
     /// `shutdown`.
     pub fn watch(&self, tasks: &TaskTracker, shutdown: CancellationToken) -> Result<(), TlsError> {
         let files = self.settings().files().map(Path::to_path_buf).collect();
