@@ -61,3 +61,4 @@ mod http;
 mod reload;
 mod service;
 mod tls;
+mod watch;

@@ -1,22 +1,21 @@
 //! Hot reload of rule files: a `notify` watcher → debounced signals → compile off the request
 //! path → swap the whole rule set. A rule set that fails to compile changes nothing.
 //!
-//! Each `--config` path is watched itself (recursively, for a directory) and through its parent
-//! directory, so edits in place, new and deleted files, renames, and the Kubernetes ConfigMap
-//! pattern (a `..data` symlink swapped atomically) all trigger a reload.
+//! The `--config` paths are watched by `crate::watch`: edits in place, new and deleted rule
+//! files, renames, and the Kubernetes ConfigMap pattern (a `..data` symlink swapped atomically)
+//! trigger a reload; files the loader does not read (logs, data directories) do not.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
-use notify::{EventKind, RecursiveMode, Watcher};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
 use crate::rules::{self, ConfigErrors, LoadOptions, RuleSet};
+use crate::watch::Changes;
 
 /// Quiet time after the last file event before reloading: editors and `kubectl` write in bursts.
 const DEBOUNCE: Duration = Duration::from_millis(150);
@@ -93,63 +92,15 @@ impl Reloader {
         self: Arc<Self>,
         shutdown: CancellationToken,
     ) -> Result<impl Future<Output = ()>, WatchError> {
-        let (signal, mut signals) = mpsc::unbounded_channel();
-        let mut watcher =
-            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                // Reads are not changes; everything else (including errors) is worth a reload.
-                if event.is_ok_and(|e| matches!(e.kind, EventKind::Access(_))) {
-                    return;
-                }
-                let _ = signal.send(());
-            })?;
-        for path in watched_paths(&self.paths) {
-            let (path, mode) = path;
-            if let Err(error) = watcher.watch(&path, mode) {
-                tracing::warn!(path = %path.display(), %error, "not watching this path");
-            }
-        }
+        let mut changes = Changes::start(self.paths.clone(), DEBOUNCE, shutdown)?;
         Ok(async move {
-            // The watcher lives as long as this task.
-            let _watcher = watcher;
-            loop {
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    received = signals.recv() => if received.is_none() { return },
-                }
-                // Let a burst of events settle, then reload once.
-                loop {
-                    match tokio::time::timeout(DEBOUNCE, signals.recv()).await {
-                        Ok(Some(())) => continue,
-                        Ok(None) => return,
-                        Err(_) => break,
-                    }
-                }
+            while changes.changed().await {
                 let reloader = self.clone();
                 // Compiling reads files: keep it off the runtime's request workers.
                 let _ = tokio::task::spawn_blocking(move || reloader.reload()).await;
             }
         })
     }
-}
-
-/// Each configured path (recursively, if a directory) and its parent directory (so a path that
-/// is replaced, created or swapped as a symlink is noticed too).
-fn watched_paths(paths: &[PathBuf]) -> Vec<(PathBuf, RecursiveMode)> {
-    let mut watched = Vec::new();
-    for path in paths {
-        if path.is_dir() {
-            watched.push((path.clone(), RecursiveMode::Recursive));
-        }
-        let parent = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => Path::new(".").to_path_buf(),
-        };
-        watched.push((parent, RecursiveMode::NonRecursive));
-    }
-    // One watch per directory; where a directory is asked for both ways, recursive wins.
-    watched.sort_by_key(|(path, mode)| (path.clone(), *mode == RecursiveMode::NonRecursive));
-    watched.dedup_by(|later, first| later.0 == first.0);
-    watched
 }
 
 fn log_loaded(rules: &RuleSet, generation: u64) {

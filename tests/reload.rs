@@ -192,3 +192,90 @@ async fn configmap_symlink_swap_reloads() {
     .await;
     server.stop().await;
 }
+
+/// Appends a line every 20 ms to `file` until `stop` is set; with `rotate`, a new file every
+/// 10 lines (`file.N`), as a journal does.
+fn keep_appending(file: std::path::PathBuf, rotate: bool, stop: Arc<AtomicBool>) {
+    std::thread::spawn(move || {
+        use std::io::Write;
+        for line in 0u32.. {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let path = match rotate {
+                true => file.with_extension((line / 10).to_string()),
+                false => file.clone(),
+            };
+            let mut out = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .unwrap();
+            writeln!(out, "line {line}").unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+}
+
+/// A log and a growing journal inside the rule directory reload nothing and do not hold back
+/// a rule edit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_and_journal_in_the_rule_directory_do_not_reload() {
+    let prepared = tempfile::tempdir().unwrap();
+    std::fs::write(prepared.path().join("rules.yaml"), rules(2)).unwrap();
+    std::fs::create_dir(prepared.path().join("data")).unwrap();
+    let server = TestServer::start_in(prepared, LimiterOptions::default()).await;
+    let dir = server.rules_dir();
+    let stop = Arc::new(AtomicBool::new(false));
+    keep_appending(dir.join("sluice.log"), false, stop.clone());
+    keep_appending(dir.join("data/journal"), true, stop.clone());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        server.generation(),
+        1,
+        "no reload for files the loader skips"
+    );
+
+    std::fs::write(dir.join("rules.yaml"), rules(10)).unwrap();
+    eventually(
+        "the edit applies while the log and journal grow",
+        || async { server.generation() >= 2 },
+    )
+    .await;
+    stop.store(true, Ordering::SeqCst);
+    server.stop().await;
+}
+
+/// With a single rule file as `--config`, files beside it (even rule files) reload nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_beside_a_single_rule_file_do_not_reload() {
+    let server = TestServer::start_adjusted(
+        &rules(2),
+        Arc::new(sluice::store::MemoryStore::new()),
+        |settings| settings.config[0].push("rules.yaml"),
+    )
+    .await;
+    let dir = server.rules_dir();
+    let stop = Arc::new(AtomicBool::new(false));
+    keep_appending(dir.join("sluice.log"), false, stop.clone());
+    std::fs::write(dir.join("other.yaml"), rules(5).replace("test", "other")).unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        server.generation(),
+        1,
+        "no reload for files beside the input"
+    );
+
+    std::fs::write(dir.join("rules.yaml"), rules(10)).unwrap();
+    eventually("the edit of the input applies", || async {
+        server.generation() >= 2
+    })
+    .await;
+    assert_eq!(
+        remaining(&server, "other").await,
+        None,
+        "other.yaml is no input"
+    );
+    stop.store(true, Ordering::SeqCst);
+    server.stop().await;
+}

@@ -3,10 +3,10 @@
 
 mod config;
 mod incoming;
-mod watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -15,8 +15,13 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::watch::Changes;
 use config::Sources;
 pub use incoming::TlsIncoming;
+
+/// How long the files must stay quiet before a reload: a writer replaces the certificate and
+/// then the key, and the pair should be read once, after both.
+const DEBOUNCE: Duration = Duration::from_millis(100);
 
 /// Where the certificate files are (all PEM).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,10 +79,10 @@ pub enum TlsError {
         /// The cause.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    /// A directory could not be watched for certificate changes.
+    /// The file watcher could not start (a path it cannot watch is only a warning).
     #[error("cannot watch {} for certificate changes: {source}", path.display())]
     Watch {
-        /// The directory.
+        /// The certificate file.
         path: PathBuf,
         /// The cause.
         source: notify::Error,
@@ -204,9 +209,23 @@ impl ServerTls {
         }
     }
 
-    /// Watches the certificate files' directories and reloads on change until `shutdown`.
+    /// Watches the certificate files (see `crate::watch`) and reloads on change until
+    /// `shutdown`.
     pub fn watch(&self, tasks: &TaskTracker, shutdown: CancellationToken) -> Result<(), TlsError> {
-        watch::spawn(self.clone(), tasks, shutdown)
+        let files = self.settings().files().map(Path::to_path_buf).collect();
+        let mut changes =
+            Changes::start(files, DEBOUNCE, shutdown).map_err(|source| TlsError::Watch {
+                path: self.settings().cert.clone(),
+                source,
+            })?;
+        let tls = self.clone();
+        tasks.spawn(async move {
+            while changes.changed().await {
+                // Small local files: reading them inline is cheaper than a blocking-pool hop.
+                tls.reload();
+            }
+        });
+        Ok(())
     }
 
     /// Accepts TCP connections on `listener` and yields them once their TLS handshake is done.
