@@ -15,10 +15,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
 use crate::rules::{self, ConfigErrors, LoadOptions, RuleSet};
-use crate::watch::Changes;
+use crate::watch::{Changes, DirectoryRule};
 
 /// Quiet time after the last file event before reloading: editors and `kubectl` write in bursts.
 const DEBOUNCE: Duration = Duration::from_millis(150);
+
+/// The files of a rule directory that are rules: the loader's own rule, so nothing else there (a
+/// log, a data directory) triggers or delays a reload.
+const RULE_FILES: DirectoryRule = DirectoryRule {
+    skip: rules::is_skipped,
+    reads: rules::is_rule_file,
+};
 
 /// Why watching could not start.
 #[derive(Debug, thiserror::Error)]
@@ -92,7 +99,7 @@ impl Reloader {
         self: Arc<Self>,
         shutdown: CancellationToken,
     ) -> Result<impl Future<Output = ()>, WatchError> {
-        let mut changes = Changes::start(self.paths.clone(), DEBOUNCE, shutdown)?;
+        let mut changes = Changes::start(self.paths.clone(), RULE_FILES, DEBOUNCE, shutdown)?;
         Ok(async move {
             while changes.changed().await {
                 let reloader = self.clone();

@@ -4,9 +4,9 @@
 //! resolves once the inputs changed and then stayed quiet for the caller's debounce. What counts:
 //!
 //! - **Which files.** A file input is that file and every symlink on the way to it. A directory
-//!   input is what the rule loader reads from it: `*.yaml`/`*.yml` files, found recursively,
-//!   skipping every entry whose name starts with `.`, following symlinks (plus any new
-//!   subdirectory, which may hold such files). Events on other files — a log beside a rule file,
+//!   input is what its reader reads from it, as the caller's [`DirectoryRule`] says (for rules:
+//!   `*.yaml`/`*.yml` files, found recursively, skipping every entry whose name starts with
+//!   `.`), following symlinks (plus any new subdirectory, which may hold such files). Events on other files — a log beside a rule file,
 //!   a data directory with journals inside the rule directory — are ignored: they neither
 //!   trigger a change nor postpone the debounce.
 //! - **Which events.** Opening, reading and closing without writing are not changes (each reload
@@ -38,6 +38,7 @@ use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+pub(crate) use scan::DirectoryRule;
 use scan::{Relevant, Scan};
 
 /// Debounced changes of a set of input paths; see the module documentation for what counts.
@@ -54,6 +55,7 @@ pub(crate) struct Changes {
 struct Watching {
     watcher: RecommendedWatcher,
     inputs: Vec<PathBuf>,
+    rule: DirectoryRule,
     watched: BTreeSet<PathBuf>,
     /// Paths already warned about as unwatchable, so a failing path warns once, not per change.
     warned: HashSet<PathBuf>,
@@ -62,10 +64,12 @@ struct Watching {
 }
 
 impl Changes {
-    /// Starts watching `inputs` (relative paths are taken from the current directory). Changes are
-    /// reported after `debounce` without further relevant events; `shutdown` ends them.
+    /// Starts watching `inputs` (relative paths are taken from the current directory); `rule`
+    /// says which entries of a directory input are inputs. Changes are reported after
+    /// `debounce` without further relevant events; `shutdown` ends them.
     pub(crate) fn start(
         inputs: Vec<PathBuf>,
+        rule: DirectoryRule,
         debounce: Duration,
         shutdown: CancellationToken,
     ) -> notify::Result<Self> {
@@ -86,6 +90,7 @@ impl Changes {
         let mut watching = Watching {
             watcher,
             inputs,
+            rule,
             watched: BTreeSet::new(),
             warned: HashSet::new(),
             relevant,
@@ -136,7 +141,7 @@ impl Changes {
 impl Watching {
     /// Looks at the inputs again: watches the directories they now need, drops the others.
     fn refresh(&mut self) {
-        let scan = Scan::of(&self.inputs);
+        let scan = Scan::of(&self.inputs, self.rule);
         let mut watched = BTreeSet::new();
         let mut pending = Vec::new();
         for dir in &scan.dirs {

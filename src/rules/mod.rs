@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 use crate::algorithm::{Algorithm, Limit};
 
-pub use compile::{LoadOptions, load, load_sources};
+pub use compile::{LoadOptions, is_rule_file, is_skipped, load, load_sources};
 pub use duration::parse as parse_window;
 pub use error::{ConfigError, ConfigErrors};
 pub use matcher::{Match, override_stats_key};

@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::watch::Changes;
+use crate::watch::{Changes, DirectoryRule};
 use config::Sources;
 pub use incoming::TlsIncoming;
 
@@ -213,8 +213,8 @@ impl ServerTls {
     /// `shutdown`.
     pub fn watch(&self, tasks: &TaskTracker, shutdown: CancellationToken) -> Result<(), TlsError> {
         let files = self.settings().files().map(Path::to_path_buf).collect();
-        let mut changes =
-            Changes::start(files, DEBOUNCE, shutdown).map_err(|source| TlsError::Watch {
+        let mut changes = Changes::start(files, DirectoryRule::default(), DEBOUNCE, shutdown)
+            .map_err(|source| TlsError::Watch {
                 path: self.settings().cert.clone(),
                 source,
             })?;

@@ -7,6 +7,26 @@ use std::path::{Path, PathBuf};
 /// Symlinks followed on one path before giving up (Linux's own limit is 40).
 pub(super) const MAX_LINKS: usize = 40;
 
+/// Which entries of a directory input are inputs: the reader of the inputs says (the rule
+/// loader reads `*.yaml`/`*.yml` and skips dot entries).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DirectoryRule {
+    /// Entries (files or directories) the reader skips, by name.
+    pub skip: fn(&std::ffi::OsStr) -> bool,
+    /// Files the reader reads.
+    pub reads: fn(&Path) -> bool,
+}
+
+impl Default for DirectoryRule {
+    /// Every entry.
+    fn default() -> Self {
+        Self {
+            skip: |_| false,
+            reads: |_| true,
+        }
+    }
+}
+
 /// One look at the inputs. Every path in it has a symlink-free parent, the form in which
 /// notify names events in a watched (symlink-free) directory.
 #[derive(Debug, Default)]
@@ -17,8 +37,9 @@ pub(super) struct Scan {
     /// Paths whose change is a change of the inputs: input files, the links on their way,
     /// and the directories read.
     entries: HashSet<PathBuf>,
-    /// Directories read for a directory input: a new rule file or subdirectory there counts.
+    /// Directories read for a directory input: a new input file or subdirectory there counts.
     walked: HashSet<PathBuf>,
+    rule: DirectoryRule,
 }
 
 /// What the event callback judges events against.
@@ -28,13 +49,17 @@ pub(super) struct Relevant {
     walked: HashSet<PathBuf>,
     /// Directories that could not be watched (an ancestor is watched instead).
     pending: Vec<PathBuf>,
+    rule: DirectoryRule,
 }
 
 impl Scan {
-    /// Looks at each input: a directory is read as the rule loader reads it, anything else
-    /// (a file, or a path that does not exist yet) stands for itself.
-    pub(super) fn of(inputs: &[PathBuf]) -> Self {
-        let mut scan = Scan::default();
+    /// Looks at each input: a directory is read as `rule` says its reader reads it, anything
+    /// else (a file, or a path that does not exist yet) stands for itself.
+    pub(super) fn of(inputs: &[PathBuf], rule: DirectoryRule) -> Self {
+        let mut scan = Scan {
+            rule,
+            ..Scan::default()
+        };
         let mut seen = HashSet::new();
         for input in inputs {
             let real = scan.follow(input);
@@ -51,6 +76,7 @@ impl Scan {
             entries: self.entries,
             walked: self.walked,
             pending,
+            rule: self.rule,
         }
     }
 
@@ -65,8 +91,8 @@ impl Scan {
         real
     }
 
-    /// Reads `dir` as the rule loader does (see `rules::load`): entries named `.…` are skipped,
-    /// symlinks are followed, subdirectories are read, `*.yaml`/`*.yml` files are inputs.
+    /// Reads `dir` as its reader does: skipped entries are left out, symlinks are followed,
+    /// subdirectories are read, the files the reader reads are inputs.
     fn walk(&mut self, dir: &Path, seen: &mut HashSet<PathBuf>) {
         if !seen.insert(dir.to_path_buf()) {
             return;
@@ -78,7 +104,7 @@ impl Scan {
             return;
         };
         for entry in entries.flatten() {
-            if is_hidden(&entry.file_name()) {
+            if (self.rule.skip)(&entry.file_name()) {
                 continue;
             }
             let path = entry.path();
@@ -87,7 +113,7 @@ impl Scan {
                     let real = self.follow(&path);
                     self.walk(&real, seen);
                 }
-                Ok(_) if is_rule_file(&path) => {
+                Ok(_) if (self.rule.reads)(&path) => {
                     self.follow(&path);
                 }
                 _ => {}
@@ -107,22 +133,9 @@ impl Relevant {
             return false;
         };
         self.walked.contains(dir)
-            && !is_hidden(name)
-            && (is_rule_file(path) || (may_add_dir && path.is_dir()))
+            && !(self.rule.skip)(name)
+            && ((self.rule.reads)(path) || (may_add_dir && path.is_dir()))
     }
-}
-
-/// Whether the rule loader skips an entry of this name (see `rules::load`).
-fn is_hidden(name: &std::ffi::OsStr) -> bool {
-    name.as_encoded_bytes().starts_with(b".")
-}
-
-/// Whether the rule loader reads a file of this name (see `rules::load`).
-fn is_rule_file(path: &Path) -> bool {
-    matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("yaml" | "yml")
-    )
 }
 
 /// The directory holding `path` (`.` for a bare name).

@@ -13,6 +13,11 @@ use super::scan::{parent, resolve};
 use super::*;
 
 const DEBOUNCE: Duration = Duration::from_millis(50);
+/// Directory inputs read as the rule loader reads them (the rule reloader's rule).
+const RULES: DirectoryRule = DirectoryRule {
+    skip: crate::rules::is_skipped,
+    reads: crate::rules::is_rule_file,
+};
 /// How long an expected change may take to show (generous: CI machines are slow).
 const DEADLINE: Duration = Duration::from_secs(10);
 /// How long to look for a change that must not come.
@@ -29,7 +34,7 @@ impl Counter {
     fn start(inputs: &[&Path]) -> Self {
         let shutdown = CancellationToken::new();
         let inputs = inputs.iter().map(|p| p.to_path_buf()).collect();
-        let mut changes = Changes::start(inputs, DEBOUNCE, shutdown.clone()).expect("watch");
+        let mut changes = Changes::start(inputs, RULES, DEBOUNCE, shutdown.clone()).expect("watch");
         let count = Arc::new(AtomicUsize::new(0));
         let counted = count.clone();
         let task = tokio::spawn(async move {
@@ -320,7 +325,7 @@ fn which_events_are_changes() {
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("tls.crt");
     fs::write(&file, "x").expect("write");
-    let scan = Scan::of(std::slice::from_ref(&file));
+    let scan = Scan::of(std::slice::from_ref(&file), RULES);
     let relevant = scan.relevant(Vec::new());
     let (real, _) = resolve(&file);
     let on = |kind, path: &Path| is_change(&Ok(Event::new(kind).add_path(path.into())), &relevant);

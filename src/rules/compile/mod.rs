@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use crate::algorithm::Algorithm;
 use crate::rules::compile::sources::collect;
+pub use crate::rules::compile::sources::{is_rule_file, is_skipped};
 use crate::rules::file::{self, Pos, RawDescriptor, RawFile};
 use crate::rules::matcher::{Pattern, find_exact};
 use crate::rules::{

@@ -71,22 +71,32 @@ fn walk(
                 continue;
             }
         };
-        if entry.file_name().to_string_lossy().starts_with('.') {
+        if is_skipped(&entry.file_name()) {
             continue;
         }
         let path = entry.path();
         match std::fs::metadata(&path) {
             Ok(meta) if meta.is_dir() => walk(&path, files, seen, errors),
-            Ok(_) => {
-                let ext = path.extension().and_then(|e| e.to_str());
-                if matches!(ext, Some("yaml" | "yml")) {
-                    files.push(path);
-                }
-            }
+            Ok(_) if is_rule_file(&path) => files.push(path),
+            Ok(_) => {}
             Err(e) => errors.push(ConfigError::in_file(
                 &path,
                 format!("cannot read config path: {e}"),
             )),
         }
     }
+}
+
+/// Whether a directory walk skips an entry of this name: dot entries (so the `..data` and
+/// `..<timestamp>` entries of a Kubernetes ConfigMap mount are not read twice).
+pub fn is_skipped(name: &std::ffi::OsStr) -> bool {
+    name.as_encoded_bytes().starts_with(b".")
+}
+
+/// Whether a file found in a rule directory is a rule file (`*.yaml`, `*.yml`).
+pub fn is_rule_file(path: &Path) -> bool {
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml")
+    )
 }
