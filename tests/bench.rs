@@ -3,6 +3,7 @@
 mod common;
 
 use common::TestServer;
+use common::process::run;
 use sluice::bench::{self, BenchArgs, BenchError, Format};
 
 /// Ten calls per minute per user, fixed window (the manual clock never moves).
@@ -100,13 +101,7 @@ async fn errors_are_counted_and_reported() {
 /// The binary rejects malformed flags (exit 2) and an unreachable target (exit 1) with a message.
 #[test]
 fn binary_rejects_bad_flags() {
-    let bench = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .arg("bench")
-            .args(args)
-            .output()
-            .unwrap()
-    };
+    let bench = |args: &[&str]| run(["bench"].iter().chain(args));
     let base = ["--target", "127.0.0.1:1", "--domain", "d"];
     for extra in [
         &["--descriptor", "novalue"][..],
@@ -117,9 +112,13 @@ fn binary_rejects_bad_flags() {
         &["--descriptor", "k=v", "--concurrency", "0"],
     ] {
         let out = bench(&[&base[..], extra].concat());
-        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        assert_eq!(out.code(), Some(2), "{extra:?}");
     }
     let out = bench(&[&base[..], &["--descriptor", "k=v", "--calls", "1"]].concat());
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot connect to 127.0.0.1:1"));
+    assert_eq!(out.code(), Some(1));
+    assert!(
+        out.stderr.contains("cannot connect to 127.0.0.1:1"),
+        "{}",
+        out.stderr
+    );
 }
