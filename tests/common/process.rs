@@ -308,6 +308,7 @@ impl Sluice {
     /// environment) but with `args` as the extra arguments.
     pub fn restart(mut self, args: &[&str]) -> Self {
         assert!(self.child.is_none(), "stop or kill the server first");
+        // `self` is dropped next; it keeps only an empty placeholder directory.
         let mut spec = std::mem::take(&mut self.spec);
         spec.args = args.iter().map(OsString::from).collect();
         spec.start()
