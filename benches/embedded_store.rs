@@ -16,6 +16,13 @@ use sluice::store::{
     Charge, CounterKeyBuilder, Gate, MemoryOptions, MemoryStore, PersistSettings, PersistentStore,
 };
 
+/// The real binary as a child process, shared with the integration tests.
+#[allow(dead_code)]
+#[path = "../tests/common/process.rs"]
+mod process;
+
+use process::Serve;
+
 const COUNTERS: u64 = 1_000_000;
 const NOW: u64 = 1_767_225_600 * SECOND;
 
@@ -140,40 +147,14 @@ fn server_calls_per_second(args: &[&str]) -> f64 {
     use sluice::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
     use sluice::proto::rate_limit_service_client::RateLimitServiceClient;
     use sluice::proto::{RateLimitDescriptor, RateLimitRequest};
-    use std::io::BufRead;
 
-    let dir = tempfile::tempdir().expect("temp dir");
-    let rules = dir.path().join("rules.yaml");
     let yaml = "domain: bench\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: minute, requests_per_unit: 1000000000 }\n";
-    std::fs::write(&rules, yaml).expect("rules");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args([
-            "serve",
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--http-addr",
-            "127.0.0.1:0",
-            "--log-level",
-            "warn",
-        ])
-        .arg("--config")
-        .arg(&rules)
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
+    let server = Serve::new()
+        .rules(yaml)
+        .args(["--log-level", "warn"])
         .args(args)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn sluice");
-    let mut line = String::new();
-    let stdout = child.stdout.take().expect("stdout");
-    std::io::BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("ready line");
-    let grpc = line
-        .split_whitespace()
-        .find_map(|f| f.strip_prefix("grpc="))
-        .expect("grpc address")
-        .to_owned();
+        .start();
+    let grpc = server.grpc_addr;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -220,8 +201,7 @@ fn server_calls_per_second(args: &[&str]) -> f64 {
         }
         total as f64 / started.elapsed().as_secs_f64()
     });
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(server);
     calls
 }
 

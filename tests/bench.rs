@@ -1,16 +1,14 @@
 //! `sluice bench` as a command: flag and connection errors (its counting is tested in the
 //! binary's own unit tests, `src/bench/tests.rs`).
 
+mod common;
+
+use common::process::run;
+
 /// The binary rejects malformed flags (exit 2) and an unreachable target (exit 1) with a message.
 #[test]
 fn binary_rejects_bad_flags() {
-    let bench = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .arg("bench")
-            .args(args)
-            .output()
-            .unwrap()
-    };
+    let bench = |args: &[&str]| run(["bench"].iter().chain(args));
     let base = ["--target", "127.0.0.1:1", "--domain", "d"];
     for extra in [
         &["--descriptor", "novalue"][..],
@@ -21,9 +19,13 @@ fn binary_rejects_bad_flags() {
         &["--descriptor", "k=v", "--concurrency", "0"],
     ] {
         let out = bench(&[&base[..], extra].concat());
-        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        assert_eq!(out.code(), Some(2), "{extra:?}");
     }
     let out = bench(&[&base[..], &["--descriptor", "k=v", "--calls", "1"]].concat());
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot connect to 127.0.0.1:1"));
+    assert_eq!(out.code(), Some(1));
+    assert!(
+        out.stderr.contains("cannot connect to 127.0.0.1:1"),
+        "{}",
+        out.stderr
+    );
 }

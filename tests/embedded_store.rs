@@ -7,11 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use sluice::algorithm::{Algorithm, Limit};
+use sluice::algorithm::Algorithm;
 use sluice::clock::{Clock, SECOND};
-use sluice::store::{
-    Charge, CounterKeyBuilder, Gate, MemoryOptions, MemoryStore, PersistSettings, PersistentStore,
-};
+use sluice::store::{Charge, Gate, MemoryOptions, MemoryStore, PersistSettings, PersistentStore};
 
 const RULES: &str = r#"
 domain: test
@@ -27,27 +25,22 @@ descriptors:
 "#;
 
 /// One call on `key=value`: whether it was admitted.
-async fn admitted(
-    client: &mut sluice::proto::rate_limit_service_client::RateLimitServiceClient<
-        tonic::transport::Channel,
-    >,
-    key: &str,
-    value: &str,
-) -> bool {
-    let response = call(client, request("test", vec![descriptor(&[(key, value)])])).await;
+async fn admitted(client: &mut Client, key: &str, value: &str) -> bool {
+    let response = call(client, one_descriptor("test", &[(key, value)])).await;
     response.overall_code == OK
 }
 
-/// Polls `/metrics` until `series` satisfies `done`, for up to 10 s; returns the value.
-async fn wait_for_sample(server: &TestServer, series: &str, done: impl Fn(f64) -> bool) -> f64 {
-    for _ in 0..200 {
-        let value = sample(&server.metrics().await, series);
-        if done(value) {
-            return value;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{series} never got there: {}", server.metrics().await);
+/// Polls `/metrics` until `series` satisfies `done`, for up to 10 s.
+async fn wait_for_sample(server: &TestServer, series: &str, done: impl Fn(f64) -> bool) {
+    let reached = within(Duration::from_secs(10), async || {
+        done(sample(&server.metrics().await, series))
+    })
+    .await;
+    assert!(
+        reached,
+        "{series} never got there: {}",
+        server.metrics().await
+    );
 }
 
 /// A restart on the same data directory keeps the counters: the next call is over the limit
@@ -59,27 +52,19 @@ async fn restart_keeps_counters() {
         let settings = PersistSettings::new(data.path());
         Arc::new(PersistentStore::open(settings, MemoryOptions::default(), now).unwrap())
     };
-    let server = TestServer::start_adjusted(RULES, open(START), |_| {}).await;
+    let server = TestServer::start_on(RULES, open(START)).await;
     let mut client = server.client().await;
     for _ in 0..3 {
         assert!(admitted(&mut client, "user", "alice").await);
     }
-    let denied = call(
-        &mut client,
-        request("test", vec![descriptor(&[("user", "alice")])]),
-    )
-    .await;
+    let denied = call(&mut client, one_descriptor("test", &[("user", "alice")])).await;
     assert_eq!(denied.overall_code, OVER);
     server.stop().await;
 
-    let server = TestServer::start_adjusted(RULES, open(START + 60 * SECOND), |_| {}).await;
+    let server = TestServer::start_on(RULES, open(START + 60 * SECOND)).await;
     server.clock.set(START + 60 * SECOND);
     let mut client = server.client().await;
-    let again = call(
-        &mut client,
-        request("test", vec![descriptor(&[("user", "alice")])]),
-    )
-    .await;
+    let again = call(&mut client, one_descriptor("test", &[("user", "alice")])).await;
     assert_eq!(again.overall_code, OVER);
     assert_eq!(reset_ms(&again, 0), reset_ms(&denied, 0) - 60_000);
     assert!(
@@ -117,12 +102,7 @@ async fn hot_key_does_not_disturb_other_keys() {
         .map(|_| {
             let addr = server.grpc_addr;
             tokio::spawn(async move {
-                let mut client =
-                    sluice::proto::rate_limit_service_client::RateLimitServiceClient::connect(
-                        format!("http://{addr}"),
-                    )
-                    .await
-                    .unwrap();
+                let mut client = connect(addr).await;
                 let mut admitted_hot = 0;
                 for _ in 0..400 {
                     admitted_hot += usize::from(admitted(&mut client, "user", "hot").await);
@@ -135,11 +115,7 @@ async fn hot_key_does_not_disturb_other_keys() {
     for i in 0..100 {
         let user = format!("cold-{i}");
         for left in [2, 1, 0] {
-            let response = call(
-                &mut client,
-                request("test", vec![descriptor(&[("user", &user)])]),
-            )
-            .await;
+            let response = call(&mut client, one_descriptor("test", &[("user", &user)])).await;
             assert_eq!(response.overall_code, OK, "{user}");
             assert_eq!(response.statuses[0].limit_remaining, left, "{user}");
         }
@@ -154,21 +130,9 @@ async fn hot_key_does_not_disturb_other_keys() {
 }
 
 /// A charge on a distinct counter, as a rule with a one-minute fixed window would make.
-fn charge(i: u64) -> Charge {
-    let limit = Limit {
-        algorithm: Algorithm::FixedWindow,
-        requests: 10,
-        window: 60 * SECOND,
-        burst: 10,
-    };
-    let mut key = CounterKeyBuilder::new("test");
-    key.entry("ip", &i.to_string());
-    Charge {
-        key: key.finish(0, limit.algorithm, limit.window),
-        limit,
-        cost: 1,
-        gate: Gate::Enforced,
-    }
+fn distinct(i: u64) -> Charge {
+    let limit = limit(Algorithm::FixedWindow, 10, 60 * SECOND);
+    charge("test", ("ip", &i.to_string()), limit, 1, Gate::Enforced)
 }
 
 /// A million distinct keys, then idleness: the counter count (the `sluice_active_counters`
@@ -180,14 +144,14 @@ async fn million_keys_are_reclaimed_when_idle() {
         max_counters: 2_000_000,
         ..MemoryOptions::default()
     }));
-    let server = TestServer::start_adjusted(RULES, store.clone(), |_| {}).await;
+    let server = TestServer::start_on(RULES, store.clone()).await;
     let now = server.clock.now();
     std::thread::scope(|scope| {
         for part in 0..2u64 {
             let store = &store;
             scope.spawn(move || {
                 for i in (part * 500_000)..((part + 1) * 500_000) {
-                    assert!(store.apply_now(&[charge(i)], now)[0].verdict.admitted);
+                    assert!(store.apply_now(&[distinct(i)], now)[0].verdict.admitted);
                 }
             });
         }
@@ -214,16 +178,12 @@ async fn max_counters_is_enforced() {
         max_counters: 50,
         ..MemoryOptions::default()
     }));
-    let server = TestServer::start_adjusted(RULES, store, |_| {}).await;
+    let server = TestServer::start_on(RULES, store).await;
     let mut client = server.client().await;
     for i in 0..50 {
         assert!(admitted(&mut client, "user", &format!("u{i}")).await);
     }
-    let refused = call(
-        &mut client,
-        request("test", vec![descriptor(&[("user", "new")])]),
-    )
-    .await;
+    let refused = call(&mut client, one_descriptor("test", &[("user", "new")])).await;
     assert_eq!(refused.overall_code, OVER);
     assert_eq!(reset_ms(&refused, 0), 1_000);
     assert!(

@@ -278,15 +278,20 @@ fn rule_edited_on_disk_changes_enforcement_without_restart() {
     );
 }
 
+/// One request through Envoy that passes, then sluice stops (SIGTERM, exit 0): the response
+/// to the next request.
+fn once_sluice_stopped(stack: &mut Stack) -> Response {
+    assert_eq!(stack.get("/", &[("x-key", "k")]).status, 200);
+    assert_eq!(stack.sluice.stop().code(), Some(0));
+    stack.get("/", &[("x-key", "k")])
+}
+
 /// sluice stopped, failure_mode_deny false: Envoy passes and counts failure_mode_allowed.
 #[test]
 #[ignore = "needs envoy (scripts/test installs it)"]
 fn sluice_down_with_failure_mode_allow_passes_traffic() {
     let mut stack = Stack::start(PER_KEY_3_PER_SECOND, &[], false);
-    assert_eq!(stack.get("/", &[("x-key", "k")]).status, 200);
-    assert_eq!(stack.sluice.stop().code(), Some(0));
-
-    let response = stack.get("/", &[("x-key", "k")]);
+    let response = once_sluice_stopped(&mut stack);
     assert_eq!(response.status, 200, "{response:#?}");
     assert!(response.header("x-ratelimit-limit").is_none());
     let allowed = "cluster.upstream.ratelimit.failure_mode_allowed";
@@ -299,10 +304,7 @@ fn sluice_down_with_failure_mode_allow_passes_traffic() {
 #[ignore = "needs envoy (scripts/test installs it)"]
 fn sluice_down_with_failure_mode_deny_refuses_traffic() {
     let mut stack = Stack::start(PER_KEY_3_PER_SECOND, &[], true);
-    assert_eq!(stack.get("/", &[("x-key", "k")]).status, 200);
-    assert_eq!(stack.sluice.stop().code(), Some(0));
-
-    let response = stack.get("/", &[("x-key", "k")]);
+    let response = once_sluice_stopped(&mut stack);
     assert_eq!(response.status, 500, "{response:#?}");
     assert_eq!(stack.envoy.counter("cluster.upstream.ratelimit.error"), 1);
     assert_eq!(stack.upstream.hits(), 1);

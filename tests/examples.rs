@@ -3,28 +3,17 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use common::envoy::validate;
-use common::process::{SLUICE_BIN, repo_path};
-use common::yaml::{document, documents};
+use common::process::repo_path;
+use common::yaml::{configmap_dir, document, documents};
 use serde_json::{Value, json};
 
 /// Runs `sluice check --config <path>` and returns its summary, panicking with its errors.
 fn check(path: &Path) -> String {
-    let out = Command::new(SLUICE_BIN)
-        .arg("check")
-        .arg("--config")
-        .arg(path)
-        .output()
-        .expect("run sluice check");
-    assert!(
-        out.status.success(),
-        "{}: {}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let out = common::process::check(path);
+    assert!(out.status.success(), "{}: {}", path.display(), out.stderr);
+    out.stdout
 }
 
 fn read(relative: &str) -> String {
@@ -81,9 +70,8 @@ fn istio_configmap_rules_load_and_match_the_filter_domain() {
     let configmap = document(&read("examples/istio/rules-configmap.yaml"));
     let data = configmap["data"].as_object().expect("ConfigMap data");
     let (filter, _) = istio_patches();
-    let dir = tempfile::tempdir().unwrap();
-    for (name, text) in data {
-        std::fs::write(dir.path().join(name), text.as_str().unwrap()).unwrap();
+    let dir = configmap_dir(&configmap);
+    for text in data.values() {
         assert_eq!(
             filter["typed_config"]["domain"],
             document(text.as_str().unwrap())["domain"]

@@ -53,11 +53,7 @@ async fn fixed_window_statuses_and_headers() {
     let server = TestServer::start(RULES).await;
     let mut client = server.client().await;
     for remaining in [2, 1, 0] {
-        let r = call(
-            &mut client,
-            request("test", vec![descriptor(&[("fixed", "a")])]),
-        )
-        .await;
+        let r = call(&mut client, one_descriptor("test", &[("fixed", "a")])).await;
         assert_eq!(r.overall_code, OK);
         let s = &r.statuses[0];
         assert_eq!(s.limit_remaining, remaining);
@@ -75,11 +71,7 @@ async fn fixed_window_statuses_and_headers() {
         );
         assert_eq!(header(&r, "Retry-After"), None);
     }
-    let r = call(
-        &mut client,
-        request("test", vec![descriptor(&[("fixed", "a")])]),
-    )
-    .await;
+    let r = call(&mut client, one_descriptor("test", &[("fixed", "a")])).await;
     assert_eq!(r.overall_code, OVER);
     assert_eq!(r.statuses[0].code, OVER);
     assert_eq!(r.statuses[0].limit_remaining, 0);
@@ -87,11 +79,7 @@ async fn fixed_window_statuses_and_headers() {
     assert_eq!(header(&r, "Retry-After"), Some("58"));
     assert_eq!(header(&r, "cache-control"), Some("no-store"));
     // Another value of the key-only rule has its own counter.
-    let r = call(
-        &mut client,
-        request("test", vec![descriptor(&[("fixed", "b")])]),
-    )
-    .await;
+    let r = call(&mut client, one_descriptor("test", &[("fixed", "b")])).await;
     assert_eq!((r.overall_code, r.statuses[0].limit_remaining), (OK, 2));
     server.stop().await;
 }
@@ -102,7 +90,7 @@ async fn retry_hint_is_exact_for_every_algorithm() {
     let server = TestServer::start(RULES).await;
     let mut client = server.client().await;
     for key in ["fixed", "sliding", "log", "bucket", "window"] {
-        let req = || request("test", vec![descriptor(&[(key, "retry")])]);
+        let req = || one_descriptor("test", &[(key, "retry")]);
         // Spread the calls so sliding algorithms have a non-trivial history.
         let mut r = call(&mut client, req()).await;
         while r.overall_code == OK {
@@ -148,11 +136,7 @@ async fn refused_call_charges_nothing() {
         assert_eq!(r.statuses[1].code, OVER);
     }
     for remaining in [2, 1, 0] {
-        let r = call(
-            &mut client,
-            request("test", vec![descriptor(&[("log", "x")])]),
-        )
-        .await;
+        let r = call(&mut client, one_descriptor("test", &[("log", "x")])).await;
         assert_eq!(
             (r.overall_code, r.statuses[0].limit_remaining),
             (OK, remaining)
@@ -167,11 +151,7 @@ async fn shadow_mode_rule_passes() {
     let server = TestServer::start(RULES).await;
     let mut client = server.client().await;
     for _ in 0..3 {
-        let r = call(
-            &mut client,
-            request("test", vec![descriptor(&[("shadow", "x")])]),
-        )
-        .await;
+        let r = call(&mut client, one_descriptor("test", &[("shadow", "x")])).await;
         assert_eq!(
             (
                 r.overall_code,
@@ -194,11 +174,7 @@ async fn global_shadow_mode_flips_only_the_overall_code() {
     };
     let server = TestServer::start_with(RULES, options).await;
     let mut client = server.client().await;
-    let r = call(
-        &mut client,
-        request("test", vec![descriptor(&[("banned", "x")])]),
-    )
-    .await;
+    let r = call(&mut client, one_descriptor("test", &[("banned", "x")])).await;
     assert_eq!((r.overall_code, r.statuses[0].code), (OK, OVER));
     assert_eq!(header(&r, "Retry-After"), None);
     server.stop().await;
@@ -241,11 +217,7 @@ async fn quota_mode_needs_all_quota_descriptors_over() {
 async fn replaces_drops_the_named_limit() {
     let server = TestServer::start(RULES).await;
     let mut client = server.client().await;
-    let r = call(
-        &mut client,
-        request("test", vec![descriptor(&[("banned", "x")])]),
-    )
-    .await;
+    let r = call(&mut client, one_descriptor("test", &[("banned", "x")])).await;
     assert_eq!(r.overall_code, OVER);
     let both = || {
         request(
@@ -292,11 +264,7 @@ async fn descriptors_without_a_limit() {
     }
     assert_eq!(r.statuses[1].limit_remaining, 0);
     assert!(r.response_headers_to_add.is_empty());
-    let r = call(
-        &mut client,
-        request("elsewhere", vec![descriptor(&[("fixed", "x")])]),
-    )
-    .await;
+    let r = call(&mut client, one_descriptor("elsewhere", &[("fixed", "x")])).await;
     assert_eq!((r.overall_code, r.statuses.len()), (OK, 1));
     assert!(r.statuses[0].current_limit.is_none());
     server.stop().await;
@@ -330,7 +298,7 @@ async fn limit_override_applies() {
 async fn hits_addend_and_check_only() {
     let server = TestServer::start(RULES).await;
     let mut client = server.client().await;
-    let mut req = request("test", vec![descriptor(&[("fixed", "h")])]);
+    let mut req = one_descriptor("test", &[("fixed", "h")]);
     req.hits_addend = 2;
     let r = call(&mut client, req).await;
     assert_eq!((r.overall_code, r.statuses[0].limit_remaining), (OK, 1));
@@ -340,11 +308,7 @@ async fn hits_addend_and_check_only() {
         let r = call(&mut client, request("test", vec![check.clone()])).await;
         assert_eq!((r.overall_code, r.statuses[0].limit_remaining), (OK, 1));
     }
-    let r = call(
-        &mut client,
-        request("test", vec![descriptor(&[("fixed", "h")])]),
-    )
-    .await;
+    let r = call(&mut client, one_descriptor("test", &[("fixed", "h")])).await;
     assert_eq!((r.overall_code, r.statuses[0].limit_remaining), (OK, 0));
     // At the limit a check is over, as a cost-1 call would be.
     let r = call(&mut client, request("test", vec![check])).await;
@@ -357,7 +321,7 @@ async fn hits_addend_and_check_only() {
 async fn rate_limits_all_must_pass() {
     let server = TestServer::start(RULES).await;
     let mut client = server.client().await;
-    let req = || request("test", vec![descriptor(&[("multi", "m")])]);
+    let req = || one_descriptor("test", &[("multi", "m")]);
     let r = call(&mut client, req()).await;
     let unit = r.statuses[0].current_limit.as_ref().unwrap().unit;
     assert_eq!(
@@ -388,11 +352,7 @@ async fn rate_limits_all_must_pass() {
 async fn custom_window_reports_its_length() {
     let server = TestServer::start(RULES).await;
     let mut client = server.client().await;
-    let r = call(
-        &mut client,
-        request("test", vec![descriptor(&[("window", "w")])]),
-    )
-    .await;
+    let r = call(&mut client, one_descriptor("test", &[("window", "w")])).await;
     assert_eq!(
         r.statuses[0].current_limit.as_ref().unwrap().unit,
         Unit::Unknown as i32
@@ -414,15 +374,12 @@ async fn bad_input_is_invalid_argument() {
     let long = "v".repeat(2000);
     let cases = vec![
         (
-            request("", vec![descriptor(&[("fixed", "a")])]),
+            one_descriptor("", &[("fixed", "a")]),
             "domain must not be empty",
         ),
         (request("test", vec![]), "descriptor list must not be empty"),
-        (request("test", vec![descriptor(&[("", "a")])]), "empty key"),
-        (
-            request("test", vec![descriptor(&[("fixed", &long)])]),
-            "2000 bytes",
-        ),
+        (one_descriptor("test", &[("", "a")]), "empty key"),
+        (one_descriptor("test", &[("fixed", &long)]), "2000 bytes"),
         (
             request("test", vec![descriptor(&[("fixed", "a")]); 65]),
             "too many descriptors",
@@ -456,11 +413,7 @@ async fn bad_input_is_invalid_argument() {
         );
     }
     // The server is still healthy after all of that.
-    let r = call(
-        &mut client,
-        request("test", vec![descriptor(&[("fixed", "ok")])]),
-    )
-    .await;
+    let r = call(&mut client, one_descriptor("test", &[("fixed", "ok")])).await;
     assert_eq!(r.overall_code, OK);
     server.stop().await;
 }
@@ -475,11 +428,7 @@ async fn concurrent_calls_admit_exactly_the_limit() {
         tasks.push(tokio::spawn(async move {
             let mut admitted = 0;
             for _ in 0..25 {
-                let r = call(
-                    &mut client,
-                    request("test", vec![descriptor(&[("hot", "one")])]),
-                )
-                .await;
+                let r = call(&mut client, one_descriptor("test", &[("hot", "one")])).await;
                 admitted += u32::from(r.overall_code == OK);
             }
             admitted
@@ -496,21 +445,11 @@ async fn concurrent_calls_admit_exactly_the_limit() {
 /// The gRPC health service reports SERVING for "" and "ratelimit".
 #[tokio::test]
 async fn grpc_health_serving() {
-    use tonic_health::pb::HealthCheckRequest;
-    use tonic_health::pb::health_client::HealthClient;
     let server = TestServer::start(RULES).await;
-    let channel =
-        tonic::transport::Endpoint::from_shared(format!("http://{}", server.grpc_addr)).unwrap();
-    let mut health = HealthClient::new(channel.connect().await.unwrap());
+    let mut health = health_client(server.grpc_addr).await;
     for service in ["", "ratelimit"] {
-        let r = health
-            .check(HealthCheckRequest {
-                service: service.into(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        assert_eq!(r.status, 1, "SERVING for {service:?}");
+        let status = health_status(&mut health, service).await;
+        assert_eq!(status, ServingStatus::Serving, "SERVING for {service:?}");
     }
     server.stop().await;
 }

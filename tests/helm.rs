@@ -5,8 +5,8 @@ mod common;
 use std::collections::BTreeSet;
 use std::process::Command;
 
-use common::process::{SLUICE_BIN, repo_path, tool};
-use common::yaml::documents;
+use common::process::{check, repo_path, run, tool};
+use common::yaml::{configmap_dir, documents};
 use serde_json::{Value, json};
 
 const CI_VALUES: &str = "helm/sluice/ci/redis-hpa-servicemonitor-values.yaml";
@@ -162,23 +162,8 @@ fn service_exposes_grpc_8081_and_http_8080() {
 fn rules_configmap_loads_and_is_mounted_as_a_directory() {
     let manifests = rendered(&[]);
     let configmap = find(&manifests, "ConfigMap");
-    let dir = tempfile::tempdir().unwrap();
-    let data = configmap["data"].as_object().expect("data");
-    assert!(!data.is_empty());
-    for (file, text) in data {
-        std::fs::write(dir.path().join(file), text.as_str().unwrap()).unwrap();
-    }
-    let check = Command::new(SLUICE_BIN)
-        .arg("check")
-        .arg("--config")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{}",
-        String::from_utf8_lossy(&check.stderr)
-    );
+    let dir = configmap_dir(configmap);
+    check(dir.path()).stdout_ok();
 
     assert!(args(&manifests).contains(&"--config=/etc/sluice/rules"));
     let mount = container(&manifests)["volumeMounts"]
@@ -202,11 +187,7 @@ fn rules_configmap_loads_and_is_mounted_as_a_directory() {
 #[test]
 #[ignore = "needs helm (scripts/test installs it)"]
 fn every_flag_the_chart_passes_exists_in_sluice() {
-    let help = Command::new(SLUICE_BIN)
-        .args(["serve", "--help"])
-        .output()
-        .unwrap();
-    let help = String::from_utf8_lossy(&help.stdout);
+    let help = run(["serve", "--help"]).stdout;
     for values in [
         &[][..],
         &[

@@ -72,6 +72,16 @@ fn assert_valid_exposition(text: &str) {
     }
 }
 
+/// Asserts the samples `ratelimit_service_rate_limit_<counter>` of rule `obs.<key1>` in `text`.
+fn assert_rule_samples(text: &str, key1: &str, expected: &[(&str, f64)]) {
+    for (counter, value) in expected {
+        let series = format!(
+            "ratelimit_service_rate_limit_{counter}{{domain=\"obs\",key1=\"{key1}\",key2=\"\"}}"
+        );
+        assert_eq!(sample(text, &series), *value, "{series}");
+    }
+}
+
 /// The exposition parses, and per-rule counters move with calls, reproducing reference §4.1's
 /// worked example (limit 20, near ratio 0.8: 19 → 22 with 3 hits is 2 over, 1 near).
 #[tokio::test]
@@ -79,94 +89,39 @@ async fn metrics_follow_upstream_counting() {
     let server = TestServer::start(RULES).await;
     let mut client = server.client().await;
     for _ in 0..19 {
-        call(
-            &mut client,
-            request("obs", vec![descriptor(&[("twenty", "a")])]),
-        )
-        .await;
+        call(&mut client, one_descriptor("obs", &[("twenty", "a")])).await;
     }
-    let series =
-        |name: &str, key1: &str| format!("{name}{{domain=\"obs\",key1=\"{key1}\",key2=\"\"}}");
     let before = server.metrics().await;
     assert_valid_exposition(&before);
-    assert_eq!(
-        sample(
-            &before,
-            &series("ratelimit_service_rate_limit_total_hits", "twenty")
-        ),
-        19.0
-    );
-    assert_eq!(
-        sample(
-            &before,
-            &series("ratelimit_service_rate_limit_within_limit", "twenty")
-        ),
-        19.0
-    );
-    assert_eq!(
-        sample(
-            &before,
-            &series("ratelimit_service_rate_limit_near_limit", "twenty")
-        ),
-        3.0
-    );
+    let twenty = [
+        ("total_hits", 19.0),
+        ("within_limit", 19.0),
+        ("near_limit", 3.0),
+    ];
+    assert_rule_samples(&before, "twenty", &twenty);
 
-    let mut three = request("obs", vec![descriptor(&[("twenty", "a")])]);
+    let mut three = one_descriptor("obs", &[("twenty", "a")]);
     three.hits_addend = 3;
     assert_eq!(call(&mut client, three).await.overall_code, OVER);
     let after = server.metrics().await;
     assert_valid_exposition(&after);
-    assert_eq!(
-        sample(
-            &after,
-            &series("ratelimit_service_rate_limit_over_limit", "twenty")
-        ),
-        2.0
-    );
-    assert_eq!(
-        sample(
-            &after,
-            &series("ratelimit_service_rate_limit_near_limit", "twenty")
-        ),
-        4.0
-    );
-    assert_eq!(
-        sample(
-            &after,
-            &series("ratelimit_service_rate_limit_within_limit", "twenty")
-        ),
-        19.0
-    );
-    assert_eq!(
-        sample(
-            &after,
-            &series("ratelimit_service_rate_limit_total_hits", "twenty")
-        ),
-        22.0
-    );
+    let twenty = [
+        ("over_limit", 2.0),
+        ("near_limit", 4.0),
+        ("within_limit", 19.0),
+        ("total_hits", 22.0),
+    ];
+    assert_rule_samples(&after, "twenty", &twenty);
 
     // The second worked row: 15 → 22 with 7 hits is 2 over, 4 near.
-    let mut fifteen = request("obs", vec![descriptor(&[("other", "b")])]);
+    let mut fifteen = one_descriptor("obs", &[("other", "b")]);
     fifteen.hits_addend = 15;
     call(&mut client, fifteen).await;
-    let mut seven = request("obs", vec![descriptor(&[("other", "b")])]);
+    let mut seven = one_descriptor("obs", &[("other", "b")]);
     seven.hits_addend = 7;
     call(&mut client, seven).await;
     let text = server.metrics().await;
-    assert_eq!(
-        sample(
-            &text,
-            &series("ratelimit_service_rate_limit_over_limit", "other")
-        ),
-        2.0
-    );
-    assert_eq!(
-        sample(
-            &text,
-            &series("ratelimit_service_rate_limit_near_limit", "other")
-        ),
-        4.0
-    );
+    assert_rule_samples(&text, "other", &[("over_limit", 2.0), ("near_limit", 4.0)]);
 
     assert_eq!(
         sample(
@@ -188,16 +143,12 @@ async fn shadow_nested_and_error_metrics() {
     let server = TestServer::start(RULES).await;
     let mut client = server.client().await;
     for _ in 0..3 {
-        call(
-            &mut client,
-            request("obs", vec![descriptor(&[("shadow", "s")])]),
-        )
-        .await;
+        call(&mut client, one_descriptor("obs", &[("shadow", "s")])).await;
     }
     let deep = descriptor(&[("nested", "n"), ("deeper", "d"), ("deepest", "x")]);
     call(&mut client, request("obs", vec![deep])).await;
     let _ = client
-        .should_rate_limit(request("", vec![descriptor(&[("k", "v")])]))
+        .should_rate_limit(one_descriptor("", &[("k", "v")]))
         .await;
     let text = server.metrics().await;
     let shadow =
@@ -339,44 +290,35 @@ async fn shutdown_finishes_in_flight_calls() {
         let mut client = server.client().await;
         calls.push(tokio::spawn(async move {
             client
-                .should_rate_limit(request(
-                    "obs",
-                    vec![descriptor(&[("other", &i.to_string())])],
-                ))
+                .should_rate_limit(one_descriptor("obs", &[("other", &i.to_string())]))
                 .await
         }));
     }
     // Wait until every call is inside the store, then shut down under them.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while store.started.load(Ordering::SeqCst) < 20 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "calls never reached the store"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.grpc_addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    eventually(
+        Duration::from_secs(10),
+        "calls reach the store",
+        async || store.started.load(Ordering::SeqCst) >= 20,
+    )
+    .await;
+    let mut health = health_client(server.grpc_addr).await;
     server.begin_shutdown();
-    let mut status = 0;
+    let mut status = ServingStatus::Unknown;
     for _ in 0..100 {
-        let check = tonic_health::pb::HealthCheckRequest {
-            service: "ratelimit".into(),
-        };
-        match health.check(check).await {
-            Ok(r) => status = r.into_inner().status,
+        match try_health_status(&mut health, "ratelimit").await {
+            Ok(now) => status = now,
             Err(_) => break,
         }
-        if status == 2 {
+        if status == ServingStatus::NotServing {
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!(status, 2, "NOT_SERVING while draining");
+    assert_eq!(
+        status,
+        ServingStatus::NotServing,
+        "NOT_SERVING while draining"
+    );
     for call in calls {
         let response = call.await.unwrap().expect("in-flight call completed");
         assert_eq!(response.into_inner().overall_code, OK);

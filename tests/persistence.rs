@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::process::Sluice;
+use common::process::{Serve, Sluice};
 use common::*;
 use sluice::proto::RateLimitResponse;
 
@@ -20,16 +20,8 @@ descriptors:
 
 /// One call on `key=value` to the server.
 async fn hit(server: &Sluice, key: &str, value: &str) -> RateLimitResponse {
-    let mut client = sluice::proto::rate_limit_service_client::RateLimitServiceClient::connect(
-        format!("http://{}", server.grpc_addr),
-    )
-    .await
-    .expect("connect");
-    call(
-        &mut client,
-        request("test", vec![descriptor(&[(key, value)])]),
-    )
-    .await
+    let mut client = connect(server.grpc_addr).await;
+    call(&mut client, one_descriptor("test", &[(key, value)])).await
 }
 
 /// Calls `key=value` until refused; returns how many were admitted and the refusal.
@@ -53,14 +45,13 @@ async fn metric(server: &Sluice, series: &str) -> f64 {
 /// Waits until two more journal flushes have completed: the second started after now, so
 /// everything admitted before this call is on disk.
 async fn two_flushes(server: &Sluice) {
-    let start = metric(server, "sluice_persist_flushes_total").await;
-    for _ in 0..200 {
-        if metric(server, "sluice_persist_flushes_total").await >= start + 2.0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the journal was not flushed: {}", server.log());
+    let flushes = "sluice_persist_flushes_total";
+    let start = metric(server, flushes).await;
+    let flushed = within(Duration::from_secs(10), async || {
+        metric(server, flushes).await >= start + 2.0
+    })
+    .await;
+    assert!(flushed, "the journal was not flushed: {}", server.log());
 }
 
 /// The refusal's retry hint after a restart is the one before it, less the time between.
@@ -166,21 +157,14 @@ async fn expired_windows_are_not_resurrected() {
 #[test]
 fn data_dir_in_use_is_refused() {
     let server = Sluice::start(RULES, &[]);
-    let out = std::process::Command::new(common::process::SLUICE_BIN)
-        .args([
-            "serve",
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--http-addr",
-            "127.0.0.1:0",
-        ])
-        .arg("--config")
-        .arg(server.rules_dir())
-        .arg("--data-dir")
-        .arg(server.data_dir())
-        .output()
-        .unwrap();
+    let out = Serve::new()
+        .config(server.rules_dir())
+        .data_dir(server.data_dir())
+        .output();
     assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("in use by another sluice"), "{stderr}");
+    assert!(
+        out.stderr.contains("in use by another sluice"),
+        "{}",
+        out.stderr
+    );
 }

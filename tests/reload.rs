@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use sluice::limiter::LimiterOptions;
@@ -17,18 +17,8 @@ fn rules(limit: u32) -> String {
     )
 }
 
-/// Polls `condition` every 50 ms until it holds, for at most 5 s (reloads take ~0.2 s).
-async fn eventually<F, Fut>(what: &str, mut condition: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !condition().await {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+/// How long a reload may take to show (reloads take ~0.2 s).
+const RELOAD: Duration = Duration::from_secs(5);
 
 /// Calls the server in a loop until stopped; counts calls and any failure.
 fn keep_calling(
@@ -44,15 +34,10 @@ fn keep_calling(
     let handle = tokio::spawn({
         let (stop, calls) = (stop.clone(), calls.clone());
         async move {
-            let mut client =
-                sluice::proto::rate_limit_service_client::RateLimitServiceClient::connect(format!(
-                    "http://{addr}"
-                ))
-                .await
-                .unwrap();
+            let mut client = connect(addr).await;
             let mut failures = 0;
             while !stop.load(Ordering::SeqCst) {
-                let req = request("test", vec![descriptor(&[("background", "x")])]);
+                let req = one_descriptor("test", &[("background", "x")]);
                 failures += u64::from(client.should_rate_limit(req).await.is_err());
                 calls.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(2)).await;
@@ -65,11 +50,7 @@ fn keep_calling(
 
 async fn remaining(server: &TestServer, domain: &str) -> Option<u32> {
     let mut client = server.client().await;
-    let r = call(
-        &mut client,
-        request(domain, vec![descriptor(&[("k", "v")])]),
-    )
-    .await;
+    let r = call(&mut client, one_descriptor(domain, &[("k", "v")])).await;
     r.statuses[0]
         .current_limit
         .as_ref()
@@ -87,7 +68,7 @@ async fn edit_add_delete_reload_without_failing_calls() {
     assert_eq!(remaining(&server, "test").await, Some(0));
     // Edit in place: the limit rises; the counter keeps its two hits.
     std::fs::write(dir.join("rules.yaml"), rules(10)).unwrap();
-    eventually("the edited limit applies", || async {
+    eventually(RELOAD, "the edited limit applies", || async {
         server.generation() >= 2
     })
     .await;
@@ -103,14 +84,14 @@ async fn edit_add_delete_reload_without_failing_calls() {
         rules(5).replace("domain: test", "domain: other"),
     )
     .unwrap();
-    eventually("the new file loads", || async {
+    eventually(RELOAD, "the new file loads", || async {
         remaining(&server, "other").await.is_some()
     })
     .await;
 
     // Deleting it removes the domain again.
     std::fs::remove_file(dir.join("other.yaml")).unwrap();
-    eventually("the deleted file unloads", || async {
+    eventually(RELOAD, "the deleted file unloads", || async {
         remaining(&server, "other").await.is_none()
     })
     .await;
@@ -135,7 +116,7 @@ async fn broken_file_keeps_the_last_good_rules() {
         "domain: test\ndescriptors: [oops\n",
     )
     .unwrap();
-    eventually("the load error is counted", || async {
+    eventually(RELOAD, "the load error is counted", || async {
         sample(
             &server.metrics().await,
             "ratelimit_service_config_load_error",
@@ -150,7 +131,7 @@ async fn broken_file_keeps_the_last_good_rules() {
     );
     // Fixing the file loads again.
     std::fs::write(server.rules_dir().join("rules.yaml"), rules(4)).unwrap();
-    eventually("the fixed file loads", || async {
+    eventually(RELOAD, "the fixed file loads", || async {
         server.generation() >= 2
     })
     .await;
@@ -182,11 +163,11 @@ async fn configmap_symlink_swap_reloads() {
     std::fs::rename(root.join("..data_tmp"), root.join("..data")).unwrap();
     std::fs::remove_dir_all(root.join("..2026_01_01")).unwrap();
 
-    eventually("the swapped rules apply", || async {
+    eventually(RELOAD, "the swapped rules apply", || async {
         server.generation() >= 2
     })
     .await;
-    eventually("the new limit decides", || async {
+    eventually(RELOAD, "the new limit decides", || async {
         remaining(&server, "test").await.is_some_and(|r| r > 40)
     })
     .await;
@@ -238,6 +219,7 @@ async fn log_and_journal_in_the_rule_directory_do_not_reload() {
 
     std::fs::write(dir.join("rules.yaml"), rules(10)).unwrap();
     eventually(
+        RELOAD,
         "the edit applies while the log and journal grow",
         || async { server.generation() >= 2 },
     )
@@ -267,7 +249,7 @@ async fn files_beside_a_single_rule_file_do_not_reload() {
     );
 
     std::fs::write(dir.join("rules.yaml"), rules(10)).unwrap();
-    eventually("the edit of the input applies", || async {
+    eventually(RELOAD, "the edit of the input applies", || async {
         server.generation() >= 2
     })
     .await;

@@ -1,30 +1,19 @@
 //! `sluice simulate` through the real binary: patterns, JSON, `--times` files, `--svg`, errors.
 
-use std::process::{Command, Output};
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_sluice");
+use common::process::{Output, run, temp_dir};
 
+/// `sluice simulate <args>`.
 fn simulate(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .arg("simulate")
-        .args(args)
-        .output()
-        .expect("runs")
-}
-
-fn stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    run(["simulate"].iter().chain(args))
 }
 
 /// The default table shows each algorithm's admitted, denied and worst window on edge-burst.
 #[test]
 fn table_for_edge_burst() {
-    let text = stdout(&simulate(&["--pattern", "edge-burst"]));
+    let out = simulate(&["--pattern", "edge-burst"]);
+    let text = out.stdout_ok();
     let row = |name: &str| -> Vec<String> {
         let line = text.lines().find(|l| l.starts_with(name)).expect(name);
         line.split_whitespace().skip(1).map(String::from).collect()
@@ -47,7 +36,7 @@ fn json_output_parses() {
         "--format",
         "json",
     ]);
-    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("valid JSON");
+    let doc: serde_json::Value = serde_json::from_str(out.stdout_ok()).expect("valid JSON");
     assert_eq!(doc["pattern"], "double-rate");
     assert_eq!(doc["limit"], 4);
     assert_eq!(doc["window_ms"], 2000);
@@ -66,9 +55,8 @@ fn json_output_parses() {
 /// A times file is replayed as given; the token bucket's burst follows `--burst`.
 #[test]
 fn times_file_and_burst() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir(&[("arrivals.txt", "0\n0.1\n0.2\n0.3\n# later\n9.5\n")]);
     let file = dir.path().join("arrivals.txt");
-    std::fs::write(&file, "0\n0.1\n0.2\n0.3\n# later\n9.5\n").unwrap();
     let out = simulate(&[
         "--times",
         file.to_str().unwrap(),
@@ -79,7 +67,7 @@ fn times_file_and_burst() {
         "--format",
         "json",
     ]);
-    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(out.stdout_ok()).unwrap();
     assert_eq!(doc["pattern"], "times");
     let bucket = &doc["results"][3];
     assert_eq!(bucket["algorithm"], "token_bucket");
@@ -93,20 +81,19 @@ fn times_file_and_burst() {
 /// Bad times files and bad flags exit 1 or 2 with a message, never a panic.
 #[test]
 fn bad_input_is_reported() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir(&[("bad.txt", "1\n2\nsoon\n")]);
     let file = dir.path().join("bad.txt");
-    std::fs::write(&file, "1\n2\nsoon\n").unwrap();
     let out = simulate(&["--times", file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("bad.txt: line 3: 'soon' is not a time"),
-        "{err}"
+        out.stderr.contains("bad.txt: line 3: 'soon' is not a time"),
+        "{}",
+        out.stderr
     );
 
     let out = simulate(&["--times", "/nonexistent/arrivals.txt"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
+    assert!(out.stderr.contains("cannot read"), "{}", out.stderr);
 
     for args in [
         &["--pattern", "edge-burst", "--window", "0s"][..],
@@ -119,7 +106,7 @@ fn bad_input_is_reported() {
     }
     let out = simulate(&["--pattern", "double-rate", "--limit", "99999999999"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("smaller --limit"));
+    assert!(out.stderr.contains("smaller --limit"), "{}", out.stderr);
 }
 
 /// `--svg` writes a standalone SVG document alongside the table.
@@ -133,7 +120,7 @@ fn svg_file_is_written() {
         "--svg",
         file.to_str().unwrap(),
     ]);
-    assert!(stdout(&out).contains("token_bucket"));
+    assert!(out.stdout_ok().contains("token_bucket"));
     let svg = std::fs::read_to_string(&file).unwrap();
     assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
     assert!(svg.trim_end().ends_with("</svg>"));

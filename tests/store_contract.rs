@@ -10,10 +10,9 @@ use proptest::prelude::*;
 use sluice::algorithm::{Algorithm, Limit};
 use sluice::clock::{MILLI, Nanos, SECOND};
 use sluice::store::redis::RedisClock;
-use sluice::store::{
-    Charge, CounterKeyBuilder, Gate, MemoryStore, Outcome, RedisSettings, RedisStore, Store,
-};
+use sluice::store::{Charge, Gate, MemoryStore, Outcome, RedisSettings, RedisStore, Store};
 
+use common::limit;
 use common::redis::RedisServer;
 
 /// A minute boundary (a multiple of every window used here).
@@ -94,134 +93,150 @@ impl Backend {
     }
 }
 
-fn limit(algorithm: Algorithm, requests: u64, window: Nanos) -> Limit {
-    Limit {
-        algorithm,
-        requests,
-        window,
-        burst: requests,
-    }
-}
+/// One minute.
+const MINUTE: Nanos = 60 * SECOND;
 
+/// An enforced charge of `cost` on the counter `name` of the contract domain under `limit`.
 fn charge(name: &str, limit: Limit, cost: u64, gate: Gate) -> Charge {
-    let mut key = CounterKeyBuilder::new("contract");
-    key.entry("k", name);
-    Charge {
-        key: key.finish(0, limit.algorithm, limit.window),
-        limit,
+    common::charge("contract", ("k", name), limit, cost, gate)
+}
+
+/// An enforced charge of `cost` on counter `<name>-<algorithm>`: `requests` per `window`.
+fn enforced(name: &str, algorithm: Algorithm, requests: u64, window: Nanos, cost: u64) -> Charge {
+    let name = format!("{name}-{algorithm}");
+    charge(
+        &name,
+        limit(algorithm, requests, window),
         cost,
-        gate,
+        Gate::Enforced,
+    )
+}
+
+/// The same charge with another cost (0: a check).
+fn costing(charge: &Charge, cost: u64) -> Charge {
+    Charge {
+        cost,
+        ..charge.clone()
     }
 }
 
-/// Runs one scenario against both backends (Redis only with `--ignored`).
+/// The stores the contract runs on.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Memory,
+    Redis,
+}
+
+/// Runs one scenario on a fresh store of `kind`.
+async fn run(kind: Kind, scenario: impl AsyncFn(&Backend)) {
+    let backend = match kind {
+        Kind::Memory => Backend::memory(),
+        Kind::Redis => Backend::redis().await,
+    };
+    scenario(&backend).await;
+}
+
+/// Runs a scenario about one algorithm for each algorithm in turn, on one store.
+async fn each_algorithm(b: &Backend, scenario: impl AsyncFn(&Backend, Algorithm)) {
+    for algorithm in Algorithm::ALL {
+        scenario(b, algorithm).await;
+    }
+}
+
+/// The table: each scenario, as a test on the memory store and one on a real redis-server
+/// (run with `--ignored`). A `store` scenario runs once, a `per_algorithm` one once per
+/// algorithm.
 macro_rules! contract {
-    ($($scenario:ident),* $(,)?) => {$(
+    ($($kind:ident $scenario:ident),* $(,)?) => {$(
         mod $scenario {
+            use super::{Backend, Kind, run};
+
+            async fn scenario(b: &Backend) {
+                contract!(@run $kind super::$scenario, b);
+            }
+
             /// The scenario on the memory store.
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn memory() {
-                super::$scenario(&super::Backend::memory()).await;
+                run(Kind::Memory, scenario).await;
             }
 
             /// The scenario on a real redis-server.
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             #[ignore = "needs redis-server (scripts/test installs it)"]
             async fn redis() {
-                super::$scenario(&super::Backend::redis().await).await;
+                run(Kind::Redis, scenario).await;
             }
         }
     )*};
+    (@run store $f:path, $b:ident) => {
+        $f($b).await
+    };
+    (@run per_algorithm $f:path, $b:ident) => {
+        super::each_algorithm($b, $f).await
+    };
 }
 
 contract!(
-    exactly_n_then_exact_hint,
-    blocked_call_commits_nothing,
-    same_counter_twice,
-    gates,
-    checks_store_nothing,
-    costs_above_one_and_capacity,
-    capacity_returns,
-    huge_limits_stay_exact,
-    concurrent_calls_are_exact,
+    per_algorithm exactly_n_then_exact_hint,
+    per_algorithm blocked_call_commits_nothing,
+    per_algorithm same_counter_twice,
+    store gates,
+    per_algorithm checks_store_nothing,
+    per_algorithm costs_above_one_and_capacity,
+    store capacity_returns,
+    per_algorithm huge_limits_stay_exact,
+    store previous_day_weighs_on_sliding_window,
+    per_algorithm concurrent_calls_are_exact,
 );
 
 /// Every algorithm admits exactly its allowance, then denies with an exact retry hint.
-async fn exactly_n_then_exact_hint(b: &Backend) {
-    for (i, algorithm) in Algorithm::ALL.into_iter().enumerate() {
-        let c = charge(
-            &format!("n{i}"),
-            limit(algorithm, 3, 60 * SECOND),
-            1,
-            Gate::Enforced,
+async fn exactly_n_then_exact_hint(b: &Backend, algorithm: Algorithm) {
+    let c = enforced("n", algorithm, 3, MINUTE, 1);
+    let now = T0 + 5 * SECOND;
+    for left in [2, 1, 0] {
+        let o = b.one(&c, now).await;
+        assert!(
+            o.verdict.admitted && o.verdict.remaining == left,
+            "{algorithm}: {o:?}"
         );
-        let now = T0 + 5 * SECOND;
-        for left in [2, 1, 0] {
-            let o = b.one(&c, now).await;
-            assert!(
-                o.verdict.admitted && o.verdict.remaining == left,
-                "{algorithm}: {o:?}"
-            );
-        }
-        b.exact_retry(&c, now + MILLI).await;
     }
+    b.exact_retry(&c, now + MILLI).await;
 }
 
 /// A denied enforced charge blocks the call: the other counters are not charged.
-async fn blocked_call_commits_nothing(b: &Backend) {
-    for algorithm in Algorithm::ALL {
-        let ok = charge(
-            &format!("ok-{algorithm}"),
-            limit(algorithm, 5, 60 * SECOND),
-            1,
-            Gate::Enforced,
-        );
-        let full = charge(
-            &format!("full-{algorithm}"),
-            limit(algorithm, 0, 60 * SECOND),
-            1,
-            Gate::Enforced,
-        );
-        let o = b.apply(&[ok.clone(), full], T0).await;
-        assert!(o[0].verdict.admitted && !o[1].verdict.admitted);
-        assert_eq!(
-            b.one(&ok, T0).await.verdict.remaining,
-            4,
-            "{algorithm}: nothing was charged"
-        );
-    }
+async fn blocked_call_commits_nothing(b: &Backend, algorithm: Algorithm) {
+    let ok = enforced("ok", algorithm, 5, MINUTE, 1);
+    let full = enforced("full", algorithm, 0, MINUTE, 1);
+    let o = b.apply(&[ok.clone(), full], T0).await;
+    assert!(o[0].verdict.admitted && !o[1].verdict.admitted);
+    assert_eq!(
+        b.one(&ok, T0).await.verdict.remaining,
+        4,
+        "{algorithm}: nothing was charged"
+    );
 }
 
 /// A call naming one counter twice sees its own first charge, and commits nothing if blocked.
-async fn same_counter_twice(b: &Backend) {
-    for algorithm in Algorithm::ALL {
-        let c = charge(
-            &format!("twice-{algorithm}"),
-            limit(algorithm, 3, 60 * SECOND),
-            2,
-            Gate::Enforced,
-        );
-        let o = b.apply(&[c.clone(), c.clone()], T0).await;
-        assert!(
-            o[0].verdict.admitted && !o[1].verdict.admitted,
-            "{algorithm}"
-        );
-        let one = Charge {
-            cost: 1,
-            ..c.clone()
-        };
-        let o = b.apply(&[one.clone(), one.clone()], T0).await;
-        assert_eq!(
-            (o[0].verdict.remaining, o[1].verdict.remaining),
-            (2, 1),
-            "{algorithm}"
-        );
-    }
+async fn same_counter_twice(b: &Backend, algorithm: Algorithm) {
+    let c = enforced("twice", algorithm, 3, MINUTE, 2);
+    let o = b.apply(&[c.clone(), c.clone()], T0).await;
+    assert!(
+        o[0].verdict.admitted && !o[1].verdict.admitted,
+        "{algorithm}"
+    );
+    let one = costing(&c, 1);
+    let o = b.apply(&[one.clone(), one], T0).await;
+    assert_eq!(
+        (o[0].verdict.remaining, o[1].verdict.remaining),
+        (2, 1),
+        "{algorithm}"
+    );
 }
 
 /// Advisory denials never block; quota charges block only when all of them are denied.
 async fn gates(b: &Backend) {
-    let l = |n| limit(Algorithm::FixedWindow, n, 60 * SECOND);
+    let l = |n| limit(Algorithm::FixedWindow, n, MINUTE);
     let a = charge("gate-a", l(5), 1, Gate::Enforced);
     b.apply(
         &[a.clone(), charge("gate-shadow", l(0), 1, Gate::Advisory)],
@@ -251,194 +266,110 @@ async fn gates(b: &Backend) {
 }
 
 /// A check (cost 0) is judged as one hit, reports the unconsumed remaining, stores nothing.
-async fn checks_store_nothing(b: &Backend) {
-    for algorithm in Algorithm::ALL {
-        let hit = charge(
-            &format!("check-{algorithm}"),
-            limit(algorithm, 2, 60 * SECOND),
-            1,
-            Gate::Enforced,
-        );
-        let check = Charge {
-            cost: 0,
-            ..hit.clone()
-        };
-        assert_eq!(b.one(&check, T0).await.verdict.remaining, 2);
-        assert_eq!(b.one(&check, T0).await.verdict.remaining, 2, "{algorithm}");
-        b.one(&hit, T0).await;
-        b.one(&hit, T0).await;
-        let o = b.one(&check, T0).await;
-        assert!(
-            !o.verdict.admitted && o.available == 0,
-            "{algorithm}: {o:?}"
-        );
-    }
+async fn checks_store_nothing(b: &Backend, algorithm: Algorithm) {
+    let hit = enforced("check", algorithm, 2, MINUTE, 1);
+    let check = costing(&hit, 0);
+    assert_eq!(b.one(&check, T0).await.verdict.remaining, 2);
+    assert_eq!(b.one(&check, T0).await.verdict.remaining, 2, "{algorithm}");
+    b.one(&hit, T0).await;
+    b.one(&hit, T0).await;
+    let o = b.one(&check, T0).await;
+    assert!(
+        !o.verdict.admitted && o.available == 0,
+        "{algorithm}: {o:?}"
+    );
 }
 
 /// Costs above one consume that many; a cost above the capacity never fits and counts nothing.
-async fn costs_above_one_and_capacity(b: &Backend) {
-    for algorithm in Algorithm::ALL {
-        let c = |cost| {
-            charge(
-                &format!("cost-{algorithm}"),
-                limit(algorithm, 10, 60 * SECOND),
-                cost,
-                Gate::Enforced,
-            )
-        };
-        assert_eq!(b.one(&c(7), T0).await.verdict.remaining, 3, "{algorithm}");
-        let o = b.one(&c(4), T0).await;
-        assert!(
-            !o.verdict.admitted && o.available == 3,
-            "{algorithm}: {o:?}"
-        );
-        assert!(!b.one(&c(u64::MAX), T0).await.verdict.admitted);
-        assert!(b.one(&c(3), T0).await.verdict.admitted, "{algorithm}");
-    }
+async fn costs_above_one_and_capacity(b: &Backend, algorithm: Algorithm) {
+    let c = |cost| enforced("cost", algorithm, 10, MINUTE, cost);
+    assert_eq!(b.one(&c(7), T0).await.verdict.remaining, 3, "{algorithm}");
+    let o = b.one(&c(4), T0).await;
+    assert!(
+        !o.verdict.admitted && o.available == 3,
+        "{algorithm}: {o:?}"
+    );
+    assert!(!b.one(&c(u64::MAX), T0).await.verdict.admitted);
+    assert!(b.one(&c(3), T0).await.verdict.admitted, "{algorithm}");
 }
 
 /// Capacity comes back as each algorithm says: at the boundary, gradually, hit by hit.
 async fn capacity_returns(b: &Backend) {
-    let w = 60 * SECOND;
-    let fixed = charge(
-        "ret-fixed",
-        limit(Algorithm::FixedWindow, 2, w),
-        2,
-        Gate::Enforced,
-    );
+    let fixed = enforced("ret", Algorithm::FixedWindow, 2, MINUTE, 2);
     b.one(&fixed, T0 + 30 * SECOND).await;
-    assert_eq!(
-        b.exact_retry(
-            &Charge {
-                cost: 1,
-                ..fixed.clone()
-            },
-            T0 + 31 * SECOND
-        )
-        .await,
-        29 * SECOND
-    );
-    let sliding = charge(
-        "ret-sliding",
-        limit(Algorithm::SlidingWindow, 10, w),
-        10,
-        Gate::Enforced,
-    );
+    let hint = b.exact_retry(&costing(&fixed, 1), T0 + 31 * SECOND).await;
+    assert_eq!(hint, 29 * SECOND);
+
+    let sliding = enforced("ret", Algorithm::SlidingWindow, 10, MINUTE, 10);
     b.one(&sliding, T0).await;
-    let check = Charge {
-        cost: 0,
-        ..sliding.clone()
-    };
-    assert_eq!(
-        b.one(&check, T0 + w + 30 * SECOND).await.verdict.remaining,
-        5
-    );
-    assert_eq!(
-        b.one(&check, T0 + w + 54 * SECOND).await.verdict.remaining,
-        9
-    );
-    let log = charge(
-        "ret-log",
-        limit(Algorithm::SlidingLog, 3, w),
-        1,
-        Gate::Enforced,
-    );
+    let check = costing(&sliding, 0);
+    let remaining = async |at| b.one(&check, at).await.verdict.remaining;
+    assert_eq!(remaining(T0 + MINUTE + 30 * SECOND).await, 5);
+    assert_eq!(remaining(T0 + MINUTE + 54 * SECOND).await, 9);
+
+    let log = enforced("ret", Algorithm::SlidingLog, 3, MINUTE, 1);
     for at in [T0, T0 + 10 * SECOND, T0 + 10 * SECOND] {
         assert!(b.one(&log, at).await.verdict.admitted);
     }
     assert_eq!(b.exact_retry(&log, T0 + 20 * SECOND).await, 40 * SECOND);
+
     let bucket = Limit {
         burst: 3,
-        ..limit(Algorithm::TokenBucket, 6, w)
+        ..limit(Algorithm::TokenBucket, 6, MINUTE)
     };
     let tb = charge("ret-bucket", bucket, 3, Gate::Enforced);
     b.one(&tb, T0).await;
-    assert_eq!(
-        b.exact_retry(
-            &Charge {
-                cost: 1,
-                ..tb.clone()
-            },
-            T0
-        )
-        .await,
-        10 * SECOND
-    );
+    assert_eq!(b.exact_retry(&costing(&tb, 1), T0).await, 10 * SECOND);
 }
 
-/// Limits whose products pass 2^53 (a million a day, a year-long window) stay exact.
-async fn huge_limits_stay_exact(b: &Backend) {
-    let day = 86_400 * SECOND;
-    let year = 365 * day;
-    for algorithm in Algorithm::ALL {
-        let big = limit(algorithm, 4_000_000_000, year);
-        let c = charge(
-            &format!("huge-{algorithm}"),
-            big,
-            3_999_999_999,
-            Gate::Enforced,
-        );
-        assert_eq!(b.one(&c, T0).await.verdict.remaining, 1, "{algorithm}");
-        b.exact_retry(
-            &Charge {
-                cost: 2,
-                ..c.clone()
-            },
-            T0,
-        )
-        .await;
-    }
-    // The previous day's million still weighs on the next day's sliding window.
-    let day_limit = limit(Algorithm::SlidingWindow, 1_000_000, day);
-    let d = charge("day", day_limit, 1_000_000, Gate::Enforced);
+/// One day.
+const DAY: Nanos = 86_400 * SECOND;
+
+/// Limits whose products pass 2^53 (four billion a year) stay exact.
+async fn huge_limits_stay_exact(b: &Backend, algorithm: Algorithm) {
+    let c = enforced("huge", algorithm, 4_000_000_000, 365 * DAY, 3_999_999_999);
+    assert_eq!(b.one(&c, T0).await.verdict.remaining, 1, "{algorithm}");
+    b.exact_retry(&costing(&c, 2), T0).await;
+}
+
+/// A million a day: the previous day's million still weighs on the next day's sliding window.
+async fn previous_day_weighs_on_sliding_window(b: &Backend) {
+    let d = charge(
+        "day",
+        limit(Algorithm::SlidingWindow, 1_000_000, DAY),
+        1_000_000,
+        Gate::Enforced,
+    );
     b.one(&d, T0).await;
-    b.exact_retry(
-        &Charge {
-            cost: 100,
-            ..d.clone()
-        },
-        T0 + day + 3 * SECOND,
-    )
-    .await;
+    b.exact_retry(&costing(&d, 100), T0 + DAY + 3 * SECOND)
+        .await;
 }
 
 /// Many concurrent calls on one counter (batched into shared script runs on Redis) admit
 /// exactly the limit, and calls blocked by another counter charge nothing.
-async fn concurrent_calls_are_exact(b: &Backend) {
-    for algorithm in Algorithm::ALL {
-        let hot = charge(
-            &format!("hot-{algorithm}"),
-            limit(algorithm, 50, 3_600 * SECOND),
-            1,
-            Gate::Enforced,
-        );
-        let full = charge(
-            &format!("full-{algorithm}"),
-            limit(algorithm, 0, 3_600 * SECOND),
-            1,
-            Gate::Enforced,
-        );
-        let tasks: Vec<_> = (0..200)
-            .map(|i| {
-                let store = b.store.clone();
-                let call = if i % 3 == 0 {
-                    vec![hot.clone(), full.clone()]
-                } else {
-                    vec![hot.clone()]
-                };
-                tokio::spawn(async move {
-                    let o = store.apply(&call, T0).await.expect("store answers");
-                    (call.len() == 1 && o[0].verdict.admitted).then_some(o[0].verdict.remaining)
-                })
+async fn concurrent_calls_are_exact(b: &Backend, algorithm: Algorithm) {
+    let hot = enforced("hot", algorithm, 50, 3_600 * SECOND, 1);
+    let full = enforced("full", algorithm, 0, 3_600 * SECOND, 1);
+    let tasks: Vec<_> = (0..200)
+        .map(|i| {
+            let store = b.store.clone();
+            let call = if i % 3 == 0 {
+                vec![hot.clone(), full.clone()]
+            } else {
+                vec![hot.clone()]
+            };
+            tokio::spawn(async move {
+                let o = store.apply(&call, T0).await.expect("store answers");
+                (call.len() == 1 && o[0].verdict.admitted).then_some(o[0].verdict.remaining)
             })
-            .collect();
-        let mut remaining: Vec<u64> = Vec::new();
-        for t in tasks {
-            remaining.extend(t.await.expect("task"));
-        }
-        remaining.sort_unstable();
-        assert_eq!(remaining, (0..50).collect::<Vec<u64>>(), "{algorithm}");
+        })
+        .collect();
+    let mut remaining: Vec<u64> = Vec::new();
+    for t in tasks {
+        remaining.extend(t.await.expect("task"));
     }
+    remaining.sort_unstable();
+    assert_eq!(remaining, (0..50).collect::<Vec<u64>>(), "{algorithm}");
 }
 
 /// One random operation: which counter, cost, how far the clock moves (µs), the gate.
@@ -450,73 +381,77 @@ struct Op {
     gate: u8,
 }
 
-fn ops() -> impl Strategy<Value = Vec<Op>> {
-    let op = (
-        0usize..3,
-        prop_oneof![Just(0u64), 1u64..4, 1u64..40],
-        prop_oneof![Just(0u64), 1u64..2_000_000, 1u64..200_000_000],
-        0u8..4,
-    )
-        .prop_map(|(counter, cost, advance_us, gate)| Op {
+/// Random call sequences of `len` operations with costs from `costs` and clock steps (µs)
+/// from `advances_us`.
+fn ops_of(
+    costs: impl Strategy<Value = u64>,
+    advances_us: impl Strategy<Value = u64>,
+    len: std::ops::Range<usize>,
+) -> impl Strategy<Value = Vec<Op>> {
+    let op =
+        (0usize..3, costs, advances_us, 0u8..4).prop_map(|(counter, cost, advance_us, gate)| Op {
             counter,
             cost,
             advance_us,
             gate,
         });
-    proptest::collection::vec(op, 1..40)
+    proptest::collection::vec(op, len)
+}
+
+/// Three random limits: any algorithm, `requests` per window (ms) from `windows_ms`; a token
+/// bucket's burst is `burst(requests, n)` with `n` from `bursts`, the others' is `requests`.
+fn limits_of(
+    requests: impl Strategy<Value = u64>,
+    windows_ms: impl Strategy<Value = u64>,
+    bursts: impl Strategy<Value = u64>,
+    burst: fn(u64, u64) -> u64,
+) -> impl Strategy<Value = Vec<Limit>> {
+    let one =
+        (0usize..4, requests, windows_ms, bursts).prop_map(move |(a, requests, window_ms, n)| {
+            Limit {
+                algorithm: Algorithm::ALL[a],
+                requests,
+                window: window_ms * MILLI,
+                burst: if a == 3 { burst(requests, n) } else { requests },
+            }
+        });
+    proptest::collection::vec(one, 3)
+}
+
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    ops_of(
+        prop_oneof![Just(0u64), 1u64..4, 1u64..40],
+        prop_oneof![Just(0u64), 1u64..2_000_000, 1u64..200_000_000],
+        1..40,
+    )
 }
 
 fn limits() -> impl Strategy<Value = Vec<Limit>> {
-    let one = (
-        0usize..4,
-        0u64..12,
-        prop_oneof![1u64..5_000, Just(60_000), Just(86_400_000)],
-        1u64..15,
-    )
-        .prop_map(|(a, requests, window_ms, burst)| Limit {
-            algorithm: Algorithm::ALL[a],
-            requests,
-            window: window_ms * MILLI,
-            burst: if a == 3 { burst } else { requests },
-        });
-    proptest::collection::vec(one, 3)
+    let windows_ms = prop_oneof![1u64..5_000, Just(60_000), Just(86_400_000)];
+    limits_of(0u64..12, windows_ms, 1u64..15, |_, burst| burst)
 }
 
 /// Limits whose products pass 2^53 (the script's exact wide arithmetic), with costs and
 /// clock steps to match.
 fn big_limits() -> impl Strategy<Value = Vec<Limit>> {
     let day = 86_400_000u64;
+    let windows_ms = prop_oneof![Just(day), Just(30 * day), Just(365 * day)];
     // Bursts refill within 50 windows (at most 50 years): Redis stores bucket arrival times
     // only up to 2^52 µs after the epoch (README), so centuries-long refills are refused there.
-    let one = (
-        0usize..4,
+    limits_of(
         1_000_000u64..4_294_967_295,
-        prop_oneof![Just(day), Just(30 * day), Just(365 * day)],
+        windows_ms,
         1u64..50,
+        |requests, refills| requests * refills,
     )
-        .prop_map(|(a, requests, window_ms, refills)| Limit {
-            algorithm: Algorithm::ALL[a],
-            requests,
-            window: window_ms * MILLI,
-            burst: if a == 3 { requests * refills } else { requests },
-        });
-    proptest::collection::vec(one, 3)
 }
 
 fn big_ops() -> impl Strategy<Value = Vec<Op>> {
-    let op = (
-        0usize..3,
+    ops_of(
         prop_oneof![Just(0u64), 1u64..4, 1u64..5_000_000_000],
         prop_oneof![Just(0u64), 1u64..2_000_000, 1u64..40_000_000_000_000],
-        0u8..4,
+        1..30,
     )
-        .prop_map(|(counter, cost, advance_us, gate)| Op {
-            counter,
-            cost,
-            advance_us,
-            gate,
-        });
-    proptest::collection::vec(op, 1..30)
 }
 
 /// Runs random call sequences on the memory store and on Redis and compares every outcome:

@@ -262,7 +262,7 @@ fn listener_addr(json: &str) -> Option<SocketAddr> {
 }
 
 /// sluice, an upstream and Envoy in front of it, wired together; all stop when dropped (and
-/// print their logs if the test failed).
+/// print their logs if the test failed: sluice's as [`Sluice`] does).
 pub struct Stack {
     /// The rate-limit server.
     pub sluice: Sluice,
@@ -306,7 +306,6 @@ impl Stack {
 impl Drop for Stack {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("--- sluice log\n{}", self.sluice.log());
             eprintln!("--- envoy log\n{}", self.envoy.log());
         }
     }

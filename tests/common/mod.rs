@@ -1,4 +1,6 @@
-//! Shared test helpers: an in-process server on port 0 with a manual clock, and a gRPC client.
+//! Shared test helpers: an in-process server on port 0 with a manual clock, gRPC clients and
+//! request builders, HTTP and metrics helpers, polling, and store charges. The real binary as a
+//! child process is in [`process`].
 #![allow(dead_code)]
 
 pub mod envoy;
@@ -10,11 +12,12 @@ pub mod yaml;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use sluice::algorithm::{Algorithm, Limit};
 use sluice::app::{self, Running, Settings};
 use sluice::app::{ServerTls, TlsSettings};
-use sluice::clock::{ManualClock, SECOND};
+use sluice::clock::{ManualClock, Nanos, SECOND};
 use sluice::limiter::LimiterOptions;
 use sluice::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
     Entry, RateLimitOverride,
@@ -22,8 +25,11 @@ use sluice::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descript
 use sluice::proto::rate_limit_service_client::RateLimitServiceClient;
 use sluice::proto::{RateLimitDescriptor, RateLimitRequest, RateLimitResponse};
 use sluice::rules::LoadOptions;
-use sluice::store::{MemoryStore, Store};
+use sluice::store::{Charge, CounterKeyBuilder, Gate, MemoryStore, Store};
 use tonic::transport::Channel;
+use tonic_health::pb::HealthCheckRequest;
+pub use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
 
 /// 2026-01-01T00:00:00Z plus 2 s: two seconds past a minute (and hour, and day) boundary.
 pub const START: u64 = 1_767_225_600 * SECOND + 2 * SECOND;
@@ -64,6 +70,11 @@ impl TestServer {
             Some(tls),
         )
         .await
+    }
+
+    /// Starts a server on `store`.
+    pub async fn start_on(yaml: &str, store: Arc<dyn Store>) -> Self {
+        Self::start_adjusted(yaml, store, |_| {}).await
     }
 
     /// Starts a server with `settings` adjusted by `adjust` (addresses and rules are set).
@@ -128,10 +139,8 @@ impl TestServer {
     }
 
     /// A new client connection.
-    pub async fn client(&self) -> RateLimitServiceClient<Channel> {
-        RateLimitServiceClient::connect(format!("http://{}", self.grpc_addr))
-            .await
-            .expect("connect")
+    pub async fn client(&self) -> Client {
+        connect(self.grpc_addr).await
     }
 
     /// The path of the rules directory.
@@ -173,11 +182,49 @@ impl TestServer {
     }
 }
 
-/// A fresh directory holding one rule file with `yaml`.
-fn rules_dir(yaml: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("temp dir");
-    std::fs::write(dir.path().join("rules.yaml"), yaml).expect("write rules");
-    dir
+/// A fresh directory holding one rule file, `rules.yaml`, with `yaml`.
+pub fn rules_dir(yaml: &str) -> tempfile::TempDir {
+    process::temp_dir(&[("rules.yaml", yaml)])
+}
+
+/// A gRPC client of the rate-limit service.
+pub type Client = RateLimitServiceClient<Channel>;
+
+/// A new plaintext gRPC client of the rate-limit service at `addr`.
+pub async fn connect(addr: SocketAddr) -> Client {
+    RateLimitServiceClient::connect(format!("http://{addr}"))
+        .await
+        .expect("connect")
+}
+
+/// A new plaintext gRPC health client at `addr`.
+pub async fn health_client(addr: SocketAddr) -> HealthClient<Channel> {
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect");
+    HealthClient::new(channel)
+}
+
+/// The gRPC health status of `service` (panics on a gRPC error).
+pub async fn health_status(health: &mut HealthClient<Channel>, service: &str) -> ServingStatus {
+    try_health_status(health, service)
+        .await
+        .expect("health answers")
+}
+
+/// The gRPC health status of `service`, or the gRPC error.
+pub async fn try_health_status(
+    health: &mut HealthClient<Channel>,
+    service: &str,
+) -> Result<ServingStatus, tonic::Status> {
+    let response = health
+        .check(HealthCheckRequest {
+            service: service.into(),
+        })
+        .await?;
+    Ok(response.into_inner().status())
 }
 
 /// A descriptor from `(key, value)` pairs.
@@ -217,11 +264,13 @@ pub fn request(domain: &str, descriptors: Vec<RateLimitDescriptor>) -> RateLimit
     }
 }
 
+/// A request in `domain` with one descriptor of `entries`.
+pub fn one_descriptor(domain: &str, entries: &[(&str, &str)]) -> RateLimitRequest {
+    request(domain, vec![descriptor(entries)])
+}
+
 /// Sends one call and returns the response (panics on a gRPC error).
-pub async fn call(
-    client: &mut RateLimitServiceClient<Channel>,
-    req: RateLimitRequest,
-) -> RateLimitResponse {
+pub async fn call(client: &mut Client, req: RateLimitRequest) -> RateLimitResponse {
     client
         .should_rate_limit(req)
         .await
@@ -283,4 +332,54 @@ pub fn sample(metrics: &str, series: &str) -> f64 {
                 .and_then(|rest| rest.strip_prefix(' '))
         })
         .map_or(0.0, |value| value.trim().parse().expect("numeric sample"))
+}
+
+/// Polls `condition` every 20 ms until it holds (true) or `limit` has passed (false).
+pub async fn within(limit: Duration, mut condition: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if condition().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Polls `condition` every 20 ms until it holds; panics with `what` after `limit`.
+pub async fn eventually(limit: Duration, what: &str, condition: impl AsyncFnMut() -> bool) {
+    assert!(
+        within(limit, condition).await,
+        "not within {limit:?}: {what}"
+    );
+}
+
+/// A limit of `requests` per `window` (a token bucket's burst is `requests` too).
+pub fn limit(algorithm: Algorithm, requests: u64, window: Nanos) -> Limit {
+    Limit {
+        algorithm,
+        requests,
+        window,
+        burst: requests,
+    }
+}
+
+/// A charge of `cost` under `limit` on the counter `key=value` of `domain`, as a rule would make.
+pub fn charge(
+    domain: &str,
+    (key, value): (&str, &str),
+    limit: Limit,
+    cost: u64,
+    gate: Gate,
+) -> Charge {
+    let mut builder = CounterKeyBuilder::new(domain);
+    builder.entry(key, value);
+    Charge {
+        key: builder.finish(0, limit.algorithm, limit.window),
+        limit,
+        cost,
+        gate,
+    }
 }

@@ -1,17 +1,35 @@
-//! The real `sluice` binary as a child process that is killed when dropped, and tool lookup.
+//! The real `sluice` binary: [`BIN`], `sluice serve` on port 0 as a child process killed when
+//! dropped ([`Serve`] → [`Sluice`]), one-shot subcommands ([`run`]), temporary files, tool
+//! lookup and polling.
+//!
+//! This file stands alone (no `super::`): `benches/embedded_store.rs` includes it too.
 
+use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The `sluice` binary cargo built for these tests.
-pub const SLUICE_BIN: &str = env!("CARGO_BIN_EXE_sluice");
+pub const BIN: &str = env!("CARGO_BIN_EXE_sluice");
+
+/// How long `sluice serve` may take to print its ready line on a slow, busy machine.
+const READY_LIMIT: Duration = Duration::from_secs(60);
 
 /// A file in the repository.
 pub fn repo_path(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+/// A new temporary directory holding `files` as `(name, contents)`.
+pub fn temp_dir(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (name, contents) in files {
+        std::fs::write(dir.path().join(name), contents).expect("write a temporary file");
+    }
+    dir
 }
 
 /// An external tool: the path in `env_var` if set, else `default` (relative to the repository),
@@ -41,96 +59,280 @@ pub fn poll<T>(limit: Duration, what: &str, mut probe: impl FnMut() -> Option<T>
     }
 }
 
-/// A running `sluice serve` on loopback port 0, with its rules in a temporary directory.
+/// `sluice <args>` with no `SLUICE_*` variable of the test's environment: a developer's own
+/// settings never reach the binary under test.
+fn command<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> Command {
+    let mut command = Command::new(BIN);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("SLUICE_") {
+            command.env_remove(name);
+        }
+    }
+    command.args(args);
+    command
+}
+
+/// How a run of the binary ended and what it printed.
+#[derive(Debug)]
+pub struct Output {
+    /// The exit status.
+    pub status: ExitStatus,
+    /// Standard output, as text.
+    pub stdout: String,
+    /// Standard error, as text.
+    pub stderr: String,
+}
+
+impl Output {
+    fn of(mut command: Command) -> Self {
+        let out = command.output().expect("run sluice");
+        Self {
+            status: out.status,
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// The exit code (`None` when a signal ended the process).
+    pub fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+
+    /// Standard output, after asserting that the run succeeded (else a panic with stderr).
+    pub fn stdout_ok(&self) -> &str {
+        assert!(self.status.success(), "{}: {}", self.status, self.stderr);
+        &self.stdout
+    }
+}
+
+/// Runs a one-shot subcommand, `sluice <args>` (`check`, `simulate`, `bench`, `--help` …), to
+/// its end.
+pub fn run<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> Output {
+    Output::of(command(args))
+}
+
+/// Runs `sluice check --config <config>`.
+pub fn check(config: &Path) -> Output {
+    Output::of(command([
+        "check".as_ref(),
+        "--config".as_ref(),
+        config.as_os_str(),
+    ]))
+}
+
+/// How to start `sluice serve --grpc-addr 127.0.0.1:0 --http-addr 127.0.0.1:0`: rules, data
+/// directory, extra arguments, environment, working directory.
+///
+/// Everything lives in one temporary directory: `rules/` (the `--config`, unless
+/// [`Serve::config`]), `data/` (the `--data-dir`, unless [`Serve::data_dir`]) and `sluice.log`
+/// (stderr, kept across restarts). It is the working directory too, unless
+/// [`Serve::current_dir`], so nothing is ever written into the repository.
+#[derive(Debug)]
+pub struct Serve {
+    dir: tempfile::TempDir,
+    config: Option<PathBuf>,
+    data_dir: Option<PathBuf>,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    current_dir: Option<PathBuf>,
+}
+
+impl Default for Serve {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Serve {
+    /// `sluice serve` with an empty `rules/` directory.
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir(dir.path().join("rules")).expect("rules dir");
+        Self {
+            dir,
+            config: None,
+            data_dir: None,
+            args: Vec::new(),
+            env: Vec::new(),
+            current_dir: None,
+        }
+    }
+
+    /// Writes `yaml` as `rules/rules.yaml`.
+    pub fn rules(self, yaml: &str) -> Self {
+        std::fs::write(self.rules_dir().join("rules.yaml"), yaml).expect("write rules");
+        self
+    }
+
+    /// `--config path` instead of `rules/`.
+    pub fn config(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config = Some(path.into());
+        self
+    }
+
+    /// `--data-dir path` instead of `data/`.
+    pub fn data_dir(mut self, path: impl Into<PathBuf>) -> Self {
+        self.data_dir = Some(path.into());
+        self
+    }
+
+    /// More arguments after the ones above.
+    pub fn args<S: AsRef<OsStr>>(mut self, args: impl IntoIterator<Item = S>) -> Self {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    /// Sets an environment variable (the test's own `SLUICE_*` variables are never passed on).
+    pub fn env(mut self, name: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
+        self.env
+            .push((name.as_ref().to_owned(), value.as_ref().to_owned()));
+        self
+    }
+
+    /// Runs in `dir` instead of the temporary directory.
+    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.current_dir = Some(dir.into());
+        self
+    }
+
+    /// The temporary `rules/` directory.
+    fn rules_dir(&self) -> PathBuf {
+        self.dir.path().join("rules")
+    }
+
+    fn command(&self) -> Command {
+        let mut command = command([
+            "serve",
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--http-addr",
+            "127.0.0.1:0",
+        ]);
+        command
+            .arg("--config")
+            .arg(self.config.clone().unwrap_or_else(|| self.rules_dir()))
+            .arg("--data-dir")
+            .arg(
+                self.data_dir
+                    .clone()
+                    .unwrap_or_else(|| self.dir.path().join("data")),
+            )
+            .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(self.current_dir.as_deref().unwrap_or(self.dir.path()));
+        command
+    }
+
+    /// Runs the server to its end and returns how it ended: for a start that must fail.
+    pub fn output(self) -> Output {
+        Output::of(self.command())
+    }
+
+    /// Starts the server and returns once it printed its ready line (a panic with its log if
+    /// it exits first or stays silent for a minute).
+    pub fn start(self) -> Sluice {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("sluice.log"))
+            .expect("log file");
+        let mut child = self
+            .command()
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("spawn sluice");
+        let stdout = child.stdout.take().expect("stdout");
+        let (first_line, ready) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut stdout = BufReader::new(stdout);
+            let mut line = String::new();
+            let _ = stdout.read_line(&mut line);
+            let _ = first_line.send(line);
+            // Keep draining stdout so that a later write can never fail on a closed pipe.
+            std::io::copy(&mut stdout, &mut std::io::sink())
+        });
+        let unbound: SocketAddr = "0.0.0.0:0".parse().unwrap();
+        let mut sluice = Sluice {
+            child: Some(child),
+            grpc_addr: unbound,
+            http_addr: unbound,
+            ready_line: String::new(),
+            spec: self,
+        };
+        // A panic from here on drops `sluice`, which prints its log and kills the child.
+        sluice.ready_line = ready
+            .recv_timeout(READY_LIMIT)
+            .unwrap_or_else(|_| panic!("sluice printed no line within {READY_LIMIT:?}"));
+        let (grpc, http) = parse_ready_line(&sluice.ready_line)
+            .unwrap_or_else(|| panic!("sluice did not start: {:?}", sluice.ready_line));
+        sluice.grpc_addr = grpc;
+        sluice.http_addr = http;
+        sluice
+    }
+}
+
+/// The addresses of `sluice ready grpc=<addr> http=<addr>`, if `line` is exactly that.
+fn parse_ready_line(line: &str) -> Option<(SocketAddr, SocketAddr)> {
+    match line.split_whitespace().collect::<Vec<_>>()[..] {
+        ["sluice", "ready", grpc, http] => Some((
+            grpc.strip_prefix("grpc=")?.parse().ok()?,
+            http.strip_prefix("http=")?.parse().ok()?,
+        )),
+        _ => None,
+    }
+}
+
+/// A running `sluice serve` (see [`Serve`]), killed when dropped; dropped by a failing test, it
+/// prints its log.
+#[derive(Debug)]
 pub struct Sluice {
     child: Option<Child>,
     /// The bound gRPC address.
     pub grpc_addr: SocketAddr,
     /// The bound HTTP address.
     pub http_addr: SocketAddr,
-    dir: tempfile::TempDir,
+    /// The first line it printed: `sluice ready grpc=<addr> http=<addr>`.
+    pub ready_line: String,
+    spec: Serve,
 }
 
 impl Sluice {
-    /// Starts `sluice serve` with one rule file `rules.yaml` holding `yaml`, plus `args`;
-    /// returns once it printed its ready line. Counters persist under the temporary directory
-    /// (`data/`), never the working directory.
+    /// Starts `sluice serve` with one rule file `rules.yaml` holding `yaml`, plus `args`.
     pub fn start(yaml: &str, args: &[&str]) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let rules = dir.path().join("rules");
-        std::fs::create_dir(&rules).expect("rules dir");
-        std::fs::write(rules.join("rules.yaml"), yaml).expect("write rules");
-        Self::start_in(dir, args)
+        Serve::new().rules(yaml).args(args).start()
     }
 
-    /// Starts `sluice serve` again in the directory of a stopped server (same rules, same
-    /// `data/`), plus `args`.
+    /// Starts `sluice serve` again as it was started (same directory, rules, `data/`, log and
+    /// environment) but with `args` as the extra arguments.
     pub fn restart(mut self, args: &[&str]) -> Self {
         assert!(self.child.is_none(), "stop or kill the server first");
-        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"));
-        Self::start_in(dir, args)
-    }
-
-    fn start_in(dir: tempfile::TempDir, args: &[&str]) -> Self {
-        let rules = dir.path().join("rules");
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.path().join("sluice.log"))
-            .expect("log file");
-        let mut child = Command::new(SLUICE_BIN)
-            .args(["serve", "--grpc-addr", "127.0.0.1:0", "--http-addr"])
-            .arg("127.0.0.1:0")
-            .arg("--config")
-            .arg(&rules)
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .expect("spawn sluice");
-        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        stdout.read_line(&mut line).expect("read ready line");
-        // Keep draining stdout so that a later write can never fail on a closed pipe.
-        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-        let mut sluice = Self {
-            child: Some(child),
-            grpc_addr: "0.0.0.0:0".parse().unwrap(),
-            http_addr: "0.0.0.0:0".parse().unwrap(),
-            dir,
-        };
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let addr = |prefix: &str| {
-            fields
-                .iter()
-                .find_map(|f| f.strip_prefix(prefix))
-                .and_then(|a| a.parse().ok())
-        };
-        match (fields.get(..2), addr("grpc="), addr("http=")) {
-            (Some(["sluice", "ready"]), Some(grpc), Some(http)) => {
-                sluice.grpc_addr = grpc;
-                sluice.http_addr = http;
-                sluice
-            }
-            _ => panic!("sluice did not start: {line:?}\n{}", sluice.log()),
-        }
+        // `self` is dropped next; it keeps only an empty placeholder directory.
+        let mut spec = std::mem::take(&mut self.spec);
+        spec.args = args.iter().map(OsString::from).collect();
+        spec.start()
     }
 
     /// The directory `--config` points at.
     pub fn rules_dir(&self) -> PathBuf {
-        self.dir.path().join("rules")
+        self.spec
+            .config
+            .clone()
+            .unwrap_or_else(|| self.spec.rules_dir())
     }
 
     /// The directory `--data-dir` points at.
     pub fn data_dir(&self) -> PathBuf {
-        self.dir.path().join("data")
+        self.spec
+            .data_dir
+            .clone()
+            .unwrap_or_else(|| self.spec.dir.path().join("data"))
     }
 
     /// What sluice wrote to stderr so far (across restarts).
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("sluice.log")).unwrap_or_default()
+        std::fs::read_to_string(self.spec.dir.path().join("sluice.log")).unwrap_or_default()
     }
 
     /// Sends SIGTERM and waits for the process to exit.
@@ -143,9 +345,7 @@ impl Sluice {
         assert!(sent.success(), "kill -TERM failed");
         child.wait().expect("wait for sluice")
     }
-}
 
-impl Sluice {
     /// Kills the process with SIGKILL (no shutdown at all) and waits for it.
     pub fn kill(&mut self) {
         let mut child = self.child.take().expect("sluice is running");
@@ -156,6 +356,9 @@ impl Sluice {
 
 impl Drop for Sluice {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- sluice log\n{}", self.log());
+        }
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();

@@ -1,4 +1,5 @@
-//! YAML documents (via `yaml-rust2`) as `serde_json::Value`s, for asserting on manifests.
+//! YAML documents (via `yaml-rust2`) as `serde_json::Value`s, for asserting on manifests, and
+//! a ConfigMap's files on disk.
 
 use serde_json::{Map, Value};
 use yaml_rust2::{Yaml, YamlLoader};
@@ -18,6 +19,17 @@ pub fn document(text: &str) -> Value {
     let mut docs = documents(text);
     assert_eq!(docs.len(), 1, "expected one YAML document:\n{text}");
     docs.remove(0)
+}
+
+/// The files of a ConfigMap's `data` (at least one), written into a new temporary directory.
+pub fn configmap_dir(configmap: &Value) -> tempfile::TempDir {
+    let data = configmap["data"].as_object().expect("ConfigMap data");
+    assert!(!data.is_empty(), "an empty ConfigMap");
+    let files: Vec<(&str, &str)> = data
+        .iter()
+        .map(|(name, text)| (name.as_str(), text.as_str().expect("text file")))
+        .collect();
+    super::process::temp_dir(&files)
 }
 
 /// A YAML value as JSON (keys become strings).

@@ -1,7 +1,7 @@
 //! Redis Cluster: three nodes created by `redis-cli --cluster create`.
 
 use crate::common::redis::RedisCluster;
-use crate::common::{OK, OVER, TestServer, call, descriptor, request};
+use crate::common::{OK, OVER, TestServer, call, descriptor, one_descriptor, request};
 
 const RULES: &str = "\
 domain: cluster
@@ -25,7 +25,7 @@ descriptors:
 async fn cluster_decides_per_slot_group() {
     let cluster = RedisCluster::start();
     let store = crate::store(&cluster.url()).await;
-    let server = TestServer::start_adjusted(RULES, store, |_| {}).await;
+    let server = TestServer::start_on(RULES, store).await;
     let mut client = server.client().await;
 
     // One family: [user] (two limits) and [user, path] share a slot, so a denial of the
@@ -43,7 +43,7 @@ async fn cluster_decides_per_slot_group() {
     assert_eq!(call(&mut client, both("/a")).await.overall_code, OK);
     let r = call(&mut client, both("/a")).await;
     assert_eq!((r.overall_code, r.statuses[1].code), (OVER, OVER));
-    let user_only = request("cluster", vec![descriptor(&[("user", "u1")])]);
+    let user_only = one_descriptor("cluster", &[("user", "u1")]);
     let r = call(&mut client, user_only.clone()).await;
     assert_eq!(
         (r.overall_code, r.statuses[0].limit_remaining),
@@ -54,7 +54,7 @@ async fn cluster_decides_per_slot_group() {
 
     // Many families: counted exactly, spread over every node.
     for t in 0..30 {
-        let tenant = request("cluster", vec![descriptor(&[("tenant", &format!("t{t}"))])]);
+        let tenant = one_descriptor("cluster", &[("tenant", &format!("t{t}"))]);
         for _ in 0..4 {
             assert_eq!(call(&mut client, tenant.clone()).await.overall_code, OK);
         }
@@ -79,11 +79,7 @@ async fn cluster_decides_per_slot_group() {
         (OVER, OVER, OK)
     );
     // The user's slot group was not blocked, so it was charged (README: per slot group).
-    let r = call(
-        &mut client,
-        request("cluster", vec![descriptor(&[("user", "u2")])]),
-    )
-    .await;
+    let r = call(&mut client, one_descriptor("cluster", &[("user", "u2")])).await;
     assert_eq!(r.statuses[0].limit_remaining, 1);
     server.stop().await;
 }

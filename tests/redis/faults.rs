@@ -4,7 +4,10 @@
 use std::time::{Duration, Instant};
 
 use crate::common::redis::RedisServer;
-use crate::common::{OK, OVER, TestServer, call, descriptor, header, http, request, with_override};
+use crate::common::{
+    OK, OVER, ServingStatus, TestServer, call, descriptor, eventually, header, health_client,
+    health_status, http, one_descriptor, request, with_override,
+};
 
 const RULES: &str = "\
 domain: faults
@@ -24,6 +27,13 @@ descriptors:
 /// after three failures): only a hung call would break it.
 const BUDGET: Duration = Duration::from_millis(500);
 
+/// A fresh redis-server, and a server with [`RULES`] on a store on it.
+async fn start() -> (RedisServer, TestServer) {
+    let redis = RedisServer::start();
+    let server = TestServer::start_on(RULES, crate::store(&redis.url()).await).await;
+    (redis, server)
+}
+
 /// Kill Redis under load: allow passes (degraded), deny denies with Retry-After, local limits
 /// locally, no call waits past the budget, health stays up through a short outage; restart
 /// Redis and decisions come from Redis again within a second.
@@ -37,7 +47,7 @@ async fn kill_and_restart_redis_under_load() {
     })
     .await;
     let mut client = server.client().await;
-    let one = |key: &str, value: &str| request("faults", vec![descriptor(&[(key, value)])]);
+    let one = |key: &str, value: &str| one_descriptor("faults", &[(key, value)]);
 
     // Healthy: Redis counts, nothing is marked degraded.
     for _ in 0..5 {
@@ -105,17 +115,12 @@ async fn kill_and_restart_redis_under_load() {
 
     redis.restart();
     let restarted = Instant::now();
-    loop {
+    let what = "decisions from Redis a second after it came back";
+    eventually(Duration::from_secs(1), what, async || {
         let r = call(&mut client, one("open", "after")).await;
-        if header(&r, "x-ratelimit-mode").is_none() {
-            break;
-        }
-        assert!(
-            restarted.elapsed() < Duration::from_secs(1),
-            "still degraded a second after Redis came back"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        header(&r, "x-ratelimit-mode").is_none()
+    })
+    .await;
     println!(
         "decisions came back from Redis {:?} after it answered",
         restarted.elapsed()
@@ -138,9 +143,9 @@ async fn kill_and_restart_redis_under_load() {
 async fn hung_redis_costs_at_most_the_timeout() {
     let redis = RedisServer::start();
     let store = crate::store_with_timeout(&redis.url(), Duration::from_millis(50)).await;
-    let server = TestServer::start_adjusted(RULES, store.clone(), |_| {}).await;
+    let server = TestServer::start_on(RULES, store.clone()).await;
     let mut client = server.client().await;
-    let one = |value: &str| request("faults", vec![descriptor(&[("closed", value)])]);
+    let one = |value: &str| one_descriptor("faults", &[("closed", value)]);
     assert_eq!(
         header(&call(&mut client, one("warm")).await, "x-ratelimit-mode"),
         None
@@ -162,14 +167,12 @@ async fn hung_redis_costs_at_most_the_timeout() {
     );
     assert!(store.circuit_open());
     redis.signal("CONT");
-    let resumed = Instant::now();
-    while header(&call(&mut client, one("again")).await, "x-ratelimit-mode").is_some() {
-        assert!(
-            resumed.elapsed() < Duration::from_secs(1),
-            "still degraded a second after SIGCONT"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(
+        Duration::from_secs(1),
+        "decisions from Redis a second after SIGCONT",
+        async || header(&call(&mut client, one("again")).await, "x-ratelimit-mode").is_none(),
+    )
+    .await;
     server.stop().await;
 }
 
@@ -178,9 +181,7 @@ async fn hung_redis_costs_at_most_the_timeout() {
 #[tokio::test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
 async fn override_only_call_fails_unavailable() {
-    let mut redis = RedisServer::start();
-    let store = crate::store(&redis.url()).await;
-    let server = TestServer::start_adjusted(RULES, store, |_| {}).await;
+    let (mut redis, server) = start().await;
     let mut client = server.client().await;
     redis.kill();
     let d = with_override(descriptor(&[("free", "x")]), 3, 2);
@@ -197,57 +198,29 @@ async fn override_only_call_fails_unavailable() {
 #[tokio::test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
 async fn health_reports_a_sustained_outage() {
-    let mut redis = RedisServer::start();
-    let store = crate::store(&redis.url()).await;
-    let server = TestServer::start_adjusted(RULES, store, |_| {}).await;
+    let (mut redis, server) = start().await;
     let mut client = server.client().await;
     redis.kill();
     for i in 0..5 {
         call(
             &mut client,
-            request("faults", vec![descriptor(&[("open", &i.to_string())])]),
+            one_descriptor("faults", &[("open", &i.to_string())]),
         )
         .await;
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while http(server.http_addr, "GET", "/healthcheck", "").await.0 != 503 {
-        assert!(
-            Instant::now() < deadline,
-            "health never reported the outage"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let channel = tonic::transport::Channel::from_shared(format!("http://{}", server.grpc_addr))
-        .expect("uri")
-        .connect()
-        .await
-        .expect("connect");
-    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let status = health
-            .check(tonic_health::pb::HealthCheckRequest {
-                service: String::new(),
-            })
-            .await
-            .expect("health answers")
-            .into_inner()
-            .status;
-        if status == tonic_health::pb::health_check_response::ServingStatus::NotServing as i32 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "gRPC health never reported the outage"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let health_is = async |code| http(server.http_addr, "GET", "/healthcheck", "").await.0 == code;
+    let within = Duration::from_secs(5);
+    eventually(within, "health reports the outage", async || {
+        health_is(503).await
+    })
+    .await;
+    let mut health = health_client(server.grpc_addr).await;
+    eventually(within, "gRPC health reports the outage", async || {
+        health_status(&mut health, "").await == ServingStatus::NotServing
+    })
+    .await;
     redis.restart();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while http(server.http_addr, "GET", "/healthcheck", "").await.0 != 200 {
-        assert!(Instant::now() < deadline, "health never recovered");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(within, "health recovers", async || health_is(200).await).await;
     server.stop().await;
 }
 
@@ -256,11 +229,9 @@ async fn health_reports_a_sustained_outage() {
 #[tokio::test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
 async fn full_counters_are_answered_locally() {
-    let redis = RedisServer::start();
-    let store = crate::store(&redis.url()).await;
-    let server = TestServer::start_adjusted(RULES, store, |_| {}).await;
+    let (redis, server) = start().await;
     let mut client = server.client().await;
-    let one = request("faults", vec![descriptor(&[("closed", "cached")])]);
+    let one = one_descriptor("faults", &[("closed", "cached")]);
     for _ in 0..5 {
         assert_eq!(call(&mut client, one.clone()).await.overall_code, OK);
     }

@@ -6,8 +6,7 @@ use std::time::Instant;
 
 use crate::common::process::Sluice;
 use crate::common::redis::RedisServer;
-use crate::common::{OK, descriptor, request};
-use sluice::proto::rate_limit_service_client::RateLimitServiceClient;
+use crate::common::{OK, call, connect, one_descriptor};
 
 /// Windows of an hour: nothing refills or slides noticeably while the test runs.
 const RULES: &str = "\
@@ -29,17 +28,10 @@ async fn admitted(replicas: &[Sluice], key: &str, clients: usize, calls: usize) 
         let addr = replicas[c % replicas.len()].grpc_addr;
         let key = key.to_owned();
         tasks.push(tokio::spawn(async move {
-            let mut client = RateLimitServiceClient::connect(format!("http://{addr}"))
-                .await
-                .expect("connect");
+            let mut client = connect(addr).await;
             let mut ok = 0;
             for _ in 0..calls / clients {
-                let req = request("replicas", vec![descriptor(&[(&key, "shared")])]);
-                let r = client
-                    .should_rate_limit(req)
-                    .await
-                    .expect("call")
-                    .into_inner();
+                let r = call(&mut client, one_descriptor("replicas", &[(&key, "shared")])).await;
                 ok += usize::from(r.overall_code == OK);
             }
             ok

@@ -5,13 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-use sluice::algorithm::{Algorithm, Limit};
+use sluice::algorithm::Algorithm;
 use sluice::clock::SECOND;
 use sluice::store::redis::RedisClock;
-use sluice::store::{Charge, CounterKeyBuilder, Gate, RedisSettings, RedisStore, Store};
+use sluice::store::{Charge, Gate, RedisSettings, RedisStore, Store};
 
 use crate::common::process::Sluice;
 use crate::common::redis::RedisServer;
+use crate::common::{self, limit};
 
 /// A CA and a server certificate for 127.0.0.1, written into `dir` as ca.crt, server.crt/key.
 fn write_certs(dir: &std::path::Path) {
@@ -29,20 +30,8 @@ fn write_certs(dir: &std::path::Path) {
 }
 
 fn charge() -> Charge {
-    let limit = Limit {
-        algorithm: Algorithm::SlidingLog,
-        requests: 2,
-        window: 60 * SECOND,
-        burst: 2,
-    };
-    let mut key = CounterKeyBuilder::new("secure");
-    key.entry("k", "v");
-    Charge {
-        key: key.finish(0, limit.algorithm, limit.window),
-        limit,
-        cost: 1,
-        gate: Gate::Enforced,
-    }
+    let limit = limit(Algorithm::SlidingLog, 2, 60 * SECOND);
+    common::charge("secure", ("k", "v"), limit, 1, Gate::Enforced)
 }
 
 /// TLS only (no plaintext port) and an ACL user: sluice connects with the URL's user and

@@ -8,8 +8,7 @@ mod certs;
 mod reload;
 mod startup;
 
-use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use certs::{Ca, Files, Pair};
 use common::*;
@@ -19,9 +18,8 @@ use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
 const RULES: &str = "domain: test\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 1000 }\n";
 
-/// How long a reload may take to show, and how often to look.
+/// How long a reload may take to show.
 const DEADLINE: Duration = Duration::from_secs(10);
-const POLL: Duration = Duration::from_millis(100);
 
 /// A client that trusts `ca` for `localhost`, optionally presenting `identity`.
 fn tls_client(ca: &Ca, identity: Option<&Pair>) -> ClientTlsConfig {
@@ -48,7 +46,7 @@ async fn call_once(server: &TestServer, tls: Option<ClientTlsConfig>) -> Result<
             .await
             .map_err(|e| format!("connect: {e:?}"))?;
         let response = RateLimitServiceClient::new(channel)
-            .should_rate_limit(request("test", vec![descriptor(&[("k", "v")])]))
+            .should_rate_limit(one_descriptor("test", &[("k", "v")]))
             .await
             .map_err(|e| format!("call: {e}"))?;
         check_ok(&response.into_inner())
@@ -65,28 +63,25 @@ fn check_ok(response: &RateLimitResponse) -> Result<(), String> {
     }
 }
 
-/// Polls `condition` every 100 ms until it holds; fails the test after 10 s.
-async fn eventually<F, Fut>(what: &str, mut condition: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + DEADLINE;
-    while !condition().await {
-        assert!(Instant::now() < deadline, "not within {DEADLINE:?}: {what}");
-        tokio::time::sleep(POLL).await;
-    }
+/// A TLS server with a certificate from `ca`; with `client_ca`, mTLS against it too. Keep the
+/// files as long as the server.
+async fn tls_server(ca: &Ca, client_ca: Option<&Ca>) -> (Files, TestServer) {
+    let files = Files::new(&ca.server(), client_ca);
+    let server = TestServer::start_tls(RULES, files.settings(client_ca.is_some())).await;
+    (files, server)
+}
+
+/// One call on a new connection that trusts `ca` and presents `identity`.
+async fn call_tls(server: &TestServer, ca: &Ca, identity: Option<&Pair>) -> Result<(), String> {
+    call_once(server, Some(tls_client(ca, identity))).await
 }
 
 /// A client trusting the server's CA gets an answer over TLS.
 #[tokio::test]
 async fn tls_call_succeeds() {
     let ca = Ca::new("ca");
-    let files = Files::new(&ca.server(), None);
-    let server = TestServer::start_tls(RULES, files.settings(false)).await;
-    call_once(&server, Some(tls_client(&ca, None)))
-        .await
-        .expect("TLS call");
+    let (_files, server) = tls_server(&ca, None).await;
+    call_tls(&server, &ca, None).await.expect("TLS call");
     server.stop().await;
 }
 
@@ -94,11 +89,10 @@ async fn tls_call_succeeds() {
 #[tokio::test]
 async fn plaintext_client_is_refused() {
     let ca = Ca::new("ca");
-    let files = Files::new(&ca.server(), None);
-    let server = TestServer::start_tls(RULES, files.settings(false)).await;
+    let (_files, server) = tls_server(&ca, None).await;
     assert!(call_once(&server, None).await.is_err());
     // The failed handshake did not stop the server.
-    call_once(&server, Some(tls_client(&ca, None)))
+    call_tls(&server, &ca, None)
         .await
         .expect("TLS call after a bad client");
     server.stop().await;
@@ -108,12 +102,11 @@ async fn plaintext_client_is_refused() {
 #[tokio::test]
 async fn stalled_handshake_does_not_block_others() {
     let ca = Ca::new("ca");
-    let files = Files::new(&ca.server(), None);
-    let server = TestServer::start_tls(RULES, files.settings(false)).await;
+    let (_files, server) = tls_server(&ca, None).await;
     let _silent = tokio::net::TcpStream::connect(server.grpc_addr)
         .await
         .expect("tcp connect");
-    call_once(&server, Some(tls_client(&ca, None)))
+    call_tls(&server, &ca, None)
         .await
         .expect("TLS call while another handshake is pending");
     server.stop().await;
@@ -123,10 +116,8 @@ async fn stalled_handshake_does_not_block_others() {
 #[tokio::test]
 async fn client_refuses_unknown_server_ca() {
     let ca = Ca::new("ca");
-    let files = Files::new(&ca.server(), None);
-    let server = TestServer::start_tls(RULES, files.settings(false)).await;
-    let stranger = Ca::new("stranger");
-    let error = call_once(&server, Some(tls_client(&stranger, None)))
+    let (_files, server) = tls_server(&ca, None).await;
+    let error = call_tls(&server, &Ca::new("stranger"), None)
         .await
         .expect_err("refused");
     assert!(error.contains("UnknownIssuer"), "{error}");
@@ -137,11 +128,8 @@ async fn client_refuses_unknown_server_ca() {
 #[tokio::test]
 async fn mtls_refuses_client_without_certificate() {
     let (ca, client_ca) = (Ca::new("ca"), Ca::new("client-ca"));
-    let files = Files::new(&ca.server(), Some(&client_ca));
-    let server = TestServer::start_tls(RULES, files.settings(true)).await;
-    let error = call_once(&server, Some(tls_client(&ca, None)))
-        .await
-        .expect_err("refused");
+    let (_files, server) = tls_server(&ca, Some(&client_ca)).await;
+    let error = call_tls(&server, &ca, None).await.expect_err("refused");
     assert!(error.contains("CertificateRequired"), "{error}");
     server.stop().await;
 }
@@ -150,10 +138,9 @@ async fn mtls_refuses_client_without_certificate() {
 #[tokio::test]
 async fn mtls_refuses_certificate_from_another_ca() {
     let (ca, client_ca) = (Ca::new("ca"), Ca::new("client-ca"));
-    let files = Files::new(&ca.server(), Some(&client_ca));
-    let server = TestServer::start_tls(RULES, files.settings(true)).await;
+    let (_files, server) = tls_server(&ca, Some(&client_ca)).await;
     let intruder = Ca::new("intruder").client();
-    let error = call_once(&server, Some(tls_client(&ca, Some(&intruder))))
+    let error = call_tls(&server, &ca, Some(&intruder))
         .await
         .expect_err("refused");
     assert!(error.contains("UnknownCA"), "{error}");
@@ -164,10 +151,9 @@ async fn mtls_refuses_certificate_from_another_ca() {
 #[tokio::test]
 async fn mtls_accepts_certificate_from_client_ca() {
     let (ca, client_ca) = (Ca::new("ca"), Ca::new("client-ca"));
-    let files = Files::new(&ca.server(), Some(&client_ca));
-    let server = TestServer::start_tls(RULES, files.settings(true)).await;
+    let (_files, server) = tls_server(&ca, Some(&client_ca)).await;
     let client = client_ca.client();
-    call_once(&server, Some(tls_client(&ca, Some(&client))))
+    call_tls(&server, &ca, Some(&client))
         .await
         .expect("mTLS call");
     server.stop().await;

@@ -8,8 +8,7 @@ use sluice::app::TlsSettings;
 #[tokio::test]
 async fn replaced_certificate_applies_to_new_connections() {
     let (old, new) = (Ca::new("old"), Ca::new("new"));
-    let files = Files::new(&old.server(), None);
-    let server = TestServer::start_tls(RULES, files.settings(false)).await;
+    let (files, server) = tls_server(&old, None).await;
     let established = Endpoint::from_shared(format!("https://{}", server.grpc_addr))
         .and_then(|e| e.tls_config(tls_client(&old, None)))
         .expect("endpoint")
@@ -21,17 +20,17 @@ async fn replaced_certificate_applies_to_new_connections() {
     let pair = new.server();
     files.replace("server.crt", &pair.cert);
     files.replace("server.key", &pair.key);
-    eventually("the new CA is trusted and the old one is not", || async {
-        call_once(&server, Some(tls_client(&new, None)))
-            .await
-            .is_ok()
-            && call_once(&server, Some(tls_client(&old, None)))
-                .await
-                .is_err()
-    })
+    eventually(
+        DEADLINE,
+        "the new CA is trusted and the old one is not",
+        async || {
+            call_tls(&server, &new, None).await.is_ok()
+                && call_tls(&server, &old, None).await.is_err()
+        },
+    )
     .await;
     let response = established
-        .should_rate_limit(request("test", vec![descriptor(&[("k", "v")])]))
+        .should_rate_limit(one_descriptor("test", &[("k", "v")]))
         .await
         .expect("established connection still answers");
     check_ok(&response.into_inner()).expect("OK");
@@ -62,7 +61,7 @@ async fn kubernetes_secret_swap_reloads() {
         client_ca: None,
     };
     let server = TestServer::start_tls(RULES, settings).await;
-    call_once(&server, Some(tls_client(&old, None)))
+    call_tls(&server, &old, None)
         .await
         .expect("old certificate");
 
@@ -70,10 +69,8 @@ async fn kubernetes_secret_swap_reloads() {
     link("..v2", "..data_tmp");
     std::fs::rename(dir.path().join("..data_tmp"), dir.path().join("..data")).expect("swap");
     std::fs::remove_dir_all(dir.path().join("..v1")).expect("remove old version");
-    eventually("the swapped certificate is served", || async {
-        call_once(&server, Some(tls_client(&new, None)))
-            .await
-            .is_ok()
+    eventually(DEADLINE, "the swapped certificate is served", async || {
+        call_tls(&server, &new, None).await.is_ok()
     })
     .await;
     server.stop().await;
@@ -84,8 +81,7 @@ async fn kubernetes_secret_swap_reloads() {
 #[tokio::test]
 async fn broken_replacement_keeps_the_old_certificate() {
     let (old, new) = (Ca::new("old"), Ca::new("new"));
-    let files = Files::new(&old.server(), None);
-    let server = TestServer::start_tls(RULES, files.settings(false)).await;
+    let (files, server) = tls_server(&old, None).await;
     let tls = server.tls.clone().expect("TLS state");
     let mut status = tls.subscribe();
 
@@ -98,17 +94,15 @@ async fn broken_replacement_keeps_the_old_certificate() {
     assert_eq!(failed.generation, 1);
     let error = failed.last_error.expect("error kept");
     assert!(error.contains("server.crt"), "{error}");
-    call_once(&server, Some(tls_client(&old, None)))
+    call_tls(&server, &old, None)
         .await
         .expect("old certificate still served");
 
     let pair = new.server();
     files.replace("server.key", &pair.key);
     files.replace("server.crt", &pair.cert);
-    eventually("the good replacement is served", || async {
-        call_once(&server, Some(tls_client(&new, None)))
-            .await
-            .is_ok()
+    eventually(DEADLINE, "the good replacement is served", async || {
+        call_tls(&server, &new, None).await.is_ok()
     })
     .await;
     assert_eq!(tls.status().last_error, None);
@@ -123,21 +117,16 @@ async fn replaced_client_ca_applies_to_new_connections() {
         Ca::new("old-clients"),
         Ca::new("new-clients"),
     );
-    let files = Files::new(&ca.server(), Some(&old));
-    let server = TestServer::start_tls(RULES, files.settings(true)).await;
+    let (files, server) = tls_server(&ca, Some(&old)).await;
     let (old_client, new_client) = (old.client(), new.client());
-    call_once(&server, Some(tls_client(&ca, Some(&old_client))))
+    call_tls(&server, &ca, Some(&old_client))
         .await
         .expect("old client CA");
 
     files.replace("client-ca.crt", &new.pem);
-    eventually("only clients of the new CA get in", || async {
-        call_once(&server, Some(tls_client(&ca, Some(&new_client))))
-            .await
-            .is_ok()
-            && call_once(&server, Some(tls_client(&ca, Some(&old_client))))
-                .await
-                .is_err()
+    eventually(DEADLINE, "only clients of the new CA get in", async || {
+        call_tls(&server, &ca, Some(&new_client)).await.is_ok()
+            && call_tls(&server, &ca, Some(&old_client)).await.is_err()
     })
     .await;
     server.stop().await;
