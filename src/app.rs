@@ -192,7 +192,7 @@ async fn start_inner(
         None => memory_store(&settings, clock.now()).await?,
     };
     // Publish what was restored before anyone can scrape /metrics.
-    metrics.record_store_stats(&store.stats());
+    metrics.record_store_stats(store.name(), &store.stats());
     let limiter = Arc::new(Limiter::new(
         reloader.rules(),
         store.clone(),
@@ -338,11 +338,8 @@ async fn sweep(
             _ = shutdown.cancelled() => return,
             _ = every.tick() => {
                 let (swept, now) = (store.clone(), clock.now());
-                if let Ok(Some(held)) = tokio::task::spawn_blocking(move || swept.sweep(now)).await {
-                    metrics.set_active_counters(store.name(), held);
-                }
-                metrics.record_store_stats(&store.stats());
-                store.observe(&metrics, now);
+                let _ = tokio::task::spawn_blocking(move || swept.sweep(now)).await;
+                metrics.record_store_stats(store.name(), &store.stats());
                 limiter.sweep_fallback(now);
             }
         }
@@ -374,7 +371,7 @@ impl StoreHandle {
                         _ = stop.cancelled() => return,
                         _ = every.tick() => {
                             store.flush(clock.now(), false).await;
-                            metrics.record_store_stats(&store.stats());
+                            metrics.record_store_stats(store.name(), &store.stats());
                         }
                     }
                 }
@@ -396,7 +393,8 @@ impl StoreHandle {
             let _ = flusher.await;
         }
         self.store.flush(self.clock.now(), true).await;
-        self.metrics.record_store_stats(&self.store.stats());
+        self.metrics
+            .record_store_stats(self.store.name(), &self.store.stats());
     }
 }
 

@@ -306,15 +306,15 @@ impl Store for MemoryStore {
         "memory"
     }
 
-    fn sweep(&self, now: Nanos) -> Option<usize> {
+    fn sweep(&self, now: Nanos) {
         self.retain_active(now);
-        Some(self.len())
     }
 
     fn stats(&self) -> StoreStats {
         StoreStats {
+            counters: Some(self.len() as u64),
             refused: self.refused(),
-            persist: None,
+            ..StoreStats::default()
         }
     }
 }

@@ -284,8 +284,8 @@ impl Store for PersistentStore {
         "memory"
     }
 
-    fn sweep(&self, now: Nanos) -> Option<usize> {
-        self.shared.memory.sweep(now)
+    fn sweep(&self, now: Nanos) {
+        self.shared.memory.sweep(now);
     }
 
     fn flush_interval(&self) -> Option<Duration> {
@@ -311,8 +311,8 @@ impl Store for PersistentStore {
 
     fn stats(&self) -> StoreStats {
         StoreStats {
-            refused: self.shared.memory.refused(),
             persist: Some(self.persist_stats()),
+            ..self.shared.memory.stats()
         }
     }
 }
