@@ -226,7 +226,7 @@ pub async fn execute(
         .map(|job| {
             let (mine, after) = rest.split_at(rest.len().min(job.costs.len() * 4));
             rest = after;
-            Ok(scripts::outcomes(mine, &job.costs)?)
+            scripts::outcomes(mine, &job.costs).map_err(StoreError::from)
         })
         .collect()
 }
