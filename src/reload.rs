@@ -30,7 +30,13 @@ const RULE_FILES: DirectoryRule = DirectoryRule {
 /// Why watching could not start.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot watch rule files: {0}")]
-pub struct WatchError(#[from] notify::Error);
+pub struct WatchError(notify::Error);
+
+impl From<notify::Error> for WatchError {
+    fn from(error: notify::Error) -> Self {
+        Self(error)
+    }
+}
 
 /// Loads rule sets and keeps the current one.
 pub struct Reloader {

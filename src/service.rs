@@ -38,7 +38,8 @@ impl RlsService {
         match self.limiter.check(&request).await {
             Ok(decision) => Ok(to_proto(decision)),
             Err(LimitError::Invalid(e)) => Err(Status::invalid_argument(e.to_string())),
-            // UNAVAILABLE, never UNKNOWN: Envoy's failure_mode_deny must decide a store outage.
+            // UNAVAILABLE, never UNKNOWN: Envoy's failure_mode_deny must decide a store outage,
+            // transient or not (a bad script reply is the store failing as much as a timeout).
             Err(LimitError::Store(e)) => Err(Status::unavailable(e.to_string())),
         }
     }

@@ -3,7 +3,7 @@
 mod common;
 
 use common::http1;
-use common::process::{Serve, check, temp_dir};
+use common::process::{Serve, check, repo_path, run, temp_dir};
 
 const RULES: &str =
     "domain: a\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requests_per_unit: 5 }\n";
@@ -63,14 +63,35 @@ fn serve_prints_ready_line_and_exits_cleanly_on_sigterm() {
     assert_eq!(server.stop().code(), Some(0), "{}", server.log());
 }
 
-/// `sluice serve` with rules that do not load exits non-zero and names the error.
+/// `sluice serve` with rules that do not load exits non-zero and names the error, once.
 #[test]
 fn serve_refuses_bad_rules() {
     let out = Serve::new().rules("domain: ''\n").output();
     assert!(!out.status.success());
-    assert!(
-        out.stderr.contains("config file cannot have empty domain"),
-        "{}",
-        out.stderr
-    );
+    let said = out
+        .stderr
+        .matches("config file cannot have empty domain")
+        .count();
+    assert_eq!(said, 1, "{}", out.stderr);
+}
+
+/// A listener that cannot be bound stops the start, with its cause said once.
+#[test]
+fn serve_refuses_a_taken_port() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr").to_string();
+    let config = repo_path("config");
+    let out = run([
+        "serve".as_ref(),
+        "--no-persist".as_ref(),
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--grpc-addr".as_ref(),
+        "127.0.0.1:0".as_ref(),
+        "--http-addr".as_ref(),
+        std::ffi::OsStr::new(&addr),
+    ]);
+    assert!(!out.status.success());
+    let said = out.stderr.matches("Address already in use").count();
+    assert_eq!(said, 1, "{}", out.stderr);
 }

@@ -62,15 +62,9 @@ pub(super) fn decide(
     }
     if u128::from(total) + u128::from(charge) > u128::from(requests) {
         // The call fits once enough of the oldest hits have left the window.
-        let mut need = total - (requests - charge);
-        let mut retry = newest_expiry.unwrap_or(u128::from(t) + window);
-        for e in live {
-            need = need.saturating_sub(e.hits);
-            if need == 0 {
-                retry = expiry(e);
-                break;
-            }
-        }
+        let need = total - (requests - charge);
+        let retry = freed_at(live, need, window)
+            .unwrap_or_else(|| newest_expiry.unwrap_or(u128::from(t) + window));
         return denied(until(retry, now));
     }
     if cost == 0 {
@@ -98,6 +92,21 @@ pub(super) fn decide(
         reset_after,
     };
     (verdict, Some(State::Log { entries, total }))
+}
+
+/// When the oldest of the `live` entries holding `need` hits have all left the window.
+fn freed_at<'a>(
+    live: impl Iterator<Item = &'a LogEntry>,
+    mut need: u64,
+    window: u128,
+) -> Option<u128> {
+    for e in live {
+        need = need.saturating_sub(e.hits);
+        if need == 0 {
+            return Some(u128::from(e.at) + window);
+        }
+    }
+    None
 }
 
 /// Whether every logged hit has left the window at `now`.

@@ -121,11 +121,11 @@ async fn serve_http(listener: TcpListener, serving: Serving) {
 async fn bind(addr: SocketAddr) -> Result<TcpListener, AppError> {
     TcpListener::bind(addr)
         .await
-        .map_err(|source| AppError::Bind { addr, source })
+        .map_err(|error| AppError::Bind { addr, error })
 }
 
 fn local_addr(listener: &TcpListener, addr: SocketAddr) -> Result<SocketAddr, AppError> {
     listener
         .local_addr()
-        .map_err(|source| AppError::Bind { addr, source })
+        .map_err(|error| AppError::Bind { addr, error })
 }

@@ -42,22 +42,23 @@ use self::listen::{Listeners, Serving};
 use self::shutdown::Lifecycle;
 use self::store::StoreHandle;
 
-/// Why the server could not start or stopped badly.
+/// Why the server could not start or stopped badly. Each message holds its cause, so no
+/// variant is also a `source`: `main` prints the error chain, which would print it twice.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
     /// The rules did not load.
     #[error("rules did not load:\n{0}")]
-    Config(#[from] ConfigErrors),
+    Config(ConfigErrors),
     /// The rule files could not be watched.
     #[error(transparent)]
     Watch(#[from] WatchError),
     /// A listener could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {error}")]
     Bind {
         /// The address.
         addr: SocketAddr,
         /// The cause.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The TLS certificates did not load or cannot be watched. Not a `source`: the message
     /// already holds the cause, and an error chain would print it twice.
@@ -71,13 +72,19 @@ pub enum AppError {
     Store(#[from] StoreError),
     /// A start-up task (restoring the embedded store) panicked or was cancelled.
     #[error("start-up task failed: {0}")]
-    Task(#[from] tokio::task::JoinError),
+    Task(tokio::task::JoinError),
     /// The gRPC server failed while running.
     #[error("gRPC server failed: {0}")]
-    Grpc(#[source] tonic::transport::Error),
+    Grpc(tonic::transport::Error),
     /// The HTTP server failed while running.
     #[error("HTTP server failed: {0}")]
-    Http(#[source] std::io::Error),
+    Http(std::io::Error),
+}
+
+impl From<ConfigErrors> for AppError {
+    fn from(errors: ConfigErrors) -> Self {
+        Self::Config(errors)
+    }
 }
 
 /// A started server.
@@ -148,7 +155,7 @@ async fn start_inner(
         None => store::build(&settings.store, clock.now()).await?,
     };
     // Publish what was restored before anyone can scrape /metrics.
-    store::publish(&metrics, store.as_ref(), clock.now());
+    store::publish(&metrics, store.as_ref());
     let limiter = Arc::new(Limiter::new(
         reloader.rules(),
         store.clone(),

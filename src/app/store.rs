@@ -39,10 +39,10 @@ async fn build_memory(settings: &MemorySettings, now: Nanos) -> Result<Arc<dyn S
     Ok(Arc::new(opened?))
 }
 
-/// Publishes the store's own figures (persistence, refusals, cache, breaker) into `metrics`.
-pub(super) fn publish(metrics: &Metrics, store: &dyn Store, now: Nanos) {
-    metrics.record_store_stats(&store.stats());
-    store.observe(metrics, now);
+/// Publishes the store's own figures (counters held and refused, persistence, cache, breaker)
+/// into `metrics`: the store returns them as plain data and never sees the metrics.
+pub(super) fn publish(metrics: &Metrics, store: &dyn Store) {
+    metrics.record_store_stats(store.name(), &store.stats());
 }
 
 /// The store and its flush task.
@@ -73,7 +73,7 @@ impl StoreHandle {
                         _ = stop.cancelled() => return,
                         _ = every.tick() => {
                             store.flush(clock.now(), false).await;
-                            metrics.record_store_stats(&store.stats());
+                            publish(&metrics, store.as_ref());
                         }
                     }
                 }
@@ -95,6 +95,6 @@ impl StoreHandle {
             let _ = flusher.await;
         }
         self.store.flush(self.clock.now(), true).await;
-        self.metrics.record_store_stats(&self.store.stats());
+        publish(&self.metrics, self.store.as_ref());
     }
 }

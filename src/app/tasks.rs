@@ -29,10 +29,8 @@ pub(super) async fn sweep(
             _ = shutdown.cancelled() => return,
             _ = every.tick() => {
                 let (swept, now) = (store.clone(), clock.now());
-                if let Ok(Some(held)) = tokio::task::spawn_blocking(move || swept.sweep(now)).await {
-                    metrics.set_active_counters(store.name(), held);
-                }
-                super::store::publish(&metrics, store.as_ref(), now);
+                let _ = tokio::task::spawn_blocking(move || swept.sweep(now)).await;
+                super::store::publish(&metrics, store.as_ref());
                 limiter.sweep_fallback(now);
             }
         }

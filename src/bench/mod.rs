@@ -104,7 +104,7 @@ pub enum BenchError {
         reason: String,
     },
     /// The runtime could not start, or the output could not be written.
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
 }
 

@@ -18,7 +18,7 @@ use std::time::Instant;
 use crate::algorithm::{Algorithm, Limit, Verdict};
 use crate::clock::{Nanos, SECOND};
 use crate::rules::FailureMode;
-use crate::store::{Charge, CounterKey, MemoryStore, Outcome};
+use crate::store::{Charge, CounterKey, MemoryStore, Outcome, StoreError};
 
 /// The response header marking an answer decided without the store.
 pub const HEADER: (&str, &str) = ("x-ratelimit-mode", "degraded");
@@ -142,7 +142,7 @@ impl Default for BurstLog {
 
 impl BurstLog {
     /// Counts one degraded decision, logging if a line is due.
-    pub(super) fn record(&self, error: &dyn std::fmt::Display) {
+    pub(super) fn record(&self, error: &StoreError) {
         let count = self.count.fetch_add(1, Ordering::Relaxed) + 1;
         let now = self.epoch.elapsed().as_millis() as u64 + 1;
         let last = self.last.load(Ordering::Relaxed);
@@ -158,6 +158,7 @@ impl BurstLog {
             tracing::warn!(
                 calls = count,
                 error = %error,
+                transient = error.is_transient(),
                 "counter store unavailable: calls decided by each rule's failure_mode"
             );
         }

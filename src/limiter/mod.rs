@@ -1,9 +1,10 @@
 //! The limiter: a call's descriptors → matched limits → one atomic store call → a [`Decision`].
 //!
 //! Matching, `replaces`, costs and gates are planned in `plan.rs` against one snapshot of the
-//! rules; the store decides every counter of the call at once (all-or-nothing); `plan.rs` then
-//! turns the verdicts into statuses, the overall code and the headers.
+//! rules; the store decides every counter of the call at once (all-or-nothing); `answer.rs`
+//! then turns the outcomes into statuses, the overall code and the headers.
 
+mod answer;
 mod decision;
 mod degraded;
 pub mod headers;
@@ -141,7 +142,12 @@ impl Limiter {
                 }
             }
         };
-        let mut decision = plan.decide(&outcomes, self.options.global_shadow_mode, &self.metrics);
+        let mut decision = answer::decide(
+            &plan,
+            &outcomes,
+            self.options.global_shadow_mode,
+            &self.metrics,
+        );
         if degraded {
             let (name, value) = degraded::HEADER;
             decision.headers.push((name, value.to_owned()));

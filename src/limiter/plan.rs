@@ -1,22 +1,23 @@
-//! Planning one call: match every descriptor, apply `replaces`, build the store charges; then
-//! turn the store's verdicts into statuses, the overall code and the headers.
+//! Planning one call: match every descriptor against one snapshot of the rules, apply
+//! `replaces` across the call, and build the store charges (counter keys, limits, costs,
+//! gates). `answer.rs` turns the store's outcomes for the plan into the answer.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::LimiterOptions;
-use super::decision::{Code, Decision, DescriptorStatus, ReportedLimit};
-use super::headers;
 use super::request::{Descriptor, LimitOverride, Request};
 use super::shards;
-use crate::algorithm::{Limit, Verdict};
+use crate::algorithm::Limit;
 use crate::clock::SECOND;
-use crate::metrics::{HitOutcome, Metrics, RuleCounters};
-use crate::rules::{FailureMode, LimitKind, LimitRule, Match, Node, RuleSet, override_stats_key};
-use crate::store::{Charge, CounterKeyBuilder, Gate, Outcome, gate};
+use crate::metrics::{Metrics, RuleCounters};
+use crate::rules::{
+    Domain, FailureMode, LimitKind, LimitRule, Match, Node, RuleSet, override_stats_key,
+};
+use crate::store::{Charge, CounterKeyBuilder, Gate};
 
 /// What one descriptor resolved to.
-enum Slot<'r> {
+pub(super) enum Slot<'r> {
     /// No limit applies (no match, whitelist, replaced, unknown domain).
     Free,
     /// An `unlimited: true` rule.
@@ -51,104 +52,37 @@ impl<'r> Plan<'r> {
         options: &LimiterOptions,
         metrics: &Metrics,
     ) -> Self {
-        let domain = rules.domain(&request.domain);
         let request_cost = if request.hits_addend == 0 {
             1
         } else {
             u64::from(request.hits_addend)
         };
-
-        // First pass: what each descriptor matched (overrides bypass matching and replaces).
-        let matched: Vec<Matched<'r>> = request
-            .descriptors
-            .iter()
-            .map(|d| {
-                let Some(domain) = domain else {
-                    metrics.record_domain_not_found();
-                    return Matched::Nothing;
-                };
-                let entries: Vec<(&str, &str)> = d
-                    .entries
-                    .iter()
-                    .map(|(k, v)| (k.as_str(), v.as_str()))
-                    .collect();
-                match d.limit_override {
-                    Some(o) => Matched::Override(o, override_stats_key(&domain.name, &entries)),
-                    None => domain.lookup(&entries).map_or(Matched::Nothing, |found| {
-                        let stats_key = found.stats_key(&domain.name, &entries);
-                        Matched::Rule(found, stats_key)
-                    }),
-                }
-            })
-            .collect();
-
-        // `replaces` works across the descriptors of one call: a limit named by any matched
-        // limit's `replaces` is dropped (not counted, reported as no limit).
-        let replaced: Vec<&str> = matched
-            .iter()
-            .filter_map(|m| match m {
-                Matched::Rule(found, _) => Some(found.node().limits.iter()),
-                _ => None,
-            })
-            .flatten()
-            .flat_map(|l| l.replaces.iter().map(String::as_str))
-            .collect();
-
-        let mut charges = Vec::new();
+        let matched = match_all(rules.domain(&request.domain), request, metrics);
+        let mut planner = Planner {
+            domain: &request.domain,
+            replaced: replaced(&matched),
+            options,
+            metrics,
+            charges: Vec::new(),
+        };
         let slots = request
             .descriptors
             .iter()
             .zip(matched)
             .map(|(descriptor, m)| {
                 let cost = descriptor.hits_addend.unwrap_or(request_cost);
-                let gate_of = |node: Option<&Node>| match node {
-                    Some(n) if n.shadow_mode => Gate::Advisory,
-                    Some(n) if n.quota_mode => Gate::Quota,
-                    _ => Gate::Enforced,
-                };
-                match m {
-                    Matched::Nothing => Slot::Free,
-                    Matched::Override(o, stats_key) => {
-                        let rule = override_rule(o, options);
-                        let key = counter_key(&request.domain, descriptor, None);
-                        let counted = Counted {
-                            key: &key,
-                            cost,
-                            gate: gate_of(None),
-                            shards: None,
-                            failure: None,
-                        };
-                        let stats = || metrics.rule(&request.domain, &stats_key);
-                        counted.plan(vec![Cow::Owned(rule)], stats, options, &mut charges)
-                    }
-                    Matched::Rule(found, stats_key) => {
-                        let node = found.node();
-                        let kept: Vec<Cow<'r, LimitRule>> = node
-                            .limits
-                            .iter()
-                            .filter(|l| l.name.as_deref().is_none_or(|n| !replaced.contains(&n)))
-                            .map(Cow::Borrowed)
-                            .collect();
-                        if kept.iter().any(|l| l.kind == LimitKind::Unlimited) {
-                            Slot::Unlimited
-                        } else {
-                            let key = counter_key(&request.domain, descriptor, Some(&found));
-                            let counted = Counted {
-                                key: &key,
-                                cost,
-                                gate: gate_of(Some(node)),
-                                shards: (node.shards > 1)
-                                    .then(|| (node.shards, shards::route(&descriptor.entries))),
-                                failure: Some(node.failure_mode),
-                            };
-                            let stats = || metrics.rule(&request.domain, &stats_key);
-                            counted.plan(kept, stats, options, &mut charges)
-                        }
-                    }
-                }
+                planner.slot(descriptor, cost, m)
             })
             .collect();
-        Self { slots, charges }
+        Self {
+            slots,
+            charges: planner.charges,
+        }
+    }
+
+    /// What each descriptor resolved to, in request order.
+    pub(super) fn slots(&self) -> &[Slot<'r>] {
+        &self.slots
     }
 
     /// The charges to decide, in order.
@@ -172,85 +106,6 @@ impl<'r> Plan<'r> {
         }
         modes
     }
-
-    /// Turns the store's outcomes (one per charge) into the decision, recording each
-    /// descriptor's hits against its rule's statistics.
-    pub(super) fn decide(
-        &self,
-        outcomes: &[Outcome],
-        global_shadow_mode: bool,
-        metrics: &Metrics,
-    ) -> Decision {
-        let mut statuses = Vec::with_capacity(self.slots.len());
-        // (the rule's gate, whether the descriptor's limits all admitted the call)
-        let mut gates: Vec<(Gate, bool)> = Vec::new();
-        // The limit chosen to describe each counted descriptor, with its verdict.
-        let mut chosen: Vec<Option<(&LimitRule, Verdict)>> = Vec::with_capacity(self.slots.len());
-        for slot in &self.slots {
-            match slot {
-                Slot::Free => {
-                    statuses.push(DescriptorStatus::unlimited_by_absence());
-                    chosen.push(None);
-                }
-                Slot::Unlimited => {
-                    statuses.push(DescriptorStatus::unlimited());
-                    chosen.push(None);
-                }
-                Slot::Counted {
-                    gate,
-                    limits,
-                    cost,
-                    stats,
-                    ..
-                } => {
-                    let (rule, outcome) = binding_limit(limits, outcomes);
-                    let verdict = outcome.verdict;
-                    gates.push((*gate, verdict.admitted));
-                    let capacity = match rule.kind {
-                        LimitKind::Counted(limit) => limit.capacity(),
-                        LimitKind::Unlimited => 0,
-                    };
-                    let hits = HitOutcome {
-                        hits: *cost,
-                        capacity,
-                        available: outcome.available,
-                        admitted: verdict.admitted,
-                        shadowed: !verdict.admitted && *gate == Gate::Advisory,
-                    };
-                    metrics.record_hits(stats, &hits);
-                    let code = if verdict.admitted || *gate == Gate::Advisory {
-                        Code::Ok
-                    } else {
-                        Code::OverLimit
-                    };
-                    statuses.push(DescriptorStatus {
-                        code,
-                        limit: Some(reported(rule)),
-                        remaining: if verdict.admitted {
-                            clamp_u32(verdict.remaining)
-                        } else {
-                            0
-                        },
-                        reset_after: Some(verdict.reset_after),
-                    });
-                    chosen.push(Some((rule, verdict)));
-                }
-            }
-        }
-        // Under global shadow mode the statuses keep OVER_LIMIT and only the overall code flips.
-        let over = gate::blocked(gates);
-        let code = if over && !global_shadow_mode {
-            Code::OverLimit
-        } else {
-            Code::Ok
-        };
-        let headers = describe(&chosen, &statuses, over, code == Code::OverLimit);
-        Decision {
-            code,
-            statuses,
-            headers,
-        }
-    }
 }
 
 /// What one descriptor matched before `replaces` is applied.
@@ -260,9 +115,119 @@ enum Matched<'r> {
     Rule(Match<'r>, String),
 }
 
+/// What each descriptor matched in `domain` (overrides bypass matching and `replaces`).
+fn match_all<'r>(
+    domain: Option<&'r Domain>,
+    request: &Request,
+    metrics: &Metrics,
+) -> Vec<Matched<'r>> {
+    request
+        .descriptors
+        .iter()
+        .map(|d| {
+            let Some(domain) = domain else {
+                metrics.record_domain_not_found();
+                return Matched::Nothing;
+            };
+            let entries: Vec<(&str, &str)> = d
+                .entries
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            match d.limit_override {
+                Some(o) => Matched::Override(o, override_stats_key(&domain.name, &entries)),
+                None => domain.lookup(&entries).map_or(Matched::Nothing, |found| {
+                    let stats_key = found.stats_key(&domain.name, &entries);
+                    Matched::Rule(found, stats_key)
+                }),
+            }
+        })
+        .collect()
+}
+
+/// The limit names dropped by `replaces`, which works across the descriptors of one call: a
+/// limit named by any matched limit's `replaces` is not counted and reported as no limit.
+fn replaced<'r>(matched: &[Matched<'r>]) -> Vec<&'r str> {
+    matched
+        .iter()
+        .filter_map(|m| match m {
+            Matched::Rule(found, _) => Some(found.node().limits.iter()),
+            _ => None,
+        })
+        .flatten()
+        .flat_map(|l| l.replaces.iter().map(String::as_str))
+        .collect()
+}
+
+/// What the descriptors of one call share while each is planned, and the charges so far.
+struct Planner<'a, 'r> {
+    domain: &'a str,
+    replaced: Vec<&'r str>,
+    options: &'a LimiterOptions,
+    metrics: &'a Metrics,
+    charges: Vec<Charge>,
+}
+
+impl<'r> Planner<'_, 'r> {
+    /// The slot of `descriptor`, which matched `m` and costs `cost`; adds its charges.
+    fn slot(&mut self, descriptor: &Descriptor, cost: u64, m: Matched<'r>) -> Slot<'r> {
+        let (rules, counted, stats_key) = match m {
+            Matched::Nothing => return Slot::Free,
+            Matched::Override(o, stats_key) => {
+                let counted = Counted {
+                    key: counter_key(self.domain, descriptor, None),
+                    cost,
+                    gate: gate_of(None),
+                    shards: None,
+                    failure: None,
+                };
+                let rule = override_rule(o, self.options);
+                (vec![Cow::Owned(rule)], counted, stats_key)
+            }
+            Matched::Rule(found, stats_key) => {
+                let node = found.node();
+                let kept: Vec<Cow<'r, LimitRule>> = node
+                    .limits
+                    .iter()
+                    .filter(|l| {
+                        l.name
+                            .as_deref()
+                            .is_none_or(|n| !self.replaced.contains(&n))
+                    })
+                    .map(Cow::Borrowed)
+                    .collect();
+                if kept.iter().any(|l| l.kind == LimitKind::Unlimited) {
+                    return Slot::Unlimited;
+                }
+                let counted = Counted {
+                    key: counter_key(self.domain, descriptor, Some(&found)),
+                    cost,
+                    gate: gate_of(Some(node)),
+                    shards: (node.shards > 1)
+                        .then(|| (node.shards, shards::route(&descriptor.entries))),
+                    failure: Some(node.failure_mode),
+                };
+                (kept, counted, stats_key)
+            }
+        };
+        let (metrics, domain) = (self.metrics, self.domain);
+        let stats = || metrics.rule(domain, &stats_key);
+        counted.plan(rules, stats, self.options, &mut self.charges)
+    }
+}
+
+/// How a denial of a node's limits gates the call (a request-side override has no node).
+fn gate_of(node: Option<&Node>) -> Gate {
+    match node {
+        Some(n) if n.shadow_mode => Gate::Advisory,
+        Some(n) if n.quota_mode => Gate::Quota,
+        _ => Gate::Enforced,
+    }
+}
+
 /// The shared parameters of one counted descriptor's charges.
-struct Counted<'k> {
-    key: &'k CounterKeyBuilder,
+struct Counted {
+    key: CounterKeyBuilder,
     cost: u64,
     gate: Gate,
     /// A sharded rule: its shard count and this call's routing hash.
@@ -270,7 +235,7 @@ struct Counted<'k> {
     failure: Option<FailureMode>,
 }
 
-impl Counted<'_> {
+impl Counted {
     /// One charge per counted limit; `Free` when every limit was replaced.
     fn plan<'r>(
         self,
@@ -325,81 +290,6 @@ impl Counted<'_> {
             failure: self.failure,
         }
     }
-}
-
-/// The limit that describes a descriptor: a denied one with the longest wait (all must pass),
-/// else the one closest to exhaustion.
-fn binding_limit<'a>(
-    limits: &'a [(Cow<'_, LimitRule>, usize)],
-    outcomes: &[Outcome],
-) -> (&'a LimitRule, Outcome) {
-    let mut best: Option<(&LimitRule, Outcome)> = None;
-    for (rule, at) in limits {
-        let o = outcomes[*at];
-        let v = o.verdict;
-        let better = match best {
-            None => true,
-            Some((_, b)) => match (v.admitted, b.verdict.admitted) {
-                (false, true) => true,
-                (true, false) => false,
-                (false, false) => v.reset_after > b.verdict.reset_after,
-                (true, true) => {
-                    (v.remaining, std::cmp::Reverse(v.reset_after))
-                        < (
-                            b.verdict.remaining,
-                            std::cmp::Reverse(b.verdict.reset_after),
-                        )
-                }
-            },
-        };
-        if better {
-            best = Some((rule.as_ref(), o));
-        }
-    }
-    best.expect("a counted slot has at least one limit")
-}
-
-/// The headers for the status that best describes the call: when refused, the refusing
-/// descriptor with the longest wait; otherwise the limited descriptor closest to exhaustion.
-fn describe(
-    chosen: &[Option<(&LimitRule, Verdict)>],
-    statuses: &[DescriptorStatus],
-    over: bool,
-    refused: bool,
-) -> Vec<(&'static str, String)> {
-    let mut best: Option<(usize, &LimitRule, Verdict)> = None;
-    for (i, c) in chosen.iter().enumerate() {
-        let Some((rule, v)) = c else { continue };
-        if over && statuses[i].code != Code::OverLimit {
-            continue;
-        }
-        let better = best.is_none_or(|(bi, _, b)| {
-            if over {
-                v.reset_after > b.reset_after
-            } else {
-                (statuses[i].remaining, std::cmp::Reverse(v.reset_after))
-                    < (statuses[bi].remaining, std::cmp::Reverse(b.reset_after))
-            }
-        });
-        if better {
-            best = Some((i, rule, *v));
-        }
-    }
-    best.map_or_else(Vec::new, |(i, rule, v)| {
-        headers::build(&rule.policy, statuses[i].remaining, v.reset_after, refused)
-    })
-}
-
-fn reported(rule: &LimitRule) -> ReportedLimit {
-    ReportedLimit {
-        requests_per_unit: rule.requests_per_unit,
-        unit: rule.unit,
-        name: rule.name.as_deref().map(Arc::from),
-    }
-}
-
-fn clamp_u32(n: u64) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// A limit sent by the client: counted with the default algorithm, sharing the counter of a

@@ -67,23 +67,23 @@ fn parse_window(text: &str) -> Result<Nanos, String> {
 #[derive(Debug, thiserror::Error)]
 pub enum SimulateError {
     /// The times file could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {error}")]
     Read {
         /// The file.
         path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
+        /// The cause (in the message, not a `source`: an error chain would print it twice).
+        error: std::io::Error,
     },
     /// The times file or the pattern's size is unusable.
     #[error("{0}")]
     Input(String),
     /// The SVG or the output could not be written.
-    #[error("cannot write {what}: {source}")]
+    #[error("cannot write {what}: {error}")]
     Write {
         /// What was being written.
         what: String,
-        /// The cause.
-        source: std::io::Error,
+        /// The cause (in the message, not a `source`).
+        error: std::io::Error,
     },
 }
 
@@ -91,9 +91,9 @@ pub enum SimulateError {
 pub fn run(args: &SimulateArgs, out: &mut impl Write) -> Result<(), SimulateError> {
     let (name, arrivals) = match (&args.times, args.pattern) {
         (Some(path), _) => {
-            let text = std::fs::read_to_string(path).map_err(|source| SimulateError::Read {
+            let text = std::fs::read_to_string(path).map_err(|error| SimulateError::Read {
                 path: path.clone(),
-                source,
+                error,
             })?;
             let times = times::parse(&text)
                 .map_err(|e| SimulateError::Input(format!("{}: {e}", path.display())))?;
@@ -116,10 +116,10 @@ pub fn run(args: &SimulateArgs, out: &mut impl Write) -> Result<(), SimulateErro
     };
     let outcomes = runner::run(&arrivals, scenario.limit, scenario.window, scenario.burst);
     if let Some(path) = &args.svg {
-        std::fs::write(path, svg::timeline(&scenario, &outcomes)).map_err(|source| {
+        std::fs::write(path, svg::timeline(&scenario, &outcomes)).map_err(|error| {
             SimulateError::Write {
                 what: path.display().to_string(),
-                source,
+                error,
             }
         })?;
     }
@@ -128,8 +128,8 @@ pub fn run(args: &SimulateArgs, out: &mut impl Write) -> Result<(), SimulateErro
         Format::Json => report::json(&scenario, &outcomes) + "\n",
     };
     out.write_all(text.as_bytes())
-        .map_err(|source| SimulateError::Write {
+        .map_err(|error| SimulateError::Write {
             what: "the output".into(),
-            source,
+            error,
         })
 }

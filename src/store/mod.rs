@@ -4,12 +4,14 @@
 //! the cost and how a denial gates the call) and answers one [`Outcome`] per charge, committing
 //! the admitted charges only if the call as a whole is not blocked (see [`gate`]).
 
+mod error;
 pub mod gate;
 mod key;
 pub mod memory;
 pub mod persist;
 pub mod redis;
 pub mod saved;
+mod stats;
 #[cfg(test)]
 pub(crate) mod testing;
 
@@ -20,11 +22,13 @@ use std::time::Duration;
 use crate::algorithm::{Limit, Verdict};
 use crate::clock::Nanos;
 
+pub use error::{BadReply, StoreError, UrlProblem};
 pub use gate::Gate;
 pub use key::{CounterKey, CounterKeyBuilder};
 pub use memory::{MemoryOptions, MemoryStore};
 pub use persist::{PersistSettings, PersistentStore};
 pub use redis::{RedisSettings, RedisStore};
+pub use stats::{LocalCacheStats, PersistStats, StoreStats};
 
 /// One counter to check (and charge) within a call.
 #[derive(Debug, Clone)]
@@ -66,17 +70,6 @@ impl Outcome {
     }
 }
 
-/// A store failure (never an over-limit result: that is a normal [`Verdict`]).
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum StoreError {
-    /// The store could not be reached or did not answer in time.
-    #[error("counter store unavailable: {0}")]
-    Unavailable(String),
-    /// The store is misconfigured (a bad URL or key prefix): fatal at start.
-    #[error("counter store configuration: {0}")]
-    Config(String),
-}
-
 /// A store's background work (e.g. Redis's recovery probe), run until shutdown.
 pub type BackgroundTask = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
@@ -87,32 +80,6 @@ pub type StoreFuture<'a> =
 /// The boxed future of [`Store::flush`].
 pub type FlushFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
-/// Running totals of a persisting store.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PersistStats {
-    /// Flushes run (one per interval, whether or not anything changed).
-    pub flushes: u64,
-    /// Counter records written to the journal.
-    pub records: u64,
-    /// Bytes written to the journal.
-    pub bytes: u64,
-    /// Failed writes (journal or snapshot).
-    pub errors: u64,
-    /// Snapshots written.
-    pub snapshots: u64,
-    /// Counters restored at start.
-    pub restored: u64,
-}
-
-/// Figures a store keeps for the metrics.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StoreStats {
-    /// Calls refused because they would have created a counter past the store's bound.
-    pub refused: u64,
-    /// Persistence totals, for a store that persists.
-    pub persist: Option<PersistStats>,
-}
-
 /// A counter store.
 pub trait Store: Send + Sync + 'static {
     /// Decides every charge of one call at `now`, atomically: either every admitted charge is
@@ -122,11 +89,10 @@ pub trait Store: Send + Sync + 'static {
     /// A short name for logs and metrics (`memory`, `redis`).
     fn name(&self) -> &'static str;
 
-    /// Housekeeping: drops counters equivalent to "never seen" at `now` and returns how many
-    /// counters remain held, when the store can tell (a shared store expires keys itself).
-    fn sweep(&self, _now: Nanos) -> Option<usize> {
-        None
-    }
+    /// Housekeeping, about once a second and on a blocking thread: drops what is equivalent to
+    /// "never seen" at `now` (idle counters, expired local-cache entries). A shared store
+    /// expires its keys itself.
+    fn sweep(&self, _now: Nanos) {}
 
     /// How often the server should call [`Store::flush`]; `None` for a store that needs none.
     fn flush_interval(&self) -> Option<Duration> {
@@ -140,7 +106,7 @@ pub trait Store: Send + Sync + 'static {
         Box::pin(std::future::ready(()))
     }
 
-    /// Figures for the metrics.
+    /// Every figure the store keeps, as plain data (the composition root publishes them).
     fn stats(&self) -> StoreStats {
         StoreStats::default()
     }
@@ -155,7 +121,4 @@ pub trait Store: Send + Sync + 'static {
     fn background(&self, _shutdown: tokio_util::sync::CancellationToken) -> Option<BackgroundTask> {
         None
     }
-
-    /// Publishes the store's own figures into `metrics` (called about once a second).
-    fn observe(&self, _metrics: &crate::metrics::Metrics, _now: Nanos) {}
 }

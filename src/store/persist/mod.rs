@@ -66,13 +66,14 @@ impl PersistSettings {
 /// Why the data directory could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum PersistError {
-    /// A file or the directory could not be created, read or written.
-    #[error("data directory {}: {source}", path.display())]
+    /// A file or the directory could not be created, read or written. The cause is in the
+    /// message, not chained as a `source` (an error chain would print it twice).
+    #[error("data directory {}: {error}", path.display())]
     Io {
         /// The file or directory.
         path: PathBuf,
         /// The cause.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// Another process holds the directory's lock.
     #[error(
@@ -130,7 +131,7 @@ impl PersistentStore {
         let dir = settings.dir.clone();
         let io = |path: &std::path::Path| {
             let path = path.to_path_buf();
-            move |source| PersistError::Io { path, source }
+            move |error| PersistError::Io { path, error }
         };
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         let lock_path = dir.join(LOCK_FILE);
@@ -287,8 +288,8 @@ impl Store for PersistentStore {
         "memory"
     }
 
-    fn sweep(&self, now: Nanos) -> Option<usize> {
-        self.shared.memory.sweep(now)
+    fn sweep(&self, now: Nanos) {
+        self.shared.memory.sweep(now);
     }
 
     fn flush_interval(&self) -> Option<Duration> {
@@ -314,8 +315,8 @@ impl Store for PersistentStore {
 
     fn stats(&self) -> StoreStats {
         StoreStats {
-            refused: self.shared.memory.refused(),
             persist: Some(self.persist_stats()),
+            ..self.shared.memory.stats()
         }
     }
 }

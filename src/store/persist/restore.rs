@@ -28,9 +28,9 @@ pub struct Restored {
 /// Reads every data file in `dir` into `memory`, skipping counters idle at `now`. Problems
 /// inside files are logged as warnings; only an unreadable directory is an error.
 pub fn restore(dir: &Path, memory: &MemoryStore, now: Nanos) -> Result<Restored, PersistError> {
-    let io = |source| PersistError::Io {
+    let io = |error| PersistError::Io {
         path: dir.to_path_buf(),
-        source,
+        error,
     };
     let mut found: Vec<(u64, Kind, PathBuf)> = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(io)? {

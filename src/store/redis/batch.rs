@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 
 use super::link::Link;
 use super::scripts::{self, Fields};
-use crate::store::{Outcome, StoreError};
+use crate::store::{BadReply, Outcome, StoreError};
 
 /// The most charges one script run decides (Redis runs nothing else meanwhile).
 pub const MAX_BATCH_CHARGES: usize = 256;
@@ -86,12 +86,10 @@ impl Batcher {
                     execute(&self.link, &self.sha, std::slice::from_ref(&job)).await?;
                 return outcomes
                     .pop()
-                    .ok_or_else(|| StoreError::Unavailable("empty script reply".into()));
+                    .ok_or(StoreError::BadReply(BadReply::Missing));
             }
         };
-        answer
-            .await
-            .unwrap_or_else(|_| Err(StoreError::Unavailable("redis batch abandoned".into())))
+        answer.await.unwrap_or(Err(StoreError::Abandoned))
     }
 
     /// Sends `batch`, then whatever queued meanwhile, until the queue is empty; runs in its
@@ -207,9 +205,7 @@ pub async fn execute(
         }
         cmd
     };
-    let (slot, mut conn) = link
-        .connection()
-        .ok_or_else(|| StoreError::Unavailable("not connected to redis yet".into()))?;
+    let (slot, mut conn) = link.connection().ok_or(StoreError::NotConnected)?;
     let reply = match conn.query(&command("EVALSHA", sha)).await {
         // First use on this server (or after a restart / SCRIPT FLUSH): EVAL loads it.
         Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
@@ -223,16 +219,14 @@ pub async fn execute(
         }
     })?;
     let Value::Array(items) = reply else {
-        return Err(StoreError::Unavailable(format!(
-            "unexpected script reply: {reply:?}"
-        )));
+        return Err(BadReply::NotArray(reply).into());
     };
     let mut rest = items.as_slice();
     jobs.iter()
         .map(|job| {
             let (mine, after) = rest.split_at(rest.len().min(job.costs.len() * 4));
             rest = after;
-            scripts::outcomes(mine, &job.costs).map_err(|e| StoreError::Unavailable(e.to_string()))
+            scripts::outcomes(mine, &job.costs).map_err(StoreError::from)
         })
         .collect()
 }

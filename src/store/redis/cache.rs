@@ -88,16 +88,16 @@ impl OverLimitCache {
         shard.insert(charge.key.clone(), entry);
     }
 
-    /// Drops expired entries; returns how many remain.
-    pub fn sweep(&self, now: Nanos) -> usize {
-        self.shards
-            .iter()
-            .map(|s| {
-                let mut s = s.lock();
-                s.retain(|_, e| e.until > now);
-                s.len()
-            })
-            .sum()
+    /// Drops the entries expired at `now`.
+    pub fn sweep(&self, now: Nanos) {
+        for shard in self.shards.iter() {
+            shard.lock().retain(|_, e| e.until > now);
+        }
+    }
+
+    /// The number of entries held (expired ones count until the next sweep).
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().len()).sum()
     }
 
     fn shard(&self, key: &CounterKey) -> &Mutex<HashMap<CounterKey, Entry, Hasher>> {

@@ -7,7 +7,7 @@
 
 use redis::cluster_routing::Slot;
 
-use crate::store::CounterKey;
+use crate::store::{CounterKey, StoreError};
 
 /// Builds Redis keys from counter keys.
 #[derive(Debug, Clone)]
@@ -18,11 +18,9 @@ pub struct KeyLayout {
 impl KeyLayout {
     /// A layout with `prefix` (`--redis-key-prefix`); braces are refused, as they would
     /// change which part of the key Redis Cluster hashes.
-    pub fn new(prefix: &str) -> Result<Self, String> {
+    pub fn new(prefix: &str) -> Result<Self, StoreError> {
         if prefix.contains(['{', '}']) {
-            return Err(format!(
-                "redis key prefix '{prefix}' must not contain '{{' or '}}'"
-            ));
+            return Err(StoreError::BadKeyPrefix(prefix.to_owned()));
         }
         Ok(Self {
             prefix: prefix.as_bytes().into(),

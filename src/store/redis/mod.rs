@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redis::{RedisError, Value};
+use redis::Value;
 use tokio_util::sync::CancellationToken;
 
 use self::batch::{Batcher, Job};
@@ -26,9 +26,11 @@ use self::breaker::{Breaker, Change};
 use self::cache::OverLimitCache;
 use self::keys::KeyLayout;
 use self::link::{Conn, Link, Target};
-use super::{BackgroundTask, Charge, Outcome, Store, StoreError, StoreFuture};
+use super::{
+    BackgroundTask, BadReply, Charge, LocalCacheStats, Outcome, Store, StoreError, StoreFuture,
+    StoreStats,
+};
 use crate::clock::Nanos;
-use crate::metrics::Metrics;
 
 pub use self::breaker::{FAILURES_TO_OPEN, PROBE_INTERVAL, UNHEALTHY_AFTER};
 pub use self::scripts::{DECIDE as SCRIPT, MAX_PARAM};
@@ -105,29 +107,23 @@ struct Inner {
     cache: OverLimitCache,
     epoch: Instant,
     sha: String,
+    /// Calls answered from `cache` so far.
     cache_hits: AtomicU64,
-    cache_hits_reported: AtomicU64,
     described: String,
-}
-
-impl From<RedisError> for StoreError {
-    fn from(e: RedisError) -> Self {
-        StoreError::Unavailable(format!("redis: {e}"))
-    }
 }
 
 impl RedisStore {
     /// A store for `settings` (the URL and prefix are checked; nothing is connected yet).
     pub fn new(settings: RedisSettings) -> Result<Self, StoreError> {
         let ca = match &settings.ca {
-            Some(path) => Some(std::fs::read(path).map_err(|e| {
-                StoreError::Config(format!("cannot read --redis-ca {}: {e}", path.display()))
+            Some(path) => Some(std::fs::read(path).map_err(|e| StoreError::CaFile {
+                path: path.clone(),
+                error: Arc::new(e),
             })?),
             None => None,
         };
-        let target = url::parse(&settings.url, settings.timeout, ca.as_deref())
-            .map_err(StoreError::Config)?;
-        let layout = KeyLayout::new(&settings.key_prefix).map_err(StoreError::Config)?;
+        let target = url::parse(&settings.url, settings.timeout, ca.as_deref())?;
+        let layout = KeyLayout::new(&settings.key_prefix)?;
         let cluster = matches!(target, Target::Cluster(_));
         let link = Link::new(target, settings.connections, SCRIPT);
         let sha = redis::Script::new(SCRIPT).get_hash().to_owned();
@@ -147,7 +143,6 @@ impl RedisStore {
                 epoch: Instant::now(),
                 sha,
                 cache_hits: AtomicU64::new(0),
-                cache_hits_reported: AtomicU64::new(0),
                 described: url::describe(&settings.url),
             }),
         })
@@ -197,18 +192,11 @@ impl Inner {
             return Ok(outcomes);
         }
         if self.breaker.is_open() {
-            return Err(StoreError::Unavailable(
-                "redis circuit breaker is open".into(),
-            ));
+            return Err(StoreError::CircuitOpen);
         }
         let decided = tokio::time::timeout(self.timeout, self.decide(charges, now))
             .await
-            .unwrap_or_else(|_| {
-                Err(StoreError::Unavailable(format!(
-                    "redis did not answer within {:?}",
-                    self.timeout
-                )))
-            });
+            .unwrap_or(Err(StoreError::Timeout(self.timeout)));
         match &decided {
             Ok(outcomes) => {
                 self.breaker.success();
@@ -277,7 +265,7 @@ impl Inner {
         }
         outcomes
             .into_iter()
-            .map(|o| o.ok_or_else(|| StoreError::Unavailable("incomplete script reply".into())))
+            .map(|o| o.ok_or(StoreError::BadReply(BadReply::Missing)))
             .collect()
     }
 
@@ -313,7 +301,7 @@ impl Inner {
                 let mut outcomes = batch::execute(&self.link, &self.sha, &[job]).await?;
                 outcomes
                     .pop()
-                    .ok_or_else(|| StoreError::Unavailable("empty script reply".into()))
+                    .ok_or(StoreError::BadReply(BadReply::Missing))
             }
         }
     }
@@ -372,12 +360,19 @@ impl Store for RedisStore {
         Some(Box::pin(self.inner.clone().probe(shutdown)))
     }
 
-    fn observe(&self, metrics: &Metrics, now: Nanos) {
+    fn sweep(&self, now: Nanos) {
+        self.inner.cache.sweep(self.inner.cache_now(now));
+    }
+
+    fn stats(&self) -> StoreStats {
         let inner = &self.inner;
-        let entries = inner.cache.sweep(inner.cache_now(now));
-        let hits = inner.cache_hits.load(Ordering::Relaxed);
-        let before = inner.cache_hits_reported.swap(hits, Ordering::Relaxed);
-        metrics.record_local_cache(self.name(), entries, hits.saturating_sub(before));
-        metrics.set_circuit_open(self.name(), inner.breaker.is_open());
+        StoreStats {
+            local_cache: Some(LocalCacheStats {
+                entries: inner.cache.len() as u64,
+                hits: inner.cache_hits.load(Ordering::Relaxed),
+            }),
+            circuit_open: Some(inner.breaker.is_open()),
+            ..StoreStats::default()
+        }
     }
 }

@@ -14,7 +14,7 @@ use redis::Value;
 
 use crate::algorithm::{Limit, Verdict};
 use crate::clock::Nanos;
-use crate::store::{Charge, Gate, Outcome};
+use crate::store::{BadReply, Charge, Gate, Outcome};
 
 /// The script source.
 pub const DECIDE: &str = include_str!("decide.lua");
@@ -74,23 +74,17 @@ fn gate_code(gate: Gate) -> u64 {
     }
 }
 
-/// Why a script reply could not be read.
-#[derive(Debug, thiserror::Error)]
-#[error("unexpected script reply: {0}")]
-pub struct BadReply(pub String);
-
 /// Reads one call's part of a script reply: four integers per charge of `costs`.
 pub fn outcomes(items: &[Value], costs: &[u64]) -> Result<Vec<Outcome>, BadReply> {
     if items.len() != costs.len() * 4 {
-        return Err(BadReply(format!(
-            "expected {} integers, got {}",
-            costs.len() * 4,
-            items.len()
-        )));
+        return Err(BadReply::Length {
+            expected: costs.len() * 4,
+            got: items.len(),
+        });
     }
     let int = |v: &Value| match v {
-        Value::Int(i) => u64::try_from(*i).map_err(|_| BadReply(format!("negative {i}"))),
-        other => Err(BadReply(format!("expected an integer, got {other:?}"))),
+        Value::Int(i) => u64::try_from(*i).map_err(|_| BadReply::Negative(*i)),
+        other => Err(BadReply::NotInteger(other.clone())),
     };
     costs
         .iter()

@@ -9,13 +9,18 @@ use redis::io::tcp::TcpSettings;
 use redis::{Client, IntoConnectionInfo, TlsCertificates};
 
 use super::link::{CONNECT_TIMEOUT, Target};
+use crate::store::{StoreError, UrlProblem};
 
 /// Parses `url` into a connection target. `ca` (PEM) replaces the system roots for TLS.
-pub fn parse(url: &str, timeout: Duration, ca: Option<&[u8]>) -> Result<Target, String> {
+pub fn parse(url: &str, timeout: Duration, ca: Option<&[u8]>) -> Result<Target, StoreError> {
+    let invalid = |problem| StoreError::BadUrl {
+        url: describe(url),
+        problem,
+    };
+    let bad = |e: redis::RedisError| invalid(UrlProblem::Refused(e));
     let (scheme, rest) = url
         .split_once("://")
-        .ok_or_else(|| format!("invalid redis url '{}': no scheme", describe(url)))?;
-    let bad = |e: redis::RedisError| format!("invalid redis url '{}': {e}", describe(url));
+        .ok_or_else(|| invalid(UrlProblem::NoScheme))?;
     match scheme {
         "redis" | "rediss" => {
             let info = url
@@ -43,7 +48,7 @@ pub fn parse(url: &str, timeout: Duration, ca: Option<&[u8]>) -> Result<Target, 
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(bad)?;
             if nodes.is_empty() {
-                return Err(format!("invalid redis url '{}': no nodes", describe(url)));
+                return Err(invalid(UrlProblem::NoNodes));
             }
             let mut builder = ClusterClient::builder(nodes)
                 .tcp_settings(tcp())
@@ -55,11 +60,7 @@ pub fn parse(url: &str, timeout: Duration, ca: Option<&[u8]>) -> Result<Target, 
             }
             builder.build().map(Target::Cluster).map_err(bad)
         }
-        other => Err(format!(
-            "invalid redis url '{}': unknown scheme '{other}' (use redis, rediss, redis+cluster \
-             or rediss+cluster)",
-            describe(url)
-        )),
+        other => Err(invalid(UrlProblem::UnknownScheme(other.to_owned()))),
     }
 }
 
@@ -111,6 +112,7 @@ mod tests {
         assert_eq!(describe("redis://db:6379"), "redis://db:6379");
         let err = parse("mysql://u:hunter2@x", T, None)
             .err()
+            .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(
             !err.contains("hunter2") && err.contains("unknown scheme"),

@@ -1,0 +1,115 @@
+//! Every metric name and label in one place (`names.rs`), with typed recording functions:
+//! envoyproxy/ratelimit's families and the hit split (`upstream.rs`), the capped per-rule
+//! series (`series.rs`), sluice's own decision and rule figures (`sluice.rs`) and the figures a
+//! store reports about itself (`store.rs`).
+//!
+//! Recording goes through handles resolved once (a rule's series, a family's fixed label),
+//! never by formatting label strings per call.
+
+mod names;
+mod series;
+mod sluice;
+mod store;
+mod upstream;
+
+use prometheus::core::Collector;
+use prometheus::{
+    Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+pub use names::*;
+pub use series::RuleCounters;
+pub use upstream::{HitOutcome, HitSplit, split_hits};
+
+/// Latency buckets from 10 µs to 100 ms: a decision should take well under a millisecond.
+const LATENCY_BUCKETS: [f64; 13] = [
+    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+    0.1,
+];
+
+/// The metrics registry and handles.
+pub struct Metrics {
+    registry: Registry,
+    upstream: upstream::Upstream,
+    sluice: sluice::Sluice,
+    store: store::StoreFigures,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics")
+            .field("max_series", &self.upstream.series.max_series())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry. `near_ratio` is upstream's NEAR_LIMIT_RATIO; `max_series` caps the
+    /// per-rule series.
+    pub fn new(near_ratio: f64, max_series: usize) -> Self {
+        let registry = Registry::new();
+        let families = Families(&registry);
+        Self {
+            upstream: upstream::Upstream::new(&families, near_ratio, max_series),
+            sluice: sluice::Sluice::new(&families),
+            store: store::StoreFigures::new(&families),
+            registry,
+        }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        // Encoding into a Vec cannot fail for the text format.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// Creates metrics and registers them in one registry.
+struct Families<'r>(&'r Registry);
+
+impl Families<'_> {
+    fn counter(&self, name: &str, help: &str) -> IntCounter {
+        self.register(IntCounter::new(name, help))
+    }
+
+    fn counter_vec(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+        self.register(IntCounterVec::new(Opts::new(name, help), labels))
+    }
+
+    fn gauge(&self, name: &str, help: &str) -> IntGauge {
+        self.register(IntGauge::new(name, help))
+    }
+
+    fn float_gauge(&self, name: &str, help: &str) -> Gauge {
+        self.register(Gauge::new(name, help))
+    }
+
+    fn gauge_vec(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+        self.register(IntGaugeVec::new(Opts::new(name, help), labels))
+    }
+
+    /// A latency histogram with [`LATENCY_BUCKETS`].
+    fn latency(&self, name: &str, help: &str) -> Histogram {
+        let opts = HistogramOpts::new(name, help).buckets(LATENCY_BUCKETS.to_vec());
+        self.register(Histogram::with_opts(opts))
+    }
+
+    /// A latency histogram with [`LATENCY_BUCKETS`], by `labels`.
+    fn latency_vec(&self, name: &str, help: &str, labels: &[&str]) -> HistogramVec {
+        let opts = HistogramOpts::new(name, help).buckets(LATENCY_BUCKETS.to_vec());
+        self.register(HistogramVec::new(opts, labels))
+    }
+
+    fn register<M: Collector + Clone + 'static>(&self, metric: prometheus::Result<M>) -> M {
+        // Names are constants of this module, registered once each: failure is a programming
+        // error.
+        let metric = metric.expect("valid metric definition");
+        self.0
+            .register(Box::new(metric.clone()))
+            .expect("metric registered once");
+        metric
+    }
+}

@@ -1,0 +1,73 @@
+//! Every metric name and label value: envoyproxy/ratelimit's Prometheus names (so existing
+//! dashboards keep working), then sluice's own.
+
+/// Per-rule hits (upstream `ratelimit.service.rate_limit.<domain>.<key>.total_hits`).
+pub const RULE_TOTAL_HITS: &str = "ratelimit_service_rate_limit_total_hits";
+/// Hits over the limit.
+pub const RULE_OVER_LIMIT: &str = "ratelimit_service_rate_limit_over_limit";
+/// Hits that landed between the near-limit threshold and the limit.
+pub const RULE_NEAR_LIMIT: &str = "ratelimit_service_rate_limit_near_limit";
+/// Hits of calls answered OK.
+pub const RULE_WITHIN_LIMIT: &str = "ratelimit_service_rate_limit_within_limit";
+/// Over-limit hits let through by a shadow-mode rule.
+pub const RULE_SHADOW_MODE: &str = "ratelimit_service_rate_limit_shadow_mode";
+/// Rule sets loaded.
+pub const CONFIG_LOAD_SUCCESS: &str = "ratelimit_service_config_load_success";
+/// Rule sets that failed to load (the previous rules kept serving).
+pub const CONFIG_LOAD_ERROR: &str = "ratelimit_service_config_load_error";
+/// Calls that failed, by `err_type` (`service_error` for bad input, `redis_error` for the store).
+pub const SHOULD_RATE_LIMIT_ERROR: &str = "ratelimit_service_should_rate_limit_error";
+/// gRPC calls by method.
+pub const TOTAL_REQUESTS: &str = "ratelimit_service_total_requests";
+/// gRPC call latency by method, seconds.
+pub const RESPONSE_TIME: &str = "ratelimit_service_response_time_seconds";
+
+/// Decision latency (limiter: match, store, assemble), seconds, sub-millisecond buckets.
+pub const DECISION_SECONDS: &str = "sluice_decision_duration_seconds";
+/// Counter store latency by backend, seconds.
+pub const STORE_SECONDS: &str = "sluice_store_duration_seconds";
+/// Counter store failures by backend.
+pub const STORE_ERRORS: &str = "sluice_store_errors_total";
+/// Decisions taken without the store (a rule's `failure_mode`), by domain, rule and mode.
+pub const DEGRADED_DECISIONS: &str = "sluice_degraded_decisions_total";
+/// Calls answered from the local over-limit cache without a store round trip, by backend.
+pub const LOCAL_CACHE_HITS: &str = "sluice_local_cache_hits_total";
+/// Over-limit counters remembered in the local cache, by backend.
+pub const LOCAL_CACHE_ENTRIES: &str = "sluice_local_cache_entries";
+/// 1 while the store's circuit breaker is open (calls skip the store), by backend.
+pub const CIRCUIT_OPEN: &str = "sluice_store_circuit_open";
+/// Counters held, by backend.
+pub const ACTIVE_COUNTERS: &str = "sluice_active_counters";
+/// Calls refused because they would have created a counter past `--max-counters`.
+pub const COUNTERS_REFUSED: &str = "sluice_counters_refused_total";
+/// Journal flushes (one per `--persist-interval`).
+pub const PERSIST_FLUSHES: &str = "sluice_persist_flushes_total";
+/// Counter records written to the journal.
+pub const PERSIST_RECORDS: &str = "sluice_persist_records_total";
+/// Bytes written to the journal.
+pub const PERSIST_BYTES: &str = "sluice_persist_bytes_total";
+/// Failed journal or snapshot writes (counting goes on in memory).
+pub const PERSIST_ERRORS: &str = "sluice_persist_errors_total";
+/// Snapshots written by compaction.
+pub const PERSIST_SNAPSHOTS: &str = "sluice_persist_snapshots_total";
+/// Counters restored from `--data-dir` at start.
+pub const PERSIST_RESTORED: &str = "sluice_persist_restored_counters";
+/// Rule set generation (1 = the rules loaded at start; +1 per successful reload).
+pub const RULES_GENERATION: &str = "sluice_rules_generation";
+/// Unix time of the last successful rule load, seconds.
+pub const RULES_LAST_SUCCESS: &str = "sluice_rules_last_success_timestamp_seconds";
+/// Per-rule series folded into the overflow series because the cap was reached.
+pub const SERIES_FOLDED: &str = "sluice_metric_series_folded_total";
+/// Descriptors looked up in a domain that is not loaded.
+pub const DOMAIN_NOT_FOUND: &str = "sluice_domain_not_found_total";
+
+/// Labels of the per-rule series.
+pub const RULE_LABELS: [&str; 3] = ["domain", "key1", "key2"];
+/// `key1` of the series that collects keys past the cap.
+pub const OVERFLOW_KEY: &str = "_overflow_";
+/// The gRPC method label of `ShouldRateLimit`.
+pub const SHOULD_RATE_LIMIT: &str = "ShouldRateLimit";
+/// `err_type` of malformed calls.
+pub const SERVICE_ERROR: &str = "service_error";
+/// `err_type` of store failures (upstream's name).
+pub const STORE_ERROR: &str = "redis_error";

@@ -1,0 +1,161 @@
+//! The per-rule series, keyed by the upstream stats key (`domain.key1.key2...`) and capped.
+//!
+//! Only rules with `detailed_metric`/`value_to_metric` and request-side overrides put runtime
+//! values into that key, so the number of series is capped: past `max_series`, new keys fold
+//! into one overflow series per domain and the fold is counted.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use prometheus::{IntCounter, IntCounterVec};
+
+use super::{Families, OVERFLOW_KEY, RULE_LABELS, SERIES_FOLDED};
+use super::{
+    RULE_NEAR_LIMIT, RULE_OVER_LIMIT, RULE_SHADOW_MODE, RULE_TOTAL_HITS, RULE_WITHIN_LIMIT,
+};
+
+/// The five upstream counters of one rule series.
+#[derive(Debug)]
+pub struct RuleCounters {
+    pub(super) total_hits: IntCounter,
+    pub(super) over_limit: IntCounter,
+    pub(super) near_limit: IntCounter,
+    pub(super) within_limit: IntCounter,
+    pub(super) shadow_mode: IntCounter,
+}
+
+/// The five families of the per-rule series and the series created so far.
+pub(super) struct Series {
+    families: [IntCounterVec; 5],
+    created: RwLock<HashMap<Box<str>, Arc<RuleCounters>>>,
+    max_series: usize,
+    folded: IntCounter,
+}
+
+impl Series {
+    /// Registers the families; at most `max_series` (at least 1) series are created.
+    pub(super) fn new(families: &Families<'_>, max_series: usize) -> Self {
+        let rule = |name: &str, help: &str| families.counter_vec(name, help, &RULE_LABELS);
+        Self {
+            families: [
+                rule(RULE_TOTAL_HITS, "Hits of calls that matched the rule."),
+                rule(RULE_OVER_LIMIT, "Hits over the rule's limit."),
+                rule(
+                    RULE_NEAR_LIMIT,
+                    "Hits between the near-limit threshold and the limit.",
+                ),
+                rule(RULE_WITHIN_LIMIT, "Hits of calls within the rule's limit."),
+                rule(
+                    RULE_SHADOW_MODE,
+                    "Over-limit hits let through by shadow mode.",
+                ),
+            ],
+            created: RwLock::new(HashMap::new()),
+            max_series: max_series.max(1),
+            folded: families.counter(
+                SERIES_FOLDED,
+                "Per-rule series folded into the overflow series.",
+            ),
+        }
+    }
+
+    /// The cap on series.
+    pub(super) fn max_series(&self) -> usize {
+        self.max_series
+    }
+
+    /// The counters of the series for `stats_key`, created on first use; past the cap, the
+    /// overflow series of the domain.
+    pub(super) fn get(&self, domain: &str, stats_key: &str) -> Arc<RuleCounters> {
+        if let Some(found) = self.created.read().get(stats_key) {
+            return found.clone();
+        }
+        let mut created = self.created.write();
+        if let Some(found) = created.get(stats_key) {
+            return found.clone();
+        }
+        let (key1, key2) = if created.len() >= self.max_series {
+            self.folded.inc();
+            (OVERFLOW_KEY.to_owned(), String::new())
+        } else {
+            label_keys(domain, stats_key)
+        };
+        let labels = [sanitize(domain), key1, key2];
+        let labels = [labels[0].as_str(), labels[1].as_str(), labels[2].as_str()];
+        let [total, over, near, within, shadow] = &self.families;
+        let counters = Arc::new(RuleCounters {
+            total_hits: total.with_label_values(&labels),
+            over_limit: over.with_label_values(&labels),
+            near_limit: near.with_label_values(&labels),
+            within_limit: within.with_label_values(&labels),
+            shadow_mode: shadow.with_label_values(&labels),
+        });
+        if labels[1] != OVERFLOW_KEY {
+            created.insert(stats_key.into(), counters.clone());
+        }
+        counters
+    }
+}
+
+/// `key1`/`key2` labels: the first two path segments after the domain (deeper ones are dropped,
+/// as upstream's Prometheus mapping does).
+fn label_keys(domain: &str, stats_key: &str) -> (String, String) {
+    let path = stats_key
+        .strip_prefix(domain)
+        .and_then(|p| p.strip_prefix('.'))
+        .unwrap_or(stats_key);
+    let mut segments = path.splitn(3, '.');
+    let key1 = segments.next().map(sanitize).unwrap_or_default();
+    let key2 = segments.next().map(sanitize).unwrap_or_default();
+    (key1, key2)
+}
+
+/// Upstream's stats sanitising: `:` and `|` become `_`.
+fn sanitize(text: &str) -> String {
+    text.replace([':', '|'], "_")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{HitOutcome, Metrics};
+
+    /// Label keys keep two levels, drop deeper ones, and sanitise.
+    #[test]
+    fn label_keys_from_stats_key() {
+        let keys = label_keys("domain1", "domain1.key3_val3.key4_val4.key5_val5");
+        assert_eq!(keys, ("key3_val3".to_owned(), "key4_val4".to_owned()));
+        assert_eq!(
+            label_keys("d", "d.k_a:b"),
+            ("k_a_b".to_owned(), String::new())
+        );
+    }
+
+    /// Past the cap, new keys fold into one overflow series and the fold is counted.
+    #[test]
+    fn series_are_capped() {
+        let metrics = Metrics::new(0.8, 2);
+        let hit = HitOutcome {
+            hits: 1,
+            capacity: 5,
+            available: 5,
+            admitted: true,
+            shadowed: false,
+        };
+        for i in 0..10 {
+            let rule = metrics.rule("d", &format!("d.k_{i}"));
+            metrics.record_hits(&rule, &hit);
+        }
+        let text = metrics.render();
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with(RULE_TOTAL_HITS))
+            .count();
+        assert_eq!(series, 3, "{text}");
+        assert!(text.contains(&format!(
+            "{RULE_TOTAL_HITS}{{domain=\"d\",key1=\"{OVERFLOW_KEY}\",key2=\"\"}} 8"
+        )));
+        assert!(text.contains(&format!("{SERIES_FOLDED} 8")));
+    }
+}

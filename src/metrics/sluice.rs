@@ -1,0 +1,89 @@
+//! sluice's own `sluice_*` figures of deciding: decision and store latency, store failures,
+//! decisions taken without the store, the rule set generation, unknown domains.
+
+use prometheus::{Gauge, Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge};
+
+use super::{
+    DECISION_SECONDS, DEGRADED_DECISIONS, DOMAIN_NOT_FOUND, Families, Metrics, RULES_GENERATION,
+    RULES_LAST_SUCCESS, STORE_ERRORS, STORE_SECONDS,
+};
+
+/// sluice's own families of deciding.
+pub(super) struct Sluice {
+    decision_seconds: Histogram,
+    store_seconds: HistogramVec,
+    store_errors: IntCounterVec,
+    degraded: IntCounterVec,
+    rules_generation: IntGauge,
+    rules_last_success: Gauge,
+    domain_not_found: IntCounter,
+}
+
+impl Sluice {
+    /// Registers the families.
+    pub(super) fn new(families: &Families<'_>) -> Self {
+        Self {
+            decision_seconds: families.latency(DECISION_SECONDS, "Decision latency in seconds."),
+            store_seconds: families.latency_vec(
+                STORE_SECONDS,
+                "Counter store latency in seconds.",
+                &["backend"],
+            ),
+            store_errors: families.counter_vec(
+                STORE_ERRORS,
+                "Counter store failures.",
+                &["backend"],
+            ),
+            degraded: families.counter_vec(
+                DEGRADED_DECISIONS,
+                "Decisions taken without the store.",
+                &["domain", "key1", "mode"],
+            ),
+            rules_generation: families.gauge(RULES_GENERATION, "Rule set generation."),
+            rules_last_success: families
+                .float_gauge(RULES_LAST_SUCCESS, "Unix time of the last rule load."),
+            domain_not_found: families.counter(
+                DOMAIN_NOT_FOUND,
+                "Descriptors in a domain that is not loaded.",
+            ),
+        }
+    }
+
+    /// The generation and time of the rule set just loaded.
+    pub(super) fn rules_loaded(&self, generation: u64, unix_seconds: f64) {
+        self.rules_generation.set(generation as i64);
+        self.rules_last_success.set(unix_seconds);
+    }
+}
+
+impl Metrics {
+    /// Records one decision's latency.
+    pub fn record_decision(&self, seconds: f64) {
+        self.sluice.decision_seconds.observe(seconds);
+    }
+
+    /// Records one store round trip.
+    pub fn record_store(&self, backend: &str, seconds: f64, failed: bool) {
+        let sluice = &self.sluice;
+        sluice
+            .store_seconds
+            .with_label_values(&[backend])
+            .observe(seconds);
+        if failed {
+            sluice.store_errors.with_label_values(&[backend]).inc();
+        }
+    }
+
+    /// Records a decision a rule's `failure_mode` took without the store.
+    pub fn record_degraded(&self, domain: &str, rule: &str, mode: &str) {
+        self.sluice
+            .degraded
+            .with_label_values(&[domain, rule, mode])
+            .inc();
+    }
+
+    /// Records a descriptor in a domain that is not loaded.
+    pub fn record_domain_not_found(&self) {
+        self.sluice.domain_not_found.inc();
+    }
+}

@@ -1,0 +1,230 @@
+//! envoyproxy/ratelimit's `ratelimit_service_*` families: per-rule hits split into over / near /
+//! within as upstream splits them, rule loads, gRPC calls and their failures.
+
+use std::sync::Arc;
+
+use prometheus::{Histogram, IntCounter, IntCounterVec};
+
+use super::series::Series;
+use super::{
+    CONFIG_LOAD_ERROR, CONFIG_LOAD_SUCCESS, Families, Metrics, RESPONSE_TIME, RuleCounters,
+    SHOULD_RATE_LIMIT, SHOULD_RATE_LIMIT_ERROR, TOTAL_REQUESTS,
+};
+
+/// How one descriptor's hits fell against its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HitOutcome {
+    /// Hits of the call (its cost).
+    pub hits: u64,
+    /// The limit's capacity (requests, or token bucket burst).
+    pub capacity: u64,
+    /// Hits that would have fit before the call.
+    pub available: u64,
+    /// Whether the descriptor's limit admitted the call.
+    pub admitted: bool,
+    /// Whether a shadow-mode rule let an over-limit call through.
+    pub shadowed: bool,
+}
+
+/// Upstream's split of a call's hits into over / near / within (reference §4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HitSplit {
+    /// Hits over the limit.
+    pub over: u64,
+    /// Hits in (floor(limit × ratio), limit].
+    pub near: u64,
+    /// Hits of a call answered OK (near-limit hits included).
+    pub within: u64,
+}
+
+/// Splits hits as envoyproxy/ratelimit does, with "count before" = capacity − available.
+pub fn split_hits(outcome: &HitOutcome, near_ratio: f64) -> HitSplit {
+    let limit = outcome.capacity;
+    let near_threshold = ((limit as f64) * near_ratio).floor() as u64;
+    let before = limit.saturating_sub(outcome.available);
+    let after = before.saturating_add(outcome.hits);
+    if !outcome.admitted {
+        if before >= limit {
+            return HitSplit {
+                over: outcome.hits,
+                ..HitSplit::default()
+            };
+        }
+        let over = after.saturating_sub(limit);
+        let near = limit.saturating_sub(near_threshold.max(before));
+        return HitSplit {
+            over,
+            near,
+            within: 0,
+        };
+    }
+    let near = if after > near_threshold {
+        after - near_threshold.max(before)
+    } else {
+        0
+    };
+    HitSplit {
+        over: 0,
+        near,
+        within: outcome.hits,
+    }
+}
+
+/// The upstream families.
+pub(super) struct Upstream {
+    pub(super) series: Series,
+    near_ratio: f64,
+    config_load_success: IntCounter,
+    config_load_error: IntCounter,
+    should_rate_limit_error: IntCounterVec,
+    total_requests: IntCounter,
+    response_time: Histogram,
+}
+
+impl Upstream {
+    /// Registers the families.
+    pub(super) fn new(families: &Families<'_>, near_ratio: f64, max_series: usize) -> Self {
+        let method = [SHOULD_RATE_LIMIT];
+        Self {
+            series: Series::new(families, max_series),
+            near_ratio,
+            config_load_success: families.counter(CONFIG_LOAD_SUCCESS, "Rule sets loaded."),
+            config_load_error: families
+                .counter(CONFIG_LOAD_ERROR, "Rule sets that failed to load."),
+            should_rate_limit_error: families.counter_vec(
+                SHOULD_RATE_LIMIT_ERROR,
+                "Calls that failed.",
+                &["err_type"],
+            ),
+            total_requests: families
+                .counter_vec(TOTAL_REQUESTS, "gRPC calls.", &["grpc_method"])
+                .with_label_values(&method),
+            response_time: families
+                .latency_vec(
+                    RESPONSE_TIME,
+                    "gRPC call latency in seconds.",
+                    &["grpc_method"],
+                )
+                .with_label_values(&method),
+        }
+    }
+}
+
+impl Metrics {
+    /// The counters of the rule series for `stats_key` (`domain.key1.key2...`), created on
+    /// first use; past the cap, the overflow series of the domain.
+    pub fn rule(&self, domain: &str, stats_key: &str) -> Arc<RuleCounters> {
+        self.upstream.series.get(domain, stats_key)
+    }
+
+    /// Records one descriptor's hits against its rule series.
+    pub fn record_hits(&self, counters: &RuleCounters, outcome: &HitOutcome) {
+        let split = split_hits(outcome, self.upstream.near_ratio);
+        counters.total_hits.inc_by(outcome.hits);
+        counters.over_limit.inc_by(split.over);
+        counters.near_limit.inc_by(split.near);
+        counters.within_limit.inc_by(split.within);
+        if outcome.shadowed {
+            counters.shadow_mode.inc_by(outcome.hits);
+        }
+    }
+
+    /// Records one gRPC `ShouldRateLimit` call and its latency.
+    pub fn record_call(&self, seconds: f64) {
+        self.upstream.total_requests.inc();
+        self.upstream.response_time.observe(seconds);
+    }
+
+    /// Records a failed call (`SERVICE_ERROR` or `STORE_ERROR`).
+    pub fn record_call_error(&self, err_type: &str) {
+        self.upstream
+            .should_rate_limit_error
+            .with_label_values(&[err_type])
+            .inc();
+    }
+
+    /// Records a successful rule load: its generation and time.
+    pub fn record_rules_loaded(&self, generation: u64, unix_seconds: f64) {
+        self.upstream.config_load_success.inc();
+        self.sluice.rules_loaded(generation, unix_seconds);
+    }
+
+    /// Records a rule load that failed (the previous rules keep serving).
+    pub fn record_rules_failed(&self) {
+        self.upstream.config_load_error.inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(capacity: u64, count_before: u64, hits: u64) -> HitOutcome {
+        let available = capacity.saturating_sub(count_before);
+        HitOutcome {
+            hits,
+            capacity,
+            available,
+            admitted: hits <= available,
+            shadowed: false,
+        }
+    }
+
+    /// Reference §4.1's worked example: limit 20, ratio 0.8.
+    #[test]
+    fn near_limit_worked_example() {
+        assert_eq!(
+            split_hits(&outcome(20, 19, 3), 0.8),
+            HitSplit {
+                over: 2,
+                near: 1,
+                within: 0
+            }
+        );
+        assert_eq!(
+            split_hits(&outcome(20, 15, 7), 0.8),
+            HitSplit {
+                over: 2,
+                near: 4,
+                within: 0
+            }
+        );
+    }
+
+    /// Calls within the limit count as within, and near when they pass the threshold.
+    #[test]
+    fn within_and_near() {
+        assert_eq!(
+            split_hits(&outcome(15, 11, 2), 0.8),
+            HitSplit {
+                over: 0,
+                near: 1,
+                within: 2
+            }
+        );
+        assert_eq!(
+            split_hits(&outcome(15, 0, 2), 0.8),
+            HitSplit {
+                over: 0,
+                near: 0,
+                within: 2
+            }
+        );
+        assert_eq!(
+            split_hits(&outcome(15, 13, 2), 0.8),
+            HitSplit {
+                over: 0,
+                near: 2,
+                within: 2
+            }
+        );
+        assert_eq!(
+            split_hits(&outcome(15, 15, 2), 0.8),
+            HitSplit {
+                over: 2,
+                near: 0,
+                within: 0
+            }
+        );
+    }
+}

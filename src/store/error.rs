@@ -1,0 +1,177 @@
+//! Why a store failed: a typed [`StoreError`] that says what failed and whether retrying helps.
+//!
+//! Each message is complete on its own (it names the cause), because it is printed as is: in
+//! the gRPC status, the HTTP body and the log lines. So a cause is kept typed in its variant for
+//! callers to inspect, not chained as `source()`, which an error chain would print a second time.
+//! Over the limit is never an error: it is a normal [`Verdict`](crate::algorithm::Verdict).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{RedisError, RetryMethod, Value};
+
+/// A store failure. `Clone`: a failed batched script run fails every call in it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// Redis did not answer within `--redis-timeout` (the call may still run late).
+    #[error("counter store unavailable: redis did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The circuit breaker is open: calls skip Redis until a probe gets an answer.
+    #[error("counter store unavailable: redis circuit breaker is open")]
+    CircuitOpen,
+    /// No connection is established yet (one is being opened in the background).
+    #[error("counter store unavailable: not connected to redis yet")]
+    NotConnected,
+    /// A batched run was dropped before it answered (the runtime is shutting down).
+    #[error("counter store unavailable: redis batch abandoned")]
+    Abandoned,
+    /// A Redis command failed: connection, I/O, authentication or an error reply.
+    #[error("counter store unavailable: redis: {0}")]
+    Redis(RedisError),
+    /// The script answered something it never sends: a bug or a foreign script under its SHA.
+    #[error("counter store unavailable: unexpected script reply: {0}")]
+    BadReply(BadReply),
+    /// `--redis-url` cannot be used (the URL is shown with its credentials hidden).
+    #[error("counter store configuration: invalid redis url '{url}': {problem}")]
+    BadUrl {
+        /// The URL as logs may show it ([`describe_url`](crate::store::redis::describe_url)).
+        url: String,
+        /// What is wrong with it.
+        problem: UrlProblem,
+    },
+    /// `--redis-key-prefix` holds a brace, which would change what Redis Cluster hashes.
+    #[error("counter store configuration: redis key prefix '{0}' must not contain '{{' or '}}'")]
+    BadKeyPrefix(String),
+    /// `--redis-ca` cannot be read.
+    #[error("counter store configuration: cannot read --redis-ca {}: {error}", path.display())]
+    CaFile {
+        /// The file.
+        path: PathBuf,
+        /// Why it cannot be read.
+        error: Arc<std::io::Error>,
+    },
+}
+
+impl StoreError {
+    /// Whether the same call may succeed later without a change of configuration: a timeout,
+    /// an open breaker, a connection not yet made, a failure Redis or the network may recover
+    /// from. False for a configuration error, a reply the script never sends and a Redis error
+    /// redis-rs classifies as permanent.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Timeout(_) | Self::CircuitOpen | Self::NotConnected | Self::Abandoned => true,
+            Self::Redis(e) => !matches!(e.retry_method(), RetryMethod::NoRetry),
+            Self::BadReply(_)
+            | Self::BadUrl { .. }
+            | Self::BadKeyPrefix(_)
+            | Self::CaFile { .. } => false,
+        }
+    }
+}
+
+impl From<RedisError> for StoreError {
+    fn from(e: RedisError) -> Self {
+        Self::Redis(e)
+    }
+}
+
+impl From<BadReply> for StoreError {
+    fn from(e: BadReply) -> Self {
+        Self::BadReply(e)
+    }
+}
+
+/// What is wrong with a `--redis-url`.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum UrlProblem {
+    /// No `scheme://`.
+    #[error("no scheme")]
+    NoScheme,
+    /// A scheme sluice does not speak.
+    #[error("unknown scheme '{0}' (use redis, rediss, redis+cluster or rediss+cluster)")]
+    UnknownScheme(String),
+    /// A cluster URL without a seed node.
+    #[error("no nodes")]
+    NoNodes,
+    /// redis-rs refused it (host, port, database, TLS settings …).
+    #[error("{0}")]
+    Refused(RedisError),
+}
+
+/// What was wrong with a script reply.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum BadReply {
+    /// The reply is not an array.
+    #[error("{0:?}")]
+    NotArray(Value),
+    /// A call's part has the wrong number of fields (four integers per charge).
+    #[error("expected {expected} integers, got {got}")]
+    Length {
+        /// Four per charge.
+        expected: usize,
+        /// What came.
+        got: usize,
+    },
+    /// A field that must be a non-negative integer is negative.
+    #[error("negative {0}")]
+    Negative(i64),
+    /// A field that must be an integer is not.
+    #[error("expected an integer, got {0:?}")]
+    NotInteger(Value),
+    /// Fewer outcomes than charges came back.
+    #[error("outcomes missing")]
+    Missing,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Call-time failures are transient; configuration and protocol errors are not.
+    #[test]
+    fn transient_or_not() {
+        let io = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert!(StoreError::Redis(io).is_transient());
+        assert!(StoreError::Timeout(Duration::from_millis(10)).is_transient());
+        assert!(StoreError::CircuitOpen.is_transient());
+        assert!(!StoreError::BadReply(BadReply::Missing).is_transient());
+        assert!(!StoreError::BadKeyPrefix("a{".into()).is_transient());
+        let ca = StoreError::CaFile {
+            path: "/nowhere/ca.pem".into(),
+            error: Arc::new(std::io::Error::from(std::io::ErrorKind::NotFound)),
+        };
+        assert!(!ca.is_transient());
+        assert!(
+            ca.to_string().contains("--redis-ca /nowhere/ca.pem"),
+            "{ca}"
+        );
+    }
+
+    /// The messages keep the wording users saw before the errors were typed.
+    #[test]
+    fn messages() {
+        let timeout = StoreError::Timeout(Duration::from_millis(10));
+        assert_eq!(
+            timeout.to_string(),
+            "counter store unavailable: redis did not answer within 10ms"
+        );
+        let url = StoreError::BadUrl {
+            url: "mysql://***@x".into(),
+            problem: UrlProblem::UnknownScheme("mysql".into()),
+        };
+        assert_eq!(
+            url.to_string(),
+            "counter store configuration: invalid redis url 'mysql://***@x': unknown scheme \
+             'mysql' (use redis, rediss, redis+cluster or rediss+cluster)"
+        );
+        let reply = StoreError::from(BadReply::Length {
+            expected: 8,
+            got: 4,
+        });
+        assert_eq!(
+            reply.to_string(),
+            "counter store unavailable: unexpected script reply: expected 8 integers, got 4"
+        );
+    }
+}

@@ -1,0 +1,130 @@
+//! Deciding a call in the memory store: lock the shards of its counters in ascending order,
+//! run the algorithms, and commit every new state only if the call is not blocked.
+
+use std::sync::atomic::Ordering;
+
+use parking_lot::MutexGuard;
+
+use super::shard::Shard;
+use super::{FULL_RETRY, MemoryStore};
+use crate::algorithm::{self, State, Verdict};
+use crate::clock::Nanos;
+use crate::store::{Charge, Outcome, gate};
+
+impl MemoryStore {
+    /// The synchronous core of [`Store::apply`](crate::store::Store::apply).
+    pub fn apply_now(&self, charges: &[Charge], now: Nanos) -> Vec<Outcome> {
+        if let [charge] = charges {
+            return vec![self.apply_one(charge, now)];
+        }
+        let shard_ids: Vec<usize> = charges.iter().map(|c| self.shard_of(&c.key)).collect();
+        let mut order: Vec<usize> = shard_ids.clone();
+        order.sort_unstable();
+        order.dedup();
+        // Lock in ascending order: every call does, so no two calls wait on each other in a cycle.
+        let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> =
+            order.iter().map(|&i| (i, self.shards[i].lock())).collect();
+
+        // Pending states, so a call naming one counter twice sees its own earlier charge.
+        let mut pending: Vec<(usize, State)> = Vec::new();
+        let mut outcomes = Vec::with_capacity(charges.len());
+        let mut reserved = 0;
+        for (i, charge) in charges.iter().enumerate() {
+            let earlier = pending
+                .iter()
+                .rev()
+                .find(|(j, _)| charges[*j].key == charge.key)
+                .map(|(_, s)| s);
+            let held = match earlier {
+                Some(_) => None,
+                None => guard_for(&guards, shard_ids[i]).get(&charge.key, charge.limit.algorithm),
+            };
+            let stored = earlier.or(held.as_deref());
+            let (verdict, next) = algorithm::decide(&charge.limit, stored, now, charge.cost);
+            let (outcome, next) = match next {
+                // A new counter: only if there is room for it.
+                Some(_) if stored.is_none() && !self.reserve() => {
+                    self.refused.fetch_add(1, Ordering::Relaxed);
+                    (full(), None)
+                }
+                Some(next) => {
+                    reserved += usize::from(stored.is_none());
+                    (Outcome::judged(charge, stored, now, verdict), Some(next))
+                }
+                None => (Outcome::judged(charge, stored, now, verdict), None),
+            };
+            outcomes.push(outcome);
+            drop(held);
+            if let Some(next) = next {
+                pending.push((i, next));
+            }
+        }
+
+        let blocked = gate::blocked(
+            charges
+                .iter()
+                .zip(&outcomes)
+                .map(|(c, o)| (c.gate, o.verdict.admitted)),
+        );
+        if blocked {
+            self.held.fetch_sub(reserved, Ordering::Relaxed);
+            return outcomes;
+        }
+        for (i, state) in pending {
+            let charge = &charges[i];
+            let idle_at = algorithm::idle_at(&charge.limit, &state);
+            guard_for_mut(&mut guards, shard_ids[i]).put(&charge.key, state, idle_at, self.journal);
+        }
+        outcomes
+    }
+
+    /// [`MemoryStore::apply_now`] for a call with one counter (the common case): one lock,
+    /// no bookkeeping of pending states. A lone charge blocks its call exactly when denied.
+    fn apply_one(&self, charge: &Charge, now: Nanos) -> Outcome {
+        let mut shard = self.shards[self.shard_of(&charge.key)].lock();
+        let held = shard.get(&charge.key, charge.limit.algorithm);
+        let stored = held.as_deref();
+        let (verdict, next) = algorithm::decide(&charge.limit, stored, now, charge.cost);
+        let Some(next) = next else {
+            return Outcome::judged(charge, stored, now, verdict);
+        };
+        if stored.is_none() && !self.reserve() {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            return full();
+        }
+        let outcome = Outcome::judged(charge, stored, now, verdict);
+        drop(held);
+        let idle_at = algorithm::idle_at(&charge.limit, &next);
+        shard.put(&charge.key, next, idle_at, self.journal);
+        outcome
+    }
+}
+
+/// The outcome of a charge refused because the store is full.
+fn full() -> Outcome {
+    Outcome {
+        verdict: Verdict {
+            admitted: false,
+            remaining: 0,
+            reset_after: FULL_RETRY,
+        },
+        available: 0,
+    }
+}
+
+fn guard_for<'g>(guards: &'g [(usize, MutexGuard<'_, Shard>)], shard: usize) -> &'g Shard {
+    let at = guards
+        .binary_search_by_key(&shard, |(i, _)| *i)
+        .unwrap_or_default();
+    &guards[at].1
+}
+
+fn guard_for_mut<'g, 'm>(
+    guards: &'g mut [(usize, MutexGuard<'m, Shard>)],
+    shard: usize,
+) -> &'g mut Shard {
+    let at = guards
+        .binary_search_by_key(&shard, |(i, _)| *i)
+        .unwrap_or_default();
+    &mut guards[at].1
+}
