@@ -173,7 +173,9 @@ impl ServeArgs {
 
     fn store_settings(&self) -> StoreSettings {
         match (self.store, &self.redis.redis_url) {
-            (StoreArg::Redis, Some(url)) => StoreSettings::Redis(self.redis.settings(url)),
+            (StoreArg::Redis, Some(url)) => {
+                StoreSettings::Redis(Box::new(self.redis.settings(url)))
+            }
             // clap requires --redis-url with --store redis.
             _ => StoreSettings::Memory(self.memory.settings()),
         }

@@ -19,6 +19,13 @@ use crate::store::{Charge, CounterKey, Outcome};
 
 type Hasher = foldhash::fast::RandomState;
 
+/// What one entry may take in memory, for sizing the cache in bytes (upstream's
+/// `LOCAL_CACHE_SIZE_IN_BYTES`): the key's handle and the entry (64 bytes, checked below) and
+/// a control byte, doubled because a hash table may be half empty just after it grows, plus
+/// the key's own bytes on the heap (a domain and one or two descriptor entries: about 48):
+/// 178, rounded up.
+pub const ENTRY_BYTES: usize = 192;
+
 /// A cached denial.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -158,6 +165,14 @@ mod tests {
         cache.remember(&charge(5, 1), 0, &denied(50, 0));
         assert_eq!(cache.lookup(&charge(6, 1), 1), None);
         assert_eq!(cache.lookup(&charge(5, 2), 1), None);
+    }
+
+    /// The per-entry size behind [`ENTRY_BYTES`] holds.
+    #[test]
+    fn entry_size() {
+        let table = std::mem::size_of::<(CounterKey, Entry)>() + 1;
+        assert!(table <= 65, "{table}");
+        assert!(2 * table + 48 <= ENTRY_BYTES);
     }
 
     /// A denial with room for a smaller call is not cached; nor anything when disabled.
