@@ -9,6 +9,7 @@ mod cluster;
 mod faults;
 mod replicas;
 mod secure;
+mod upstream_keys;
 
 use std::sync::Arc;
 use std::time::Duration;
