@@ -9,6 +9,7 @@ mod cluster;
 mod faults;
 mod replicas;
 mod secure;
+mod sentinel;
 mod upstream_keys;
 
 use std::sync::Arc;

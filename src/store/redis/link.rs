@@ -17,6 +17,7 @@ use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
 
+use super::sentinel::Sentinel;
 use super::target::Target;
 
 /// One live connection.
@@ -124,6 +125,37 @@ impl Link {
                 slot.compare_and_swap(&current, None);
             }
         }
+    }
+
+    /// Replaces every pooled connection with a new one (each asks the target afresh: after a
+    /// failover, the new master), opening each before dropping the one it replaces, so calls
+    /// never find the pool empty. If one cannot be opened, the older connections are dropped
+    /// all the same (they reach a master that is no longer the one).
+    pub async fn renew(&self) {
+        let old = Lease(self.generation.fetch_add(1, Ordering::AcqRel));
+        for slot in self.slots.iter() {
+            match self.open().await {
+                Ok(pooled) => slot.store(Some(Arc::new(pooled))),
+                Err(e) => {
+                    tracing::debug!(error = %e, "redis reconnect failed");
+                    self.discard(old);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The sentinels, when the target is the master they name.
+    pub fn sentinel(&self) -> Option<&Sentinel> {
+        match &self.target {
+            Target::Sentinel(sentinel) => Some(sentinel),
+            _ => None,
+        }
+    }
+
+    /// The bound on opening a connection.
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
     }
 
     /// Connects every empty slot and waits for it (used by the probe); returns the first error.

@@ -9,6 +9,7 @@
 mod batch;
 mod breaker;
 mod cache;
+mod failover;
 mod keys;
 mod link;
 mod scripts;
@@ -326,7 +327,11 @@ impl Store for RedisStore {
     }
 
     fn background(&self, shutdown: CancellationToken) -> Option<BackgroundTask> {
-        Some(Box::pin(self.inner.clone().probe(shutdown)))
+        let probe = self.inner.clone().probe(shutdown.clone());
+        let follow = failover::follow(self.inner.link.clone(), shutdown);
+        Some(Box::pin(async move {
+            futures_util::future::join(probe, follow).await;
+        }))
     }
 
     fn sweep(&self, now: Nanos) {

@@ -4,20 +4,25 @@
 //! This follows Redis's guidelines for sentinel clients: ask the sentinels in turn (starting
 //! with the one that answered last) with `SENTINEL GET-MASTER-ADDR-BY-NAME`, and verify the
 //! role, since a sentinel cut off from the others may still name a demoted master. A failover
-//! is followed without watching the sentinels: the old master's connections break (killed, or
-//! closed by the sentinels' `CLIENT KILL` when they demote it) or answer `READONLY`; the pool
-//! then drops them all (`link.rs`) and reconnects here, reaching whichever master the
-//! sentinels name by then. (redis-rs has a sentinel client, but it asks only the first sentinel
-//! that answers, reads `SENTINEL MASTERS` and opens an extra connection for the role check.)
+//! is followed two ways: the sentinels announce the new master on `+switch-master`, and
+//! `failover.rs` then renews the pool at once (an old master that is still up would otherwise
+//! take writes, lost when it is demoted, until the sentinels get round to demoting it, ten
+//! seconds later in the tests); and when the old master's connections break or answer
+//! `READONLY`, the pool drops them all (`link.rs`) and reconnects here. (redis-rs has a
+//! sentinel client, but it asks only the first sentinel that answers, reads `SENTINEL
+//! MASTERS` and opens an extra connection for the role check.)
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
-use redis::{Client, ErrorKind, RedisError, Value};
+use redis::aio::{MultiplexedConnection, PubSub};
+use redis::{Client, ErrorKind, Msg, RedisError, Value};
 
 use super::target::{NodeTemplate, open, within};
 use super::url::Node;
+
+/// The channel on which sentinels announce a failover's new master.
+pub const SWITCH_MASTER: &str = "+switch-master";
 
 /// The sentinels and how to reach the master they name.
 pub struct Sentinel {
@@ -61,6 +66,33 @@ impl Sentinel {
             }
         }
         Err(last.unwrap_or_else(|| not_found("no sentinel configured".into())))
+    }
+
+    /// A subscription to `+switch-master` on the first sentinel that accepts one (starting
+    /// with the one that answered last), each step bounded by `timeout`.
+    pub async fn subscribe(&self, timeout: Duration) -> Result<PubSub, RedisError> {
+        let first = self.preferred.load(Ordering::Relaxed);
+        let mut last = None;
+        for i in 0..self.sentinels.len() {
+            let sentinel = &self.sentinels[(first + i) % self.sentinels.len()];
+            let subscribed = async {
+                let mut pubsub = within(timeout, sentinel.get_async_pubsub()).await?;
+                within(timeout, pubsub.subscribe(SWITCH_MASTER)).await?;
+                Ok(pubsub)
+            };
+            match subscribed.await {
+                Ok(pubsub) => return Ok(pubsub),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| not_found("no sentinel configured".into())))
+    }
+
+    /// Whether `message` (on `+switch-master`: `<name> <old ip> <old port> <new ip> <new
+    /// port>`) announces a new master for this master name.
+    pub fn announces_ours(&self, message: &Msg) -> bool {
+        let payload: String = message.get_payload().unwrap_or_default();
+        payload.split_whitespace().next() == Some(self.master.as_str())
     }
 
     /// Asks `sentinel` for the master's address, connects to it and checks its role.
