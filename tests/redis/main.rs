@@ -10,6 +10,7 @@ mod faults;
 mod replicas;
 mod secure;
 mod sentinel;
+mod unix;
 mod upstream_keys;
 
 use std::sync::Arc;
