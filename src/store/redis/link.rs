@@ -13,32 +13,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
-use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
+use redis::{ErrorKind, RedisError, ServerErrorKind};
 
 use super::sentinel::Sentinel;
+pub use super::target::Conn;
 use super::target::Target;
-
-/// One live connection.
-#[derive(Clone)]
-pub enum Conn {
-    /// To a standalone Redis.
-    Single(MultiplexedConnection),
-    /// To a cluster (routes each command by its first key's slot).
-    Cluster(ClusterConnection),
-}
-
-impl Conn {
-    /// Sends one command and reads its reply; a server error reply is an `Err`.
-    pub async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value> {
-        let reply = match self {
-            Conn::Single(c) => c.req_packed_command(cmd).await,
-            Conn::Cluster(c) => c.req_packed_command(cmd).await,
-        };
-        reply.and_then(Value::extract_error)
-    }
-}
 
 /// Whether `error` means the connection is gone, or reached a server that is no longer the
 /// master (`READONLY`, `MASTERDOWN`: a failover demoted it): the pool's connections must be
@@ -191,7 +170,7 @@ impl Link {
         // SCRIPT LOAD goes to every primary of a cluster; a standalone Redis has one.
         let mut load = redis::cmd("SCRIPT");
         load.arg("LOAD").arg(self.script);
-        super::target::within(timeout, conn.query(&load)).await?;
+        super::node::within(timeout, conn.query(&load)).await?;
         Ok(Pooled { conn, generation })
     }
 }

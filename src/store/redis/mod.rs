@@ -12,6 +12,7 @@ mod cache;
 mod failover;
 mod keys;
 mod link;
+mod node;
 mod scripts;
 mod sentinel;
 mod settings;
@@ -118,7 +119,7 @@ impl RedisStore {
     pub async fn connect(settings: RedisSettings) -> Result<Self, StoreError> {
         let store = Self::new(settings)?;
         let inner = &store.inner;
-        let connected = target::within(inner.connect_timeout, inner.link.connect_all());
+        let connected = node::within(inner.connect_timeout, inner.link.connect_all());
         match connected.await {
             Ok(()) => tracing::info!(redis = %inner.described, "connected to redis"),
             Err(e) => tracing::warn!(
@@ -260,7 +261,7 @@ impl Inner {
                 }
             };
             job.charges.push(match upstream {
-                Some(window) => scripts::upstream_fields(&charges[i], at + 1, window),
+                Some(window) => upstream::fields(&charges[i], at + 1, window),
                 None => scripts::fields(&charges[i], at + 1),
             });
             job.costs.push(charges[i].cost);

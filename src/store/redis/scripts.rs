@@ -16,8 +16,6 @@ use crate::algorithm::{Limit, Verdict};
 use crate::clock::Nanos;
 use crate::store::{BadReply, Charge, Gate, Outcome};
 
-use super::upstream::UpstreamWindow;
-
 /// The script source.
 pub const DECIDE: &str = include_str!("decide.lua");
 
@@ -51,17 +49,6 @@ pub fn fields(charge: &Charge, key_index: usize) -> Fields {
 /// The script's algorithm code of a `fixed_window` counter in upstream's key layout (the
 /// four algorithms are 0 to 3).
 pub const UPSTREAM_FIXED_WINDOW: u64 = 4;
-
-/// The fields of `charge`, kept in upstream's layout, whose key is KEYS[`key_index`]: the key
-/// names the window, so the window and burst fields carry the key's expiry (seconds) and the
-/// time left in the window (microseconds) instead.
-pub fn upstream_fields(charge: &Charge, key_index: usize, window: &UpstreamWindow) -> Fields {
-    let mut f = fields(charge, key_index);
-    f[1] = UPSTREAM_FIXED_WINDOW;
-    f[3] = window.ttl_s;
-    f[4] = window.reset_us;
-    f
-}
 
 /// Appends one call to a script run's ARGV: its time (`None` = Redis's clock), its number of
 /// charges, then their fields. Numbers go straight into the command buffer.

@@ -18,7 +18,7 @@ use std::time::Duration;
 use redis::aio::{MultiplexedConnection, PubSub};
 use redis::{Client, ErrorKind, Msg, RedisError, Value};
 
-use super::target::{NodeTemplate, open, within};
+use super::node::{NodeTemplate, open, within};
 use super::url::Node;
 
 /// The channel on which sentinels announce a failover's new master.

@@ -16,7 +16,7 @@ use crate::algorithm::Algorithm;
 use crate::clock::{Nanos, SECOND};
 use crate::store::Charge;
 
-use super::scripts::MICRO;
+use super::scripts::{self, Fields, MICRO, UPSTREAM_FIXED_WINDOW};
 
 /// What the script needs besides the key: the window's end and the key's expiry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +71,17 @@ pub fn key(
             },
     };
     Some((key, window))
+}
+
+/// The script's fields for `charge` kept in upstream's layout, its key KEYS[`key_index`]:
+/// the key names the window, so the window and burst fields carry the key's expiry (seconds)
+/// and the time left in the window (microseconds) instead.
+pub fn fields(charge: &Charge, key_index: usize, window: &UpstreamWindow) -> Fields {
+    let mut f = scripts::fields(charge, key_index);
+    f[1] = UPSTREAM_FIXED_WINDOW;
+    f[3] = window.ttl_s;
+    f[4] = window.reset_us;
+    f
 }
 
 #[cfg(test)]
