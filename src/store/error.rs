@@ -168,6 +168,11 @@ mod tests {
         assert!(StoreError::Redis(io).is_transient());
         assert!(StoreError::Timeout(Duration::from_millis(10)).is_transient());
         assert!(StoreError::CircuitOpen.is_transient());
+        let demoted = RedisError::from((
+            ErrorKind::Server(ServerErrorKind::ReadOnly),
+            "You can't write against a read only replica.",
+        ));
+        assert!(StoreError::Redis(demoted).is_transient(), "a failover");
         assert!(!StoreError::BadReply(BadReply::Missing).is_transient());
         assert!(!StoreError::BadKeyPrefix("a{".into()).is_transient());
         let ca = StoreError::TlsFile {
