@@ -124,6 +124,9 @@ pub enum UrlProblem {
     /// A `#fragment` (redis-rs reads `#insecure` as "check no certificate at all").
     #[error("a '#' fragment is not supported (see --redis-tls-skip-hostname-verification)")]
     Fragment,
+    /// A query parameter that is not understood, or holds a bad value.
+    #[error("{0}")]
+    Parameter(String),
     /// TLS asked for a unix socket.
     #[error("TLS over a unix socket is not supported")]
     TlsOverUnix,

@@ -69,11 +69,10 @@ impl NodeTemplate {
     }
 }
 
-/// Opens a multiplexed connection to `client`, bounded by `timeout`.
+/// Opens a multiplexed connection to `client`, bounded by `timeout` (its replies keep
+/// redis-rs's own bound, which ends a batch stuck on a hung Redis; a call's is `--redis-timeout`).
 pub async fn open(client: &Client, timeout: Duration) -> Result<MultiplexedConnection, RedisError> {
-    let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(timeout))
-        .set_response_timeout(Some(timeout));
+    let config = AsyncConnectionConfig::new().set_connection_timeout(Some(timeout));
     within(
         timeout,
         client.get_multiplexed_async_connection_with_config(&config),

@@ -121,9 +121,12 @@ pub fn parse(url: &str) -> Result<Endpoint, StoreError> {
 }
 
 /// `redis://`, `rediss://`, `redis+unix://`, `unix://`: redis-rs reads them (percent-decoded
-/// credentials, `/db` or `?db=`).
+/// credentials, `/db`; a socket's `?db=&user=&pass=`). A TCP URL's `?db=&username=&password=`
+/// (which upstream's Redis client reads, and redis-rs would ignore) replace the path's and
+/// userinfo's; any other parameter is refused rather than ignored.
 fn single(url: &str, tls: bool) -> Result<Endpoint, UrlProblem> {
     let info = url.into_connection_info().map_err(UrlProblem::Refused)?;
+    let mut redis = info.redis_settings().clone();
     let node = match info.addr() {
         ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => Node::Tcp {
             host: host.clone(),
@@ -132,11 +135,29 @@ fn single(url: &str, tls: bool) -> Result<Endpoint, UrlProblem> {
         ConnectionAddr::Unix(path) => Node::Unix(path.clone()),
         other => return Err(UrlProblem::BadNode(format!("{other:?}"))),
     };
+    let tcp = matches!(node, Node::Tcp { .. });
+    let query = url.split_once('?').map_or("", |(_, query)| query);
+    for (name, value) in ::url::form_urlencoded::parse(query.as_bytes()) {
+        redis = match (tcp, name.as_ref()) {
+            (true, "db") => redis.set_db(value.parse().map_err(|_| {
+                UrlProblem::Parameter(format!("db={value} is not a database number"))
+            })?),
+            (true, "username") => redis.set_username(value),
+            (true, "password") => redis.set_password(value),
+            // Read by redis-rs above.
+            (_, "protocol") | (false, "db" | "user" | "pass") => redis,
+            (_, other) => {
+                return Err(UrlProblem::Parameter(format!(
+                    "unknown parameter '{other}'"
+                )));
+            }
+        };
+    }
     Ok(Endpoint {
         shape: Shape::Standalone,
         tls,
         nodes: vec![node],
-        redis: info.redis_settings().clone(),
+        redis,
     })
 }
 
@@ -262,6 +283,19 @@ mod tests {
         assert_eq!(parse("redis").unwrap().nodes, vec![tcp("redis", 6379)]);
         assert_eq!(parse("[::1]:7000").unwrap().nodes, vec![tcp("::1", 7000)]);
         assert!(problem("redis:notaport").contains("'redis:notaport'"));
+        // Upstream's query parameters replace the path's and userinfo's; others are refused.
+        let query = parse("redis://u:p@h:1/2?db=5&username=app&password=s%26cret").unwrap();
+        assert_eq!(
+            (
+                query.redis.username(),
+                query.redis.password(),
+                query.redis.db()
+            ),
+            (Some("app"), Some("s&cret"), 5)
+        );
+        assert!(problem("redis://h:1?db=x").contains("db=x"));
+        assert!(problem("redis://h:1?timeout=3").contains("unknown parameter 'timeout'"));
+        assert!(problem("redis+unix:///s.sock?username=u").contains("'username'"));
         assert!(problem("u:p@redis:6379").contains("no scheme"));
     }
 
