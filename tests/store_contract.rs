@@ -196,6 +196,7 @@ contract!(
     per_algorithm checks_store_nothing,
     per_algorithm costs_above_one_and_capacity,
     store capacity_returns,
+    store room_reported_while_a_large_call_waits,
     per_algorithm huge_limits_stay_exact,
     store previous_day_weighs_on_sliding_window,
     per_algorithm concurrent_calls_are_exact,
@@ -331,6 +332,24 @@ async fn capacity_returns(b: &Backend) {
     let tb = charge("ret-bucket", bucket, 3, Gate::Enforced);
     b.one(&tb, T0).await;
     assert_eq!(b.exact_retry(&costing(&tb, 1), T0).await, 10 * SECOND);
+}
+
+/// A call of more hits than ever fit is denied until the bucket is full, while its report of
+/// what fits follows the refill: the same call a minute later finds one hit's room (the Redis
+/// store's local cache once answered it "nothing fits" until full).
+async fn room_reported_while_a_large_call_waits(b: &Backend) {
+    let bucket = Limit {
+        burst: 13,
+        ..limit(Algorithm::TokenBucket, 1, MINUTE)
+    };
+    let drain = charge("large", bucket, 13, Gate::Enforced);
+    assert!(b.one(&drain, T0).await.verdict.admitted);
+    let large = costing(&drain, 15);
+    let now = b.one(&large, T0).await;
+    assert_eq!((now.verdict.admitted, now.available), (false, 0));
+    let later = b.one(&large, T0 + MINUTE).await;
+    assert_eq!((later.verdict.admitted, later.available), (false, 1));
+    assert_eq!(later.verdict.reset_after, 12 * MINUTE);
 }
 
 /// One day.
