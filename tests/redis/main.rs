@@ -7,6 +7,7 @@ mod common;
 
 mod cluster;
 mod faults;
+mod pool;
 mod replicas;
 mod secure;
 mod sentinel;
