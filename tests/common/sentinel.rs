@@ -27,6 +27,11 @@ impl SentinelSet {
     /// Starts the nodes, waits for replication, starts the sentinels and waits until they
     /// know each other and the replica, so a failover can be authorised.
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// As [`SentinelSet::start`], with extra `redis-server` arguments for the first master.
+    pub fn start_with(master_args: &[&str]) -> Self {
         let auth = [
             "--requirepass",
             NODE_PASSWORD,
@@ -34,7 +39,15 @@ impl SentinelSet {
             NODE_PASSWORD,
         ];
         let cli = ["-a", NODE_PASSWORD, "--no-auth-warning"];
-        let master = RedisServer::start_full(|_, _| strings(&auth), &cli);
+        let master = RedisServer::start_full(
+            |_, _| {
+                strings(&auth)
+                    .into_iter()
+                    .chain(strings(master_args))
+                    .collect()
+            },
+            &cli,
+        );
         let replicaof = ["--replicaof", "127.0.0.1", &master.port.to_string()].map(String::from);
         let replica = RedisServer::start_full(
             |_, _| strings(&auth).into_iter().chain(replicaof).collect(),
