@@ -93,6 +93,7 @@ impl Files {
             cert: self.path("server.crt"),
             key: self.path("server.key"),
             client_ca: mtls.then(|| self.path("client-ca.crt")),
+            client_san: None,
         }
     }
 

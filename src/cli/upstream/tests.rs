@@ -1,0 +1,1 @@
+//! Tests of the personality: precedence, warnings, every group.
