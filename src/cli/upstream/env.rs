@@ -109,10 +109,20 @@ impl Env {
 
     /// An error about the value of `name` (which is set).
     pub fn error(&self, name: &str, problem: impl Into<String>) -> EnvError {
+        self.error_in(name, self.get(name).unwrap_or_default(), problem)
+    }
+
+    /// An error about `value`, the value `name` stands for: as set, or its default when unset
+    /// (which the message then says).
+    pub fn error_in(&self, name: &str, value: &str, problem: impl Into<String>) -> EnvError {
+        let mut problem = problem.into();
+        if !self.is_set(name) {
+            problem.push_str(" (the default: the variable is not set)");
+        }
         EnvError {
             name: name.to_string(),
-            value: self.get(name).unwrap_or_default().to_string(),
-            problem: problem.into(),
+            value: value.to_string(),
+            problem,
         }
     }
 }

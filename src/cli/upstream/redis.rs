@@ -5,6 +5,7 @@ use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 
 use super::env::Env;
 use super::{EnvError, Group, Handling, Kind, Target, Var};
+use crate::cli::serve::StoreArg;
 
 const URL_VARS: [&str; 5] = [
     "REDIS_SOCKET_TYPE",
@@ -166,6 +167,12 @@ pub const GROUP: Group = Group {
 };
 
 fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+    if !matches!(target.args.store, StoreArg::Redis) {
+        for name in URL_VARS.into_iter().filter(|n| env.is_set(n)) {
+            target.note(name, "not used: the store is not Redis");
+        }
+        return Ok(());
+    }
     target.unless_explicit(env, "redis_url", &URL_VARS, |args| {
         args.redis.redis_url = Some(url(env)?);
         Ok(())
