@@ -197,41 +197,32 @@ async fn start_inner(
 
 /// Spawns every task of a server on one tracker, all stopping on one shutdown token.
 async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError> {
-    let Parts {
-        settings,
-        clock,
-        metrics,
-        reloader,
-        tls,
-        store,
-        limiter,
-    } = parts;
     let (grpc_addr, http_addr) = (listeners.grpc_addr, listeners.http_addr);
     let metrics_addr = listeners.metrics_addr;
     let lifecycle = Lifecycle::default();
     let shutdown = lifecycle.requested.clone();
     let tasks = TaskTracker::new();
-    if let Some(tls) = &tls {
+    if let Some(tls) = &parts.tls {
         tls.watch(&tasks, shutdown.clone()).map_err(AppError::Tls)?;
     }
-    if settings.watch_rules {
-        tasks.spawn(reloader.clone().watch(shutdown.clone())?);
+    if parts.settings.watch_rules {
+        tasks.spawn(parts.reloader.clone().watch(shutdown.clone())?);
     }
-    if let Some(background) = store.background(shutdown.clone()) {
+    if let Some(background) = parts.store.background(shutdown.clone()) {
         tasks.spawn(background);
     }
     tasks.spawn(tasks::sweep(
-        store.clone(),
-        limiter.clone(),
-        clock.clone(),
-        metrics.clone(),
+        parts.store.clone(),
+        parts.limiter.clone(),
+        parts.clock.clone(),
+        parts.metrics.clone(),
         shutdown.clone(),
     ));
     let readiness = Arc::new(health::Readiness {
         draining: lifecycle.draining.clone(),
-        reloader: reloader.clone(),
-        limiter: limiter.clone(),
-        options: settings.health,
+        reloader: parts.reloader.clone(),
+        limiter: parts.limiter.clone(),
+        options: parts.settings.health,
     });
     let serving_now = readiness.check().is_ok();
     let (health, health_service) = health::Health::new(serving_now).await;
@@ -241,7 +232,7 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
         serving_now,
         shutdown.clone(),
     ));
-    let delay = settings.shutdown_delay;
+    let delay = parts.settings.shutdown_delay;
     tasks.spawn(shutdown::announce_then_close(
         lifecycle.clone(),
         health,
@@ -249,12 +240,12 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
     ));
     let (fail, failures) = mpsc::unbounded_channel();
     let serving = Serving {
-        limiter,
-        tls: tls.clone(),
+        limiter: parts.limiter,
+        tls: parts.tls.clone(),
         health: Arc::new(move || readiness.check()),
         connection_age: (
-            jittered(settings.grpc_max_connection_age),
-            settings.grpc_max_connection_age_grace,
+            jittered(parts.settings.grpc_max_connection_age),
+            parts.settings.grpc_max_connection_age_grace,
         ),
         close: lifecycle.close,
         shutdown: shutdown.clone(),
@@ -265,15 +256,15 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
     Ok(Running {
         grpc_addr,
         http_addr,
-        grpc_socket: settings.grpc_socket.clone(),
+        grpc_socket: parts.settings.grpc_socket.clone(),
         metrics_addr,
         shutdown,
-        reloader,
-        tls,
+        reloader: parts.reloader,
+        tls: parts.tls,
         tasks,
-        store: StoreHandle::start(store, clock, metrics),
+        store: StoreHandle::start(parts.store, parts.clock, parts.metrics),
         failures,
-        grace: settings.shutdown_grace,
+        grace: parts.settings.shutdown_grace,
         delay,
     })
 }
