@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use common::envoy::Envoy;
 use common::http1::{self, Upstream};
-use common::process::{BIN, poll};
+use common::process::{BIN, poll, repo_path};
 use common::redis::{RedisServer, free_port};
+use common::yaml::documents;
 
 /// Istio's sample rules (istio.io rate-limit task), in its ConfigMap's `config.yaml`.
 const ISTIO_RULES: &str = r#"domain: ratelimit
@@ -29,27 +30,70 @@ descriptors:
       requests_per_unit: 100
 "#;
 
-/// What Istio's sample Deployment sets, in its order (reference: drop-in.md §5). The sample
-/// relies on the default ports 8080 and 8081; the tests add `PORT=0 GRPC_PORT=0` so that
-/// parallel tests never collide.
+/// The container of `examples/istio/ratelimit-service.yaml` (Istio's sample Deployment with
+/// sluice's image): its command, its variables in order, and where its ConfigMap is mounted.
+fn istio_container() -> (Vec<String>, Vec<(String, String)>, String) {
+    let text = std::fs::read_to_string(repo_path("examples/istio/ratelimit-service.yaml")).unwrap();
+    let deployment = documents(&text)
+        .into_iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("a Deployment");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let strings = |v: &serde_json::Value| v.as_str().unwrap().to_string();
+    let command = container["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(strings)
+        .collect();
+    let env = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (strings(&e["name"]), strings(&e["value"])))
+        .collect();
+    let mount = strings(&container["volumeMounts"][0]["mountPath"]);
+    (command, env, mount)
+}
+
+/// The sample's environment for a test: `/data` is a temporary directory, Redis is the test's,
+/// and `PORT=0 GRPC_PORT=0` are added so that parallel tests never collide on 8080/8081 (the
+/// sample relies on the defaults).
 fn istio_env(data: &Path, redis_port: u16) -> Vec<(String, String)> {
-    [
-        ("LOG_LEVEL", "debug".to_string()),
-        ("REDIS_SOCKET_TYPE", "tcp".into()),
-        ("REDIS_URL", format!("127.0.0.1:{redis_port}")),
-        ("USE_STATSD", "false".into()),
-        ("RUNTIME_ROOT", data.display().to_string()),
-        ("RUNTIME_SUBDIRECTORY", "ratelimit".into()),
-        ("RUNTIME_WATCH_ROOT", "false".into()),
-        ("RUNTIME_IGNOREDOTFILES", "true".into()),
-        ("HOST", "::".into()),
-        ("GRPC_HOST", "::".into()),
-        ("PORT", "0".into()),
-        ("GRPC_PORT", "0".into()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+    let (_, env, _) = istio_container();
+    let mut env: Vec<(String, String)> = env
+        .into_iter()
+        .map(|(name, value)| match name.as_str() {
+            "RUNTIME_ROOT" => (name, value.replace("/data", &data.display().to_string())),
+            "REDIS_URL" => (name, format!("127.0.0.1:{redis_port}")),
+            _ => (name, value),
+        })
+        .collect();
+    env.push(("PORT".into(), "0".into()));
+    env.push(("GRPC_PORT".into(), "0".into()));
+    env.push((
+        LOADED_MACHINE_TIMEOUT[0].into(),
+        LOADED_MACHINE_TIMEOUT[1].into(),
+    ));
+    env
+}
+
+/// sluice's own per-call Redis timeout (10 ms) can pass on a test machine shared by many builds;
+/// then a call is answered by the rule's failure_mode and a count goes missing. The tests give
+/// calls a second instead (a `SLUICE_*` variable, beside upstream's).
+const LOADED_MACHINE_TIMEOUT: [&str; 2] = ["SLUICE_REDIS_TIMEOUT", "1s"];
+
+/// Waits until calls are decided by Redis: sluice listens before Redis is connected (upstream
+/// waits for it), and answers by failure_mode meanwhile, marked degraded.
+fn wait_for_redis(get: impl Fn(&str) -> http1::Response) {
+    poll(
+        Duration::from_secs(30),
+        "calls are decided by Redis",
+        || {
+            let response = get("/warm-up");
+            (response.status == 200 && response.header("x-ratelimit-mode").is_none()).then_some(())
+        },
+    );
 }
 
 /// A directory laid out as kubelet mounts a ConfigMap: `<dir>/..<version>/<files>`, `..data`
@@ -219,25 +263,32 @@ static_resources:
     ))
 }
 
-/// Istio's sample container spec as is (its command, every variable it sets, its ConfigMap
-/// mounted under RUNTIME_ROOT) behind Envoy configured as Istio's task: `/productpage` passes
-/// once then gets a 429 with the limit headers; counting is in Redis; a ConfigMap update (the
-/// `..data` swap) applies without a restart.
+/// Istio's sample container spec as is (`examples/istio/ratelimit-service.yaml`: its command,
+/// every variable it sets, its ConfigMap mounted under RUNTIME_ROOT) behind Envoy configured as
+/// Istio's task: `/productpage` passes once then gets a 429 with the limit headers; counting is
+/// in Redis; a ConfigMap update (the `..data` swap) applies without a restart.
 #[test]
 #[ignore = "needs envoy and redis-server (scripts/test installs them)"]
 fn istio_sample_deployment_through_envoy() {
+    let (command, _, mount) = istio_container();
+    assert_eq!(
+        command,
+        ["/bin/ratelimit"],
+        "the image's drop-in entry point"
+    );
     let redis = RedisServer::start();
     let data = tempfile::tempdir().unwrap();
-    let mut config_map = ConfigMap::mount(
-        data.path().join("ratelimit/config"),
-        &[("config.yaml", ISTIO_RULES)],
-    );
+    let mount = mount
+        .strip_prefix("/data/")
+        .expect("mounted under RUNTIME_ROOT");
+    let mut config_map = ConfigMap::mount(data.path().join(mount), &[("config.yaml", ISTIO_RULES)]);
     let ratelimit = Ratelimit::start(&istio_env(data.path(), redis.port));
     let health = http1::get(ratelimit.http, "/healthcheck", &[]);
     assert_eq!((health.status, health.body.as_str()), (200, "OK"));
     let upstream = Upstream::start();
     let envoy = istio_envoy(ratelimit.grpc, upstream.addr);
     let get = |path: &str| http1::get(envoy.listener, path, &[]);
+    wait_for_redis(get);
 
     assert_eq!(get("/productpage").status, 200);
     let refused = get("/productpage");
@@ -309,6 +360,7 @@ fn kustomize_style_manifest_through_envoy() {
         ("DEBUG_PORT", "6070".into()),
         ("PORT", "0".into()),
         ("GRPC_PORT", "0".into()),
+        (LOADED_MACHINE_TIMEOUT[0], LOADED_MACHINE_TIMEOUT[1].into()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -317,6 +369,7 @@ fn kustomize_style_manifest_through_envoy() {
     let upstream = Upstream::start();
     let envoy = istio_envoy(ratelimit.grpc, upstream.addr);
     let get = |path: &str| http1::get(envoy.listener, path, &[]);
+    wait_for_redis(get);
     assert_eq!(get("/productpage").status, 200);
     assert_eq!(get("/productpage").status, 429);
 
