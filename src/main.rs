@@ -27,7 +27,7 @@ fn main() -> ExitCode {
             print!("{}", cli::upstream::table());
             Ok(())
         }
-        Command::Serve(args) => cli::serve::prepare(*args, invocation.serve_matches.as_ref())
+        Command::Serve(args) => cli::prepare::prepare(*args, invocation.serve_matches.as_ref())
             .and_then(|prepared| {
                 logging::init(prepared.log_format, prepared.log_level.as_deref());
                 if let Some(warning) = &prepared.warning {

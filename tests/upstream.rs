@@ -480,3 +480,35 @@ fn malformed_values_stop_the_start_and_sluice_variables_win() {
         "errors name upstream's key: {log}"
     );
 }
+
+/// `sluice serve --upstream-env` is the personality too; plain `sluice serve` reads no upstream
+/// name, so variables meant for something else (a malformed `PORT`, `LOG_LEVEL`) change nothing.
+#[test]
+fn upstream_env_flag_and_plain_serve() {
+    let out = common::process::Serve::new()
+        .args(["--upstream-env"])
+        .env("USE_STATSD", "")
+        .output();
+    assert!(!out.status.success());
+    assert!(
+        out.stderr.contains("USE_STATSD=\"\": not a boolean"),
+        "{}",
+        out.stderr
+    );
+    let mut plain = common::process::Serve::new()
+        .rules(ISTIO_RULES)
+        .args(["--no-persist"])
+        .env("PORT", "not a port")
+        .env("LOG_LEVEL", "verbose")
+        .env("USE_STATSD", "")
+        .env("BACKEND_TYPE", "memcache")
+        .start();
+    let health = http1::get(plain.http_addr, "/healthcheck", &[]);
+    assert_eq!(health.status, 200);
+    assert!(
+        !plain.log().contains("envoyproxy/ratelimit"),
+        "{}",
+        plain.log()
+    );
+    assert!(plain.stop().success());
+}

@@ -5,6 +5,7 @@
 //! [`Settings`]: sluice::app::Settings
 
 pub mod check;
+pub mod prepare;
 pub mod serve;
 pub mod serving;
 pub mod upstream;
