@@ -135,6 +135,7 @@ impl ConfigMap {
 /// failed).
 struct Ratelimit {
     child: Child,
+    /// The gRPC address over IPv4 loopback (unused when gRPC is on a unix socket).
     grpc: SocketAddr,
     http: SocketAddr,
     dir: tempfile::TempDir,
@@ -167,7 +168,7 @@ impl Ratelimit {
         let [_, _, grpc, http] = words[..] else {
             panic!("no ready line: {line:?}\n{log}")
         };
-        let port = |s: &str| s.rsplit(':').next().unwrap().parse::<u16>().unwrap();
+        let port = |s: &str| s.rsplit(':').next().unwrap().parse::<u16>().unwrap_or(0);
         // Listening on `::`: reached over IPv4, as Envoy and kubelet do.
         Self {
             child,
@@ -195,6 +196,16 @@ impl Drop for Ratelimit {
 /// Envoy as Istio's task configures its ingress gateway: domain `ratelimit`,
 /// `failure_mode_deny: true`, a 10 s timeout, `:path` sent as `PATH`.
 fn istio_envoy(ratelimit: SocketAddr, upstream: SocketAddr) -> Envoy {
+    let address = format!(
+        "socket_address: {{ address: {}, port_value: {} }}",
+        ratelimit.ip(),
+        ratelimit.port()
+    );
+    envoy_to(&address, upstream)
+}
+
+/// As [`istio_envoy`], the rate-limit service at the Envoy `address` (a socket or a pipe).
+fn envoy_to(address: &str, upstream: SocketAddr) -> Envoy {
     Envoy::start(&format!(
         r#"admin:
   address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
@@ -246,7 +257,7 @@ static_resources:
       cluster_name: ratelimit
       endpoints:
       - lb_endpoints:
-        - endpoint: {{ address: {{ socket_address: {{ address: {}, port_value: {} }} }} }}
+        - endpoint: {{ address: {{ {address} }} }}
   - name: upstream
     type: STATIC
     connect_timeout: 1s
@@ -256,8 +267,6 @@ static_resources:
       - lb_endpoints:
         - endpoint: {{ address: {{ socket_address: {{ address: {}, port_value: {} }} }} }}
 "#,
-        ratelimit.ip(),
-        ratelimit.port(),
         upstream.ip(),
         upstream.port()
     ))
@@ -511,4 +520,46 @@ fn upstream_env_flag_and_plain_serve() {
         plain.log()
     );
     assert!(plain.stop().success());
+}
+
+/// GRPC_UDS: gRPC on a unix socket, which Envoy reaches as a pipe; GRPC_MAX_CONNECTION_AGE:
+/// connections are closed gracefully and Envoy reconnects, without a single call failing (the
+/// filter's failure_mode_deny would turn a failed call into a 500).
+#[test]
+#[ignore = "needs envoy and redis-server (scripts/test installs them)"]
+fn unix_socket_and_connection_age_through_envoy() {
+    let redis = RedisServer::start();
+    let data = tempfile::tempdir().unwrap();
+    ConfigMap::mount(
+        data.path().join("ratelimit/config"),
+        &[("config.yaml", ISTIO_RULES)],
+    );
+    let socket = data.path().join("ratelimit.sock");
+    let mut env = istio_env(data.path(), redis.port);
+    env.extend(
+        [
+            ("GRPC_UDS", socket.display().to_string()),
+            ("GRPC_MAX_CONNECTION_AGE", "1s".into()),
+            ("GRPC_MAX_CONNECTION_AGE_GRACE", "1s".into()),
+        ]
+        .map(|(k, v)| (k.to_string(), v)),
+    );
+    let _ratelimit = Ratelimit::start(&env);
+    let upstream = Upstream::start();
+    let envoy = envoy_to(
+        &format!("pipe: {{ path: {:?} }}", socket.display().to_string()),
+        upstream.addr,
+    );
+    let get = |path: &str| http1::get(envoy.listener, path, &[]);
+    wait_for_redis(get);
+    assert_eq!(get("/productpage").status, 200);
+    assert_eq!(get("/productpage").status, 429, "decided over the socket");
+    let mut calls = 0;
+    poll(Duration::from_secs(60), "connections are recycled", || {
+        calls += 1;
+        // A new path each time: each has its own counter (100 a minute).
+        let status = get(&format!("/reviews/{calls}")).status;
+        assert_eq!(status, 200, "no call fails while connections age out");
+        (envoy.counter("cluster.ratelimit.upstream_cx_total") >= 3).then_some(())
+    });
 }
