@@ -119,6 +119,17 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
         args.redis.redis_key_prefix = env.string(prefix[0], "").to_string();
         Ok(())
     })?;
+    let cache = &["LOCAL_CACHE_SIZE_IN_BYTES"];
+    target.unless_explicit(env, "local_cache_size", cache, |args| {
+        match env.parsed(cache[0], super::env::go_int)? {
+            Some(bytes) if bytes < 0 => Err(env.error(cache[0], "must not be negative")),
+            Some(0) => {
+                args.redis.local_cache_size = 0;
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    })?;
     let ratio = &["NEAR_LIMIT_RATIO"];
     target.unless_explicit(env, "near_limit_ratio", ratio, |args| {
         let value = env.float(ratio[0], 0.8)?;

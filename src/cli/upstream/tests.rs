@@ -183,6 +183,7 @@ fn malformed_values_are_errors() {
             "must be single, cluster or sentinel",
         ),
         ("NEAR_LIMIT_RATIO", "1.5", "between 0 and 1"),
+        ("LOCAL_CACHE_SIZE_IN_BYTES", "-1", "must not be negative"),
         ("GRPC_SERVER_USE_TLS", "true", "needs GRPC_SERVER_TLS_CERT"),
         ("PROMETHEUS_PATH", "metrics", "must start with /"),
     ] {
@@ -254,8 +255,10 @@ fn variables_land_on_their_flags() {
         ("MERGE_DOMAIN_CONFIG", "T"),
         ("CACHE_KEY_PREFIX", "rl_"),
         ("NEAR_LIMIT_RATIO", "0.9"),
+        ("LOCAL_CACHE_SIZE_IN_BYTES", "0"),
     ];
     let (args, outcome) = personality(&[], &env).unwrap();
+    assert_eq!(args.redis.local_cache_size, 0, "0 turns the cache off");
     assert_eq!(args.http_addr, addr("127.0.0.1:8080"));
     assert_eq!(args.serving.grpc_socket, Some("/run/rl.sock".into()));
     assert_eq!(
