@@ -6,15 +6,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::mpsc::UnboundedSender;
-use tokio_stream::wrappers::UnixListenerStream;
+use tokio_stream::wrappers::{ReceiverStream, UnixListenerStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tonic::transport::server::TcpIncoming;
+use tonic::transport::server::{Connected, TcpIncoming};
 use tonic_health::pb::health_server::{Health as HealthApi, HealthServer};
 
-use super::{AppError, MetricsListener, Settings};
+use super::{AppError, MetricsListener, Settings, lanes};
 use crate::http::{self, HealthCheck, HttpState};
 use crate::limiter::Limiter;
 use crate::service::RlsService;
@@ -84,7 +85,8 @@ pub(super) struct Serving {
     pub tls: Option<ServerTls>,
     /// Health, as `/healthcheck` reports it.
     pub health: HealthCheck,
-    /// gRPC connections are closed gracefully after this age, then forcibly after the grace.
+    /// gRPC connections are closed gracefully after about this age (±10 %, see `lanes`), then
+    /// forcibly after the grace.
     pub connection_age: (Duration, Duration),
     /// Cancelled when the listeners should stop accepting.
     pub close: CancellationToken,
@@ -117,7 +119,7 @@ pub(super) fn spawn(
             GrpcIncoming::Unix(UnixListenerStream::new(listener))
         }
     };
-    tasks.spawn(serve_grpc(grpc, health, serving.clone()));
+    tasks.spawn(serve_grpc(grpc, health, serving.clone(), tasks.clone()));
     if let Some((listener, path)) = listeners.metrics {
         let router = http::metrics_router(serving.limiter.clone(), &path);
         tasks.spawn(serve_http(listener, router, serving.clone()));
@@ -137,26 +139,59 @@ enum GrpcIncoming {
     Unix(UnixListenerStream),
 }
 
-async fn serve_grpc(
+async fn serve_grpc<H: HealthApi>(
     incoming: GrpcIncoming,
-    health: HealthServer<impl HealthApi>,
+    health: HealthServer<H>,
     serving: Serving,
+    tasks: TaskTracker,
 ) {
     let (age, grace) = serving.connection_age;
-    let router = tonic::transport::Server::builder()
-        .max_connection_age(age)
-        .max_connection_age_grace(grace)
-        .add_service(health)
-        .add_service(RlsService::new(serving.limiter.clone()).into_server());
-    let close = serving.close.cancelled_owned();
-    let served = match incoming {
-        GrpcIncoming::Plain(incoming) => router.serve_with_incoming_shutdown(incoming, close).await,
-        GrpcIncoming::Tls(incoming) => router.serve_with_incoming_shutdown(incoming, close).await,
-        GrpcIncoming::Unix(incoming) => router.serve_with_incoming_shutdown(incoming, close).await,
-    };
-    if let Err(e) = served {
-        let _ = serving.failures.send(AppError::Grpc(e));
-        serving.shutdown.cancel();
+    let ages = lanes::ages(age);
+    // The hard limit of each lane: its age plus the grace (saturating: flags may be huge).
+    let limits = ages.iter().map(|age| age.saturating_add(grace)).collect();
+    let close = serving.close.clone();
+    match incoming {
+        GrpcIncoming::Plain(incoming) => {
+            let lanes = lanes::deal(incoming, limits, close, &tasks);
+            serve_lanes(lanes, ages, health, serving).await
+        }
+        GrpcIncoming::Tls(incoming) => {
+            let lanes = lanes::deal(incoming, limits, close, &tasks);
+            serve_lanes(lanes, ages, health, serving).await
+        }
+        GrpcIncoming::Unix(incoming) => {
+            let lanes = lanes::deal(incoming, limits, close, &tasks);
+            serve_lanes(lanes, ages, health, serving).await
+        }
+    }
+}
+
+/// One tonic server per lane, each closing its connections gracefully at its own age (see
+/// `lanes`).
+async fn serve_lanes<H, IO, E>(
+    lanes: Vec<ReceiverStream<Result<IO, E>>>,
+    ages: Vec<Duration>,
+    health: HealthServer<H>,
+    serving: Serving,
+) where
+    H: HealthApi,
+    IO: AsyncRead + AsyncWrite + Connected + Unpin + Send + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let servers = lanes.into_iter().zip(ages).map(|(lane, age)| {
+        // No max_connection_age_grace: tonic would then close hard at age + grace instead of
+        // gracefully at age; the grace is `lanes::Aged`'s hard limit.
+        tonic::transport::Server::builder()
+            .max_connection_age(age)
+            .add_service(health.clone())
+            .add_service(RlsService::new(serving.limiter.clone()).into_server())
+            .serve_with_incoming_shutdown(lane, serving.close.clone().cancelled_owned())
+    });
+    for served in futures_util::future::join_all(servers).await {
+        if let Err(e) = served {
+            let _ = serving.failures.send(AppError::Grpc(e));
+            serving.shutdown.cancel();
+        }
     }
 }
 

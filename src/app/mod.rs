@@ -11,6 +11,7 @@
 
 pub mod defaults;
 mod health;
+mod lanes;
 mod listen;
 mod settings;
 mod shutdown;
@@ -244,7 +245,7 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
         tls: parts.tls.clone(),
         health: Arc::new(move || readiness.check()),
         connection_age: (
-            jittered(parts.settings.grpc_max_connection_age),
+            parts.settings.grpc_max_connection_age,
             parts.settings.grpc_max_connection_age_grace,
         ),
         close: lifecycle.close,
@@ -267,19 +268,6 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
         grace: parts.settings.shutdown_grace,
         delay,
     })
-}
-
-/// `age` moved by a random ±10 %, drawn once per process, as grpc-go jitters its
-/// `MaxConnectionAge`: replicas started together do not recycle their connections in step.
-/// (tonic applies one age to every connection of a server, so the draw is per process.)
-fn jittered(age: Duration) -> Duration {
-    use std::hash::{BuildHasher, Hasher};
-    // A random u64 from the standard library's randomly keyed hasher: no RNG crate needed.
-    let random = std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish();
-    let factor = 0.9 + 0.2 * (random as f64 / u64::MAX as f64);
-    age.mul_f64(factor)
 }
 
 impl Running {
