@@ -36,3 +36,9 @@ pub const REDIS_CONNECTIONS: usize = crate::store::redis::DEFAULT_CONNECTIONS;
 pub const LOCAL_CACHE_SIZE: usize = crate::store::redis::DEFAULT_LOCAL_CACHE_SIZE;
 /// Replicas sharing a Redis store.
 pub const EXPECTED_REPLICAS: u64 = 1;
+/// The names of envoyproxy/ratelimit's own rate-limit headers (`--response-headers upstream`).
+pub const LIMIT_HEADER: &str = crate::limiter::UPSTREAM_LIMIT_HEADER;
+/// See [`LIMIT_HEADER`].
+pub const REMAINING_HEADER: &str = crate::limiter::UPSTREAM_REMAINING_HEADER;
+/// See [`LIMIT_HEADER`].
+pub const RESET_HEADER: &str = crate::limiter::UPSTREAM_RESET_HEADER;

@@ -160,7 +160,7 @@ async fn start_inner(
         reloader.rules(),
         store.clone(),
         clock.clone(),
-        settings.limiter,
+        settings.limiter.clone(),
         metrics.clone(),
     ));
     let listeners = Listeners::bind(settings.grpc_addr, settings.http_addr).await?;

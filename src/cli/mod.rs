@@ -5,6 +5,7 @@
 //! [`Settings`]: sluice::app::Settings
 
 pub mod check;
+pub mod response;
 pub mod serve;
 
 use std::path::PathBuf;
