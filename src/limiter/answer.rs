@@ -55,21 +55,14 @@ pub(super) fn decide(
                 ..
             } => {
                 let (rule, outcome) = binding_limit(limits, outcomes);
-                let fits = outcome.verdict.admitted;
-                // A shadow rule in quota mode is a quota descriptor that always fits.
-                gates.push(if *quota {
-                    (Gate::Quota, fits || *gate == Gate::Advisory)
-                } else {
-                    (*gate, fits)
-                });
-                let precision = options.response.reset_precision;
                 let counted = Counted {
                     rule,
                     outcome,
                     gate: *gate,
                     cost: *cost,
                 };
-                statuses.push(counted.status(precision, stats, metrics));
+                gates.push(counted.gating(*quota));
+                statuses.push(counted.status(options.response.reset_precision, stats, metrics));
                 chosen.push(Some((rule, outcome.verdict)));
             }
         }
@@ -109,6 +102,17 @@ struct Counted<'a> {
 }
 
 impl Counted<'_> {
+    /// How the descriptor gates the call and whether it fits; in quota mode (`quota`) a
+    /// shadow rule is a quota descriptor that always fits.
+    fn gating(&self, quota: bool) -> (Gate, bool) {
+        let fits = self.outcome.verdict.admitted;
+        if quota {
+            (Gate::Quota, fits || self.gate == Gate::Advisory)
+        } else {
+            (self.gate, fits)
+        }
+    }
+
     /// The descriptor's status, its reset rounded to `precision`; records its hits in `stats`.
     fn status(
         &self,
