@@ -137,7 +137,7 @@ pub(super) fn is_quota(slot: &Slot<'_>, global_quota_mode: bool) -> bool {
 /// Whether `slot` is a quota descriptor that can never be over its limit: a shadow-mode rule
 /// in quota mode, or under global quota mode a descriptor no limit applies to (upstream counts
 /// every descriptor but `unlimited` ones as quota descriptors then).
-pub(super) fn passes_quota(slot: &Slot<'_>, global_quota_mode: bool) -> bool {
+fn passes_quota(slot: &Slot<'_>, global_quota_mode: bool) -> bool {
     match slot {
         Slot::Free => global_quota_mode,
         Slot::Unlimited => false,
