@@ -4,15 +4,15 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 use common::envoy::Envoy;
 use common::http1::{self, Upstream};
 use common::process::{BIN, poll, repo_path};
+use common::ratelimit::{ConfigMap, Ratelimit};
 use common::redis::{RedisServer, free_port};
 use common::yaml::documents;
 
@@ -94,103 +94,6 @@ fn wait_for_redis(get: impl Fn(&str) -> http1::Response) {
             (response.status == 200 && response.header("x-ratelimit-mode").is_none()).then_some(())
         },
     );
-}
-
-/// A directory laid out as kubelet mounts a ConfigMap: `<dir>/..<version>/<files>`, `..data`
-/// linking to it, and each file a link through `..data`.
-struct ConfigMap {
-    dir: PathBuf,
-    version: u32,
-}
-
-impl ConfigMap {
-    fn mount(dir: PathBuf, files: &[(&str, &str)]) -> Self {
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut map = Self { dir, version: 0 };
-        map.update(files);
-        for (name, _) in files {
-            std::os::unix::fs::symlink(format!("..data/{name}"), map.dir.join(name)).unwrap();
-        }
-        map
-    }
-
-    /// Kubelet's update: a new `..<version>` directory, `..data` swapped to it by a rename,
-    /// the old directory removed.
-    fn update(&mut self, files: &[(&str, &str)]) {
-        let old = format!("..v{}", self.version);
-        self.version += 1;
-        let new = format!("..v{}", self.version);
-        std::fs::create_dir(self.dir.join(&new)).unwrap();
-        for (name, text) in files {
-            std::fs::write(self.dir.join(&new).join(name), text).unwrap();
-        }
-        let staged = self.dir.join("..data_tmp");
-        std::os::unix::fs::symlink(&new, &staged).unwrap();
-        std::fs::rename(&staged, self.dir.join("..data")).unwrap();
-        let _ = std::fs::remove_dir_all(self.dir.join(old));
-    }
-}
-
-/// `ratelimit` running as a child process (killed when dropped; its log printed if the test
-/// failed).
-struct Ratelimit {
-    child: Child,
-    /// The gRPC address over IPv4 loopback (unused when gRPC is on a unix socket).
-    grpc: SocketAddr,
-    http: SocketAddr,
-    dir: tempfile::TempDir,
-}
-
-impl Ratelimit {
-    /// Starts `<temp>/ratelimit` (a symlink to the sluice binary) with exactly `env` (plus
-    /// PATH) and waits for its ready line.
-    fn start(env: &[(String, String)]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let binary = dir.path().join("ratelimit");
-        std::os::unix::fs::symlink(BIN, &binary).unwrap();
-        let log = std::fs::File::create(dir.path().join("ratelimit.log")).unwrap();
-        let mut child = Command::new(&binary)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .current_dir(dir.path())
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .expect("spawn ratelimit");
-        let mut line = String::new();
-        let stdout = child.stdout.take().unwrap();
-        let mut reader = BufReader::new(stdout);
-        reader.read_line(&mut line).unwrap();
-        std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
-        let log = std::fs::read_to_string(dir.path().join("ratelimit.log")).unwrap_or_default();
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let [_, _, grpc, http] = words[..] else {
-            panic!("no ready line: {line:?}\n{log}")
-        };
-        let port = |s: &str| s.rsplit(':').next().unwrap().parse::<u16>().unwrap_or(0);
-        // Listening on `::`: reached over IPv4, as Envoy and kubelet do.
-        Self {
-            child,
-            grpc: SocketAddr::from(([127, 0, 0, 1], port(grpc))),
-            http: SocketAddr::from(([127, 0, 0, 1], port(http))),
-            dir,
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("ratelimit.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Ratelimit {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("--- ratelimit log\n{}", self.log());
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Envoy as Istio's task configures its ingress gateway: domain `ratelimit`,
