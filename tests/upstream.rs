@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::envoy::Envoy;
 use common::http1::{self, Upstream};
 use common::process::{BIN, poll, repo_path};
-use common::ratelimit::{ConfigMap, Ratelimit};
+use common::ratelimit::{ConfigMap, Ratelimit, room_in_window};
 use common::redis::{RedisServer, free_port};
 use common::yaml::documents;
 
@@ -202,6 +202,7 @@ fn istio_sample_deployment_through_envoy() {
     let get = |path: &str| http1::get(envoy.listener, path, &[]);
     wait_for_redis(get);
 
+    room_in_window(60, 10);
     assert_eq!(get("/productpage").status, 200);
     let refused = get("/productpage");
     assert_eq!(refused.status, 429, "{refused:#?}");
@@ -282,6 +283,7 @@ fn kustomize_style_manifest_through_envoy() {
     let envoy = istio_envoy(ratelimit.grpc, upstream.addr);
     let get = |path: &str| http1::get(envoy.listener, path, &[]);
     wait_for_redis(get);
+    room_in_window(60, 10);
     assert_eq!(get("/productpage").status, 200);
     assert_eq!(get("/productpage").status, 429);
 
@@ -455,6 +457,7 @@ fn unix_socket_and_connection_age_through_envoy() {
     );
     let get = |path: &str| http1::get(envoy.listener, path, &[]);
     wait_for_redis(get);
+    room_in_window(60, 10);
     assert_eq!(get("/productpage").status, 200);
     assert_eq!(get("/productpage").status, 429, "decided over the socket");
     let mut calls = 0;
@@ -464,5 +467,172 @@ fn unix_socket_and_connection_age_through_envoy() {
         let status = get(&format!("/reviews/{calls}")).status;
         assert_eq!(status, 200, "no call fails while connections age out");
         (envoy.counter("cluster.ratelimit.upstream_cx_total") >= 3).then_some(())
+    });
+}
+
+/// Sets `name` to `value` in `env` (replacing it when present, as a manifest's override does).
+fn set_var(env: &mut Vec<(String, String)>, name: &str, value: &str) {
+    env.retain(|(n, _)| n != name);
+    env.push((name.to_owned(), value.to_owned()));
+}
+
+/// Upstream's unix-socket Redis (`REDIS_SOCKET_TYPE=unix`, `REDIS_URL` the socket's path,
+/// `REDIS_AUTH` its password) and upstream's headers under custom names
+/// (`LIMIT_RESPONSE_HEADERS_ENABLED` with `LIMIT_*_HEADER`), behind Envoy configured as Istio's
+/// task: 200 then 429 carrying exactly those three headers (no draft-10 headers, no
+/// Retry-After), their reset equal to Envoy's `x-ratelimit-reset`; the counters are upstream's
+/// keys in that Redis, as the personality counts by default.
+#[test]
+#[ignore = "needs envoy and redis-server (scripts/test installs them)"]
+fn unix_socket_redis_and_upstream_headers_through_envoy() {
+    const PASSWORD: &str = "socket-secret";
+    let sockets = tempfile::tempdir().unwrap();
+    let socket = sockets.path().join("redis.sock").display().to_string();
+    let redis = RedisServer::start_full(
+        |_, _| {
+            [
+                "--port",
+                "0",
+                "--unixsocket",
+                &socket,
+                "--unixsocketperm",
+                "700",
+            ]
+            .into_iter()
+            .chain(["--requirepass", PASSWORD])
+            .map(String::from)
+            .collect()
+        },
+        &["-s", &socket, "-a", PASSWORD, "--no-auth-warning"],
+    );
+    let data = tempfile::tempdir().unwrap();
+    ConfigMap::mount(
+        data.path().join("ratelimit/config"),
+        &[("config.yaml", ISTIO_RULES)],
+    );
+    let mut env = istio_env(data.path(), 0);
+    for (name, value) in [
+        ("REDIS_SOCKET_TYPE", "unix"),
+        ("REDIS_URL", socket.as_str()),
+        ("REDIS_AUTH", PASSWORD),
+        ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
+        ("LIMIT_LIMIT_HEADER", "X-Quota-Limit"),
+        ("LIMIT_REMAINING_HEADER", "X-Quota-Remaining"),
+        ("LIMIT_RESET_HEADER", "X-Quota-Reset"),
+    ] {
+        set_var(&mut env, name, value);
+    }
+    let ratelimit = Ratelimit::start(&env);
+    let upstream = Upstream::start();
+    let envoy = istio_envoy(ratelimit.grpc, upstream.addr);
+    let get = |path: &str| http1::get(envoy.listener, path, &[]);
+    wait_for_redis(get);
+
+    room_in_window(60, 10);
+    let passed = get("/productpage");
+    assert_eq!(passed.status, 200, "{passed:#?}");
+    assert_eq!(passed.expect_header("x-quota-limit"), "1");
+    assert_eq!(passed.expect_header("x-quota-remaining"), "0");
+    let refused = get("/productpage");
+    assert_eq!(refused.status, 429, "{refused:#?}");
+    assert_eq!(refused.expect_header("x-quota-limit"), "1");
+    assert_eq!(refused.expect_header("x-quota-remaining"), "0");
+    let reset: u64 = refused.expect_header("x-quota-reset").parse().unwrap();
+    assert!((1..=60).contains(&reset), "{refused:#?}");
+    assert_eq!(
+        refused.expect_header("x-ratelimit-reset"),
+        reset.to_string(),
+        "Envoy's reset and upstream's header agree"
+    );
+    for absent in [
+        "retry-after",
+        "ratelimit",
+        "ratelimit-policy",
+        "ratelimit-reset",
+    ] {
+        assert_eq!(refused.header(absent), None, "{absent}: {refused:#?}");
+    }
+    let keys = redis.cli(&["KEYS", "ratelimit_PATH_/productpage_*"]);
+    let window: u64 = keys
+        .trim()
+        .rsplit('_')
+        .next()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("upstream's key in the socket's Redis: {keys:?}"));
+    assert_eq!(window % 60, 0, "a minute window's start: {keys}");
+    let log = ratelimit.log();
+    assert!(!log.contains("not honoured"), "all honoured:\n{log}");
+}
+
+/// Sentinel as upstream's variables name it (`REDIS_TYPE=sentinel`,
+/// `REDIS_URL=<master>,<sentinel>,…`, `REDIS_AUTH` for the nodes, `REDIS_SENTINEL_AUTH` for the
+/// sentinels) behind Envoy: 200 then 429 with sluice's default headers, Envoy's
+/// `x-ratelimit-reset` equal to `Retry-After`, the counter on the master the sentinels name;
+/// after a failover, calls are decided by the new master.
+#[test]
+#[ignore = "needs envoy, redis-server and redis-sentinel (scripts/test installs them)"]
+fn sentinel_through_the_personality_and_envoy() {
+    use common::sentinel::{MASTER, NODE_PASSWORD, SENTINEL_PASSWORD, SentinelSet};
+    let set = SentinelSet::start();
+    let sentinels: Vec<String> = set
+        .sentinels
+        .iter()
+        .map(|s| format!("127.0.0.1:{}", s.port))
+        .collect();
+    let data = tempfile::tempdir().unwrap();
+    ConfigMap::mount(
+        data.path().join("ratelimit/config"),
+        &[("config.yaml", ISTIO_RULES)],
+    );
+    let mut env = istio_env(data.path(), 0);
+    let url = format!("{MASTER},{}", sentinels.join(","));
+    for (name, value) in [
+        ("REDIS_TYPE", "sentinel"),
+        ("REDIS_URL", url.as_str()),
+        ("REDIS_AUTH", NODE_PASSWORD),
+        ("REDIS_SENTINEL_AUTH", SENTINEL_PASSWORD),
+    ] {
+        set_var(&mut env, name, value);
+    }
+    let ratelimit = Ratelimit::start(&env);
+    let upstream = Upstream::start();
+    let envoy = istio_envoy(ratelimit.grpc, upstream.addr);
+    let get = |path: &str| http1::get(envoy.listener, path, &[]);
+    wait_for_redis(get);
+
+    room_in_window(60, 10);
+    assert_eq!(get("/productpage").status, 200);
+    let refused = get("/productpage");
+    assert_eq!(refused.status, 429, "{refused:#?}");
+    assert_eq!(
+        refused.expect_header("x-ratelimit-reset"),
+        refused.expect_header("retry-after"),
+        "Envoy's reset equals Retry-After: {refused:#?}"
+    );
+    let first = set.master_port();
+    let keys = set
+        .node(first)
+        .cli(&["KEYS", "ratelimit_PATH_/productpage_*"]);
+    assert!(!keys.trim().is_empty(), "counted on the master");
+
+    set.sentinels[0].cli(&["SENTINEL", "FAILOVER", MASTER]);
+    poll(
+        Duration::from_secs(60),
+        "the sentinels name a new master",
+        || (set.master_port() != first).then_some(()),
+    );
+    let second = set.master_port();
+    let mut calls = 0;
+    poll(Duration::from_secs(60), "the new master decides", || {
+        calls += 1;
+        let path = format!("/after-failover/{calls}");
+        let response = get(&path);
+        let counted = !set
+            .node(second)
+            .cli(&["KEYS", &format!("ratelimit_PATH_{path}_*")])
+            .trim()
+            .is_empty();
+        (response.status == 200 && response.header("x-ratelimit-mode").is_none() && counted)
+            .then_some(())
     });
 }
