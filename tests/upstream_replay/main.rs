@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod end_to_end;
 mod fixtures;
 mod harness;
 mod integration;
