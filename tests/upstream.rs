@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::envoy::Envoy;
+use common::envoy::{self, Envoy};
 use common::http1::{self, Upstream};
 use common::process::{BIN, poll, repo_path};
 use common::ratelimit::{ConfigMap, Ratelimit, room_in_window};
@@ -99,79 +99,24 @@ fn wait_for_redis(get: impl Fn(&str) -> http1::Response) {
 /// Envoy as Istio's task configures its ingress gateway: domain `ratelimit`,
 /// `failure_mode_deny: true`, a 10 s timeout, `:path` sent as `PATH`.
 fn istio_envoy(ratelimit: SocketAddr, upstream: SocketAddr) -> Envoy {
-    let address = format!(
-        "socket_address: {{ address: {}, port_value: {} }}",
-        ratelimit.ip(),
-        ratelimit.port()
-    );
-    envoy_to(&address, upstream)
+    envoy_to(&envoy::socket_address(ratelimit), upstream)
 }
 
 /// As [`istio_envoy`], the rate-limit service at the Envoy `address` (a socket or a pipe).
 fn envoy_to(address: &str, upstream: SocketAddr) -> Envoy {
-    Envoy::start(&format!(
-        r#"admin:
-  address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
-static_resources:
-  listeners:
-  - name: ingress
-    address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: ingress_http
-          route_config:
-            virtual_hosts:
-            - name: app
-              domains: ["*"]
-              routes:
-              - match: {{ prefix: "/" }}
+    let routes = r#"              - match: { prefix: "/" }
                 route:
                   cluster: upstream
                   rate_limits:
                   - actions:
-                    - request_headers: {{ header_name: ":path", descriptor_key: PATH }}
-          http_filters:
-          - name: envoy.filters.http.ratelimit
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit
-              domain: ratelimit
-              failure_mode_deny: true
-              timeout: 10s
-              enable_x_ratelimit_headers: DRAFT_VERSION_03
-              rate_limit_service:
-                transport_api_version: V3
-                grpc_service:
-                  envoy_grpc: {{ cluster_name: ratelimit }}
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
-  clusters:
-  - name: ratelimit
-    type: STATIC
-    connect_timeout: 1s
-    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: {{ http2_protocol_options: {{}} }}
-    load_assignment:
-      cluster_name: ratelimit
-      endpoints:
-      - lb_endpoints:
-        - endpoint: {{ address: {{ {address} }} }}
-  - name: upstream
-    type: STATIC
-    connect_timeout: 1s
-    load_assignment:
-      cluster_name: upstream
-      endpoints:
-      - lb_endpoints:
-        - endpoint: {{ address: {{ socket_address: {{ address: {}, port_value: {} }} }} }}
-"#,
-        upstream.ip(),
-        upstream.port()
+                    - request_headers: { header_name: ":path", descriptor_key: PATH }
+"#;
+    Envoy::start(&envoy::with_routes(
+        "ratelimit",
+        true,
+        routes,
+        address,
+        upstream,
     ))
 }
 
@@ -470,10 +415,42 @@ fn unix_socket_and_connection_age_through_envoy() {
     });
 }
 
-/// Sets `name` to `value` in `env` (replacing it when present, as a manifest's override does).
-fn set_var(env: &mut Vec<(String, String)>, name: &str, value: &str) {
-    env.retain(|(n, _)| n != name);
-    env.push((name.to_owned(), value.to_owned()));
+/// Istio's sample with some variables changed (as a manifest's overrides do), its rules in a
+/// ConfigMap, behind Istio's Envoy, once calls are decided by Redis.
+struct Deployed {
+    ratelimit: Ratelimit,
+    envoy: Envoy,
+    _upstream: Upstream,
+    _data: tempfile::TempDir,
+}
+
+impl Deployed {
+    fn start(vars: &[(&str, &str)]) -> Self {
+        let data = tempfile::tempdir().unwrap();
+        ConfigMap::mount(
+            data.path().join("ratelimit/config"),
+            &[("config.yaml", ISTIO_RULES)],
+        );
+        let mut env = istio_env(data.path(), 0);
+        for (name, value) in vars {
+            env.retain(|(n, _)| n != name);
+            env.push(((*name).to_owned(), (*value).to_owned()));
+        }
+        let ratelimit = Ratelimit::start(&env);
+        let upstream = Upstream::start();
+        let envoy = istio_envoy(ratelimit.grpc, upstream.addr);
+        wait_for_redis(|path| http1::get(envoy.listener, path, &[]));
+        Self {
+            ratelimit,
+            envoy,
+            _upstream: upstream,
+            _data: data,
+        }
+    }
+
+    fn get(&self, path: &str) -> http1::Response {
+        http1::get(self.envoy.listener, path, &[])
+    }
 }
 
 /// Upstream's unix-socket Redis (`REDIS_SOCKET_TYPE=unix`, `REDIS_URL` the socket's path,
@@ -505,13 +482,7 @@ fn unix_socket_redis_and_upstream_headers_through_envoy() {
         },
         &["-s", &socket, "-a", PASSWORD, "--no-auth-warning"],
     );
-    let data = tempfile::tempdir().unwrap();
-    ConfigMap::mount(
-        data.path().join("ratelimit/config"),
-        &[("config.yaml", ISTIO_RULES)],
-    );
-    let mut env = istio_env(data.path(), 0);
-    for (name, value) in [
+    let deployed = Deployed::start(&[
         ("REDIS_SOCKET_TYPE", "unix"),
         ("REDIS_URL", socket.as_str()),
         ("REDIS_AUTH", PASSWORD),
@@ -519,14 +490,8 @@ fn unix_socket_redis_and_upstream_headers_through_envoy() {
         ("LIMIT_LIMIT_HEADER", "X-Quota-Limit"),
         ("LIMIT_REMAINING_HEADER", "X-Quota-Remaining"),
         ("LIMIT_RESET_HEADER", "X-Quota-Reset"),
-    ] {
-        set_var(&mut env, name, value);
-    }
-    let ratelimit = Ratelimit::start(&env);
-    let upstream = Upstream::start();
-    let envoy = istio_envoy(ratelimit.grpc, upstream.addr);
-    let get = |path: &str| http1::get(envoy.listener, path, &[]);
-    wait_for_redis(get);
+    ]);
+    let get = |path: &str| deployed.get(path);
 
     room_in_window(60, 10);
     let passed = get("/productpage");
@@ -560,7 +525,7 @@ fn unix_socket_redis_and_upstream_headers_through_envoy() {
         .and_then(|w| w.parse().ok())
         .unwrap_or_else(|| panic!("upstream's key in the socket's Redis: {keys:?}"));
     assert_eq!(window % 60, 0, "a minute window's start: {keys}");
-    let log = ratelimit.log();
+    let log = deployed.ratelimit.log();
     assert!(!log.contains("not honoured"), "all honoured:\n{log}");
 }
 
@@ -579,26 +544,14 @@ fn sentinel_through_the_personality_and_envoy() {
         .iter()
         .map(|s| format!("127.0.0.1:{}", s.port))
         .collect();
-    let data = tempfile::tempdir().unwrap();
-    ConfigMap::mount(
-        data.path().join("ratelimit/config"),
-        &[("config.yaml", ISTIO_RULES)],
-    );
-    let mut env = istio_env(data.path(), 0);
     let url = format!("{MASTER},{}", sentinels.join(","));
-    for (name, value) in [
+    let deployed = Deployed::start(&[
         ("REDIS_TYPE", "sentinel"),
         ("REDIS_URL", url.as_str()),
         ("REDIS_AUTH", NODE_PASSWORD),
         ("REDIS_SENTINEL_AUTH", SENTINEL_PASSWORD),
-    ] {
-        set_var(&mut env, name, value);
-    }
-    let ratelimit = Ratelimit::start(&env);
-    let upstream = Upstream::start();
-    let envoy = istio_envoy(ratelimit.grpc, upstream.addr);
-    let get = |path: &str| http1::get(envoy.listener, path, &[]);
-    wait_for_redis(get);
+    ]);
+    let get = |path: &str| deployed.get(path);
 
     room_in_window(60, 10);
     assert_eq!(get("/productpage").status, 200);

@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 
-use crate::common::envoy::Envoy;
+use crate::common::envoy::{self, Envoy};
 use crate::common::http1::{self, Upstream};
 use crate::common::ratelimit::room_in_window;
 use crate::common::redis::RedisServer;
@@ -105,65 +105,9 @@ fn envoy(ratelimit: SocketAddr, upstream: SocketAddr) -> Envoy {
         route("/quota", &quota),
     ]
     .concat();
-    Envoy::start(&format!(
-        r#"admin:
-  address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
-static_resources:
-  listeners:
-  - name: ingress
-    address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: ingress_http
-          route_config:
-            virtual_hosts:
-            - name: app
-              domains: ["*"]
-              routes:
-{routes}          http_filters:
-          - name: envoy.filters.http.ratelimit
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit
-              domain: rl
-              failure_mode_deny: false
-              timeout: 10s
-              enable_x_ratelimit_headers: DRAFT_VERSION_03
-              rate_limit_service:
-                transport_api_version: V3
-                grpc_service:
-                  envoy_grpc: {{ cluster_name: ratelimit }}
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
-  clusters:
-  - name: ratelimit
-    type: STATIC
-    connect_timeout: 1s
-    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: {{ http2_protocol_options: {{}} }}
-    load_assignment:
-      cluster_name: ratelimit
-      endpoints:
-      - lb_endpoints:
-        - endpoint: {{ address: {{ socket_address: {{ address: {}, port_value: {} }} }} }}
-  - name: upstream
-    type: STATIC
-    connect_timeout: 1s
-    load_assignment:
-      cluster_name: upstream
-      endpoints:
-      - lb_endpoints:
-        - endpoint: {{ address: {{ socket_address: {{ address: {}, port_value: {} }} }} }}
-"#,
-        ratelimit.ip(),
-        ratelimit.port(),
-        upstream.ip(),
-        upstream.port()
+    let address = envoy::socket_address(ratelimit);
+    Envoy::start(&envoy::with_routes(
+        "rl", false, &routes, &address, upstream,
     ))
 }
 

@@ -198,6 +198,9 @@ impl Replay {
     }
 }
 
+/// A descriptor's entries, as a case table writes them.
+pub type Entries = &'static [(&'static str, &'static str)];
+
 /// A status as upstream's tests look at it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Seen {

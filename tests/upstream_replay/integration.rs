@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::common::ratelimit::room_in_window;
 use crate::common::redis::RedisServer;
 use crate::common::{descriptor, eventually, request};
-use crate::harness::{Replay, Seen, Tally, no_limit, ok, over, seen};
+use crate::harness::{Entries, Replay, Seen, Tally, no_limit, ok, over, seen};
 
 const BASIC: &str = "domain: basic
 descriptors:
@@ -152,7 +152,7 @@ async fn sequence(tally: &mut Tally, replay: &mut Replay, local_cache: bool, sto
 #[ignore = "needs redis-server (scripts/test installs it)"]
 async fn integration_variants() {
     let files = [("basic.yaml", BASIC), ("another.yaml", ANOTHER)];
-    let variants: [(&str, &[(&str, &str)], bool, bool); 4] = [
+    let variants: [(&str, Entries, bool, bool); 4] = [
         (
             "§6.6 plain",
             &[("LOCAL_CACHE_SIZE_IN_BYTES", "0")],

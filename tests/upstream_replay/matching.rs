@@ -7,15 +7,13 @@ use sluice::proto::rate_limit_response::rate_limit::Unit;
 
 use crate::common::redis::RedisServer;
 use crate::common::{descriptor, request, with_override};
-use crate::harness::{Replay, Seen, Tally, fixture, named_ok, no_limit, ok, seen, unlimited};
+use crate::harness::{
+    Entries, Replay, Seen, Tally, fixture, named_ok, no_limit, ok, seen, unlimited,
+};
 
 /// `(descriptor entries, upstream's status after one call, the stats labels key1/key2 it counts
 /// under)`.
-type Case = (
-    &'static [(&'static str, &'static str)],
-    Seen,
-    Option<(&'static str, &'static str)>,
-);
+type Case = (Entries, Seen, Option<(&'static str, &'static str)>);
 
 fn basic_cases() -> Vec<Case> {
     vec![
@@ -355,7 +353,7 @@ async fn shadow_mode_per_node() {
     let rules = fixture("shadowmode_config.yaml");
     let name = "shadowmode_config.yaml";
     let mut replay = Replay::start(&[(name, &rules)], &[], &redis_addr(&redis)).await;
-    let cases: [(&[(&str, &str)], u64, &str); 4] = [
+    let cases: [(Entries, u64, &str); 4] = [
         (&[("key1", "value1"), ("subkey1", "subvalue1")], 11, "OK"),
         (&[("key2", "anything")], 21, "OK"),
         (&[("key1", "value1"), ("subkey1", "other")], 6, "OVER_LIMIT"),

@@ -122,7 +122,8 @@ async fn quota_cases() {
     let mut tally = Tally::new("§6.4 quota");
     let mut replay = Replay::start(&[("quota.yaml", QUOTA_RULES)], &[], &redis_addr(&redis)).await;
     // (case, [(key, over?)], upstream's overall code)
-    let cases: [(&str, &[(&str, bool)], &str); 6] = [
+    type QuotaCase = (&'static str, &'static [(&'static str, bool)], &'static str);
+    let cases: [QuotaCase; 6] = [
         ("all quota over", &[("q1", true)], "OVER_LIMIT"),
         (
             "quota OK, regular over",
