@@ -376,3 +376,122 @@ async fn shadow_mode_per_node() {
     tally.same("shadow_mode counted", true, shadow >= 1.0);
     tally.finish();
 }
+
+/// Rules for the stats-key flags: detailed_metric on a key-only tree (and off), value_to_metric
+/// on every level, on a middle level only, beside detailed_metric, on a wildcard.
+const STATS_RULES: &str = "domain: stats
+descriptors:
+  - key: key-1
+    detailed_metric: true
+    rate_limit: { unit: minute, requests_per_unit: 10 }
+    descriptors:
+      - key: key-2
+        detailed_metric: true
+        rate_limit: { unit: minute, requests_per_unit: 10 }
+  - key: plain-1
+    rate_limit: { unit: minute, requests_per_unit: 10 }
+    descriptors:
+      - key: plain-2
+        rate_limit: { unit: minute, requests_per_unit: 10 }
+  - key: route
+    value_to_metric: true
+    descriptors:
+      - key: http_method
+        value_to_metric: true
+        descriptors:
+          - key: subject_id
+            rate_limit: { unit: minute, requests_per_unit: 10 }
+  - key: k1
+    descriptors:
+      - key: k2
+        value_to_metric: true
+        descriptors:
+          - key: k3
+            rate_limit: { unit: minute, requests_per_unit: 10 }
+  - key: v2m
+    value_to_metric: true
+    descriptors:
+      - key: leaf
+        detailed_metric: true
+        rate_limit: { unit: minute, requests_per_unit: 10 }
+  - key: action
+    value: read*
+    value_to_metric: true
+    rate_limit: { unit: minute, requests_per_unit: 10 }
+  - key: fixed
+    value: configured
+    value_to_metric: true
+    rate_limit: { unit: minute, requests_per_unit: 10 }
+";
+
+fn stats_key_cases() -> Vec<Case> {
+    let minute = || ok(10, "MINUTE", 9);
+    vec![
+        (
+            &[("key-1", "value-1")],
+            minute(),
+            Some(("key-1_value-1", "")),
+        ),
+        (
+            &[("key-1", "value-1"), ("key-2", "value-2")],
+            minute(),
+            Some(("key-1_value-1", "key-2_value-2")),
+        ),
+        (&[("plain-1", "value-1")], minute(), Some(("plain-1", ""))),
+        (
+            &[("plain-1", "value-1"), ("plain-2", "value-2")],
+            minute(),
+            Some(("plain-1", "plain-2")),
+        ),
+        (
+            &[
+                ("route", "draw"),
+                ("http_method", "GET"),
+                ("subject_id", "123"),
+            ],
+            minute(),
+            Some(("route_draw", "http_method_GET")),
+        ),
+        (
+            &[("k1", "X"), ("k2", "Y"), ("k3", "Z")],
+            minute(),
+            Some(("k1", "k2_Y")),
+        ),
+        (
+            &[("v2m", "a"), ("leaf", "123")],
+            minute(),
+            Some(("v2m_a", "leaf_123")),
+        ),
+        (
+            &[("action", "readfile")],
+            minute(),
+            Some(("action_readfile", "")),
+        ),
+        (
+            &[("fixed", "configured")],
+            minute(),
+            Some(("fixed_configured", "")),
+        ),
+    ]
+}
+
+/// The stats keys detailed_metric and value_to_metric give (the first two levels, as upstream's
+/// Prometheus mapping labels them).
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn stats_keys() {
+    let redis = RedisServer::start();
+    let mut tally = Tally::new("§6.3 stats keys");
+    let mut replay = Replay::start(&[("stats.yaml", STATS_RULES)], &[], &redis_addr(&redis)).await;
+    for (entries, upstream, stats) in stats_key_cases() {
+        let response = replay
+            .call(request("stats", vec![descriptor(entries)]))
+            .await;
+        tally.same(&format!("stats {entries:?}"), upstream, seen(&response, 0));
+        let (key1, key2) = stats.expect("every case names its stats key");
+        let hits = replay.stat("total_hits", "stats", key1, key2).await;
+        let case = format!("stats {entries:?} counts under {key1}.{key2}");
+        tally.same(&case, 1.0, hits);
+    }
+    tally.finish();
+}

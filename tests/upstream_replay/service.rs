@@ -20,6 +20,13 @@ descriptors:
   - { key: regular, rate_limit: { unit: minute, requests_per_unit: 1 } }
 ";
 
+/// Two rules whose metadata overlap (`owner`).
+const OVERLAP_RULES: &str = "domain: overlap
+descriptors:
+  - { key: first, metadata: { owner: first, tier: gold }, rate_limit: { unit: minute, requests_per_unit: 10 } }
+  - { key: second, metadata: { owner: second, zone: eu }, rate_limit: { unit: minute, requests_per_unit: 10 } }
+";
+
 /// Overall codes, unlimited descriptors, errors of malformed calls.
 #[tokio::test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
@@ -209,6 +216,15 @@ async fn headers_and_metadata() {
         "service_with_quota": {"name": "service_2", "tiers": ["gold", "silver"], "weight": 0.5}
     });
     tally.same("only passed descriptors", only_two, metadata(&response));
+    let overlap = vec![
+        descriptor(&[("first", "x")]),
+        descriptor(&[("second", "x")]),
+    ];
+    let address = redis_addr(&redis);
+    let mut overlapping = Replay::start(&[("overlap.yaml", OVERLAP_RULES)], &env, &address).await;
+    let response = overlapping.call(request("overlap", overlap)).await;
+    let first_wins = serde_json::json!({"owner": "first", "tier": "gold", "zone": "eu"});
+    tally.same("on overlap the first wins", first_wins, metadata(&response));
     // service=one has counted 1 of its 10: 9 more leave 0.
     let response = replay
         .call(request(
@@ -284,10 +300,28 @@ async fn reload_and_health() {
     let empty = Replay::start_bare(&[], &env, &redis_addr(&redis)).await;
     let health = http1::get(empty.ratelimit.http, "/healthcheck", &[]);
     tally.same("unhealthy without rules", true, health.status != 200);
+    let mut health = crate::common::health_client(empty.ratelimit.grpc).await;
+    let status = crate::common::health_status(&mut health, "").await;
+    tally.same(
+        "gRPC health NOT_SERVING without rules",
+        "NotServing".to_owned(),
+        format!("{status:?}"),
+    );
     empty.write_rules("basic_config.yaml", &rules);
     poll(Duration::from_secs(30), "healthy once rules load", || {
         (http1::get(empty.ratelimit.http, "/healthcheck", &[]).status == 200).then_some(())
     });
-    tally.same("healthy with rules", true, true);
+    let mut status = crate::common::health_status(&mut health, "").await;
+    // (gRPC health follows the same state; it is polled as /healthcheck was)
+    crate::common::within(Duration::from_secs(30), async || {
+        status = crate::common::health_status(&mut health, "").await;
+        format!("{status:?}") == "Serving"
+    })
+    .await;
+    tally.same(
+        "gRPC health SERVING with rules",
+        "Serving".to_owned(),
+        format!("{status:?}"),
+    );
     tally.finish();
 }
