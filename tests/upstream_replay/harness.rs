@@ -14,8 +14,9 @@ use crate::common::{self, Client, sample};
 
 /// Upstream's variables every replay sets: listeners on loopback port 0, rules from
 /// `RUNTIME_ROOT/ratelimit/config` watched as a ConfigMap is (`RUNTIME_WATCH_ROOT=false`), Redis
-/// over TCP, no statsd. `SLUICE_REDIS_TIMEOUT` gives calls a second on a loaded test machine
-/// (sluice's own 10 ms would let a slow Redis answer count as an outage).
+/// over TCP, no statsd. `SLUICE_REDIS_TIMEOUT` gives calls five seconds on a loaded test
+/// machine (sluice's own 10 ms would let a slow Redis answer count as an outage, answered by
+/// the rules' failure_mode instead of by Redis).
 const BASE: &[(&str, &str)] = &[
     ("HOST", "127.0.0.1"),
     ("PORT", "0"),
@@ -27,7 +28,7 @@ const BASE: &[(&str, &str)] = &[
     ("USE_STATSD", "false"),
     ("LOG_LEVEL", "info"),
     ("REDIS_SOCKET_TYPE", "tcp"),
-    ("SLUICE_REDIS_TIMEOUT", "1s"),
+    ("SLUICE_REDIS_TIMEOUT", "5s"),
 ];
 
 /// A rule file of its own that the harness adds when Redis is used, to tell when calls are
@@ -115,12 +116,19 @@ impl Replay {
     async fn wait_for_redis(&self) {
         let mut client = self.client.clone();
         let warm = common::one_descriptor("replay-warm-up", &[("warm", "up")]);
+        // Every pooled connection must be up, not only the first: ten answers from Redis in a
+        // row, so no case meets a connection still being opened.
+        let mut in_a_row = 0;
         common::eventually(
             Duration::from_secs(30),
             "calls decided by Redis",
             async || {
                 let response = common::call(&mut client, warm.clone()).await;
-                common::header(&response, "x-ratelimit-mode").is_none()
+                match common::header(&response, "x-ratelimit-mode") {
+                    None => in_a_row += 1,
+                    Some(_) => in_a_row = 0,
+                }
+                in_a_row >= 10
             },
         )
         .await;
@@ -134,7 +142,16 @@ impl Replay {
         } else {
             Transport::Json
         };
-        self.send(transport, request).await.answer()
+        let response = self.send(transport, request).await.answer();
+        // An answer by the rules' failure_mode is not what any upstream case is about: it could
+        // only match by chance, so it fails the test instead.
+        assert_eq!(
+            common::header(&response, "x-ratelimit-mode"),
+            None,
+            "answered without Redis (failure_mode): {response:?}\n{}",
+            self.ratelimit.log()
+        );
+        response
     }
 
     /// Sends `request` over `transport`.
