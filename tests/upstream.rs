@@ -463,25 +463,7 @@ impl Deployed {
 #[ignore = "needs envoy and redis-server (scripts/test installs them)"]
 fn unix_socket_redis_and_upstream_headers_through_envoy() {
     const PASSWORD: &str = "socket-secret";
-    let sockets = tempfile::tempdir().unwrap();
-    let socket = sockets.path().join("redis.sock").display().to_string();
-    let redis = RedisServer::start_full(
-        |_, _| {
-            [
-                "--port",
-                "0",
-                "--unixsocket",
-                &socket,
-                "--unixsocketperm",
-                "700",
-            ]
-            .into_iter()
-            .chain(["--requirepass", PASSWORD])
-            .map(String::from)
-            .collect()
-        },
-        &["-s", &socket, "-a", PASSWORD, "--no-auth-warning"],
-    );
+    let (redis, _sockets, socket) = RedisServer::start_on_socket(PASSWORD);
     let deployed = Deployed::start(&[
         ("REDIS_SOCKET_TYPE", "unix"),
         ("REDIS_URL", socket.as_str()),
