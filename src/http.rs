@@ -1,4 +1,5 @@
-//! The HTTP endpoints (axum): `/healthcheck`, `/metrics`, `POST /json`, `/rlconfig`.
+//! The HTTP endpoints (axum): `/healthcheck`, `/metrics`, `POST /json`, `/rlconfig`, and the
+//! operator page under `/ui` (`ui.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,15 +11,18 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
+use crate::insight::Insight;
 use crate::limiter::{Code, LimitError, Limiter};
 use crate::proto::RateLimitRequest;
-use crate::service;
+use crate::{service, ui};
 
 /// What the HTTP handlers read.
 #[derive(Clone)]
 pub struct HttpState {
     /// The limiter (its rules and metrics too).
     pub limiter: Arc<Limiter>,
+    /// Live traffic figures, fed by `/json` too and shown by `/ui`.
+    pub insight: Arc<Insight>,
     /// Set once shutdown begins: health turns 503 at once.
     pub draining: Arc<AtomicBool>,
 }
@@ -30,6 +34,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/metrics", get(metrics))
         .route("/json", post(json))
         .route("/rlconfig", get(rlconfig))
+        .merge(ui::routes())
         .with_state(state)
 }
 
@@ -72,9 +77,14 @@ async fn json(State(state): State<HttpState>, body: Bytes) -> Response {
     };
     let request = match service::to_domain(request) {
         Ok(request) => request,
-        Err(e) => return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+        Err(e) => {
+            state.insight.observe_invalid();
+            return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response();
+        }
     };
-    match state.limiter.check(&request).await {
+    let result = state.limiter.check(&request).await;
+    state.insight.observe(&request, &result);
+    match result {
         Ok(decision) => {
             let status = match decision.code {
                 Code::Ok => StatusCode::OK,

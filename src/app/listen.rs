@@ -14,8 +14,10 @@ use tonic_health::pb::health_server::{Health as HealthApi, HealthServer};
 
 use super::AppError;
 use crate::http::{self, HttpState};
+use crate::insight::Insight;
 use crate::limiter::Limiter;
 use crate::service::RlsService;
+use crate::telemetry::CallTracer;
 use crate::tls::{ServerTls, TlsIncoming};
 
 /// Both listeners, bound.
@@ -46,6 +48,10 @@ impl Listeners {
 pub(super) struct Serving {
     /// Decides the calls of both servers.
     pub limiter: Arc<Limiter>,
+    /// Live traffic figures (`/ui`), fed by both servers.
+    pub insight: Arc<Insight>,
+    /// Traces gRPC calls, when tracing is on.
+    pub tracer: Option<CallTracer>,
     /// TLS on gRPC, when configured.
     pub tls: Option<ServerTls>,
     /// Set when shutdown begins: `/healthcheck` answers 503.
@@ -91,7 +97,14 @@ async fn serve_grpc(
 ) {
     let router = tonic::transport::Server::builder()
         .add_service(health)
-        .add_service(RlsService::new(serving.limiter.clone()).into_server());
+        .add_service(
+            RlsService::new(
+                serving.limiter.clone(),
+                serving.insight.clone(),
+                serving.tracer.clone(),
+            )
+            .into_server(),
+        );
     let close = serving.close.cancelled_owned();
     let served = match incoming {
         GrpcIncoming::Plain(incoming) => router.serve_with_incoming_shutdown(incoming, close).await,
@@ -106,6 +119,7 @@ async fn serve_grpc(
 async fn serve_http(listener: TcpListener, serving: Serving) {
     let router = http::router(HttpState {
         limiter: serving.limiter,
+        insight: serving.insight,
         draining: serving.draining,
     });
     let close = serving.close.cancelled_owned();

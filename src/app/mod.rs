@@ -26,12 +26,17 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::clock::Clock;
+use crate::insight::Insight;
 use crate::limiter::Limiter;
 use crate::metrics::Metrics;
 use crate::rules::ConfigErrors;
 use crate::store::persist::PersistError;
 use crate::store::{Store, StoreError};
+use crate::telemetry::{CallTracer, TraceError};
 use crate::tls::TlsError;
+
+/// Longest wait for the trace exporter's last export at shutdown.
+const TRACE_FLUSH: Duration = Duration::from_secs(5);
 
 pub use self::health::HEALTH_SERVICE;
 pub use self::settings::{MemorySettings, Settings, StoreSettings};
@@ -79,6 +84,9 @@ pub enum AppError {
     /// The HTTP server failed while running.
     #[error("HTTP server failed: {0}")]
     Http(std::io::Error),
+    /// Tracing was asked for but its exporter could not be built.
+    #[error(transparent)]
+    Tracing(#[from] TraceError),
 }
 
 impl From<ConfigErrors> for AppError {
@@ -104,6 +112,7 @@ pub struct Running {
     failures: mpsc::UnboundedReceiver<AppError>,
     grace: Duration,
     delay: Duration,
+    tracer: Option<CallTracer>,
 }
 
 /// Loads the rules, builds the store `settings.store` asks for (restoring the embedded store's
@@ -131,6 +140,7 @@ struct Parts {
     tls: Option<ServerTls>,
     store: Arc<dyn Store>,
     limiter: Arc<Limiter>,
+    tracer: Option<CallTracer>,
 }
 
 /// Builds every part in the order that reports the likeliest mistake first: rules,
@@ -163,6 +173,7 @@ async fn start_inner(
         settings.limiter,
         metrics.clone(),
     ));
+    let tracer = settings.tracing.as_ref().map(CallTracer::new).transpose()?;
     let listeners = Listeners::bind(settings.grpc_addr, settings.http_addr).await?;
     let parts = Parts {
         settings,
@@ -172,6 +183,7 @@ async fn start_inner(
         tls,
         store,
         limiter,
+        tracer,
     };
     launch(parts, listeners).await
 }
@@ -186,7 +198,9 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
         tls,
         store,
         limiter,
+        tracer,
     } = parts;
+    let insight = Arc::new(Insight::default());
     let (grpc_addr, http_addr) = (listeners.grpc_addr, listeners.http_addr);
     let lifecycle = Lifecycle::default();
     let shutdown = lifecycle.requested.clone();
@@ -203,6 +217,7 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
     tasks.spawn(tasks::sweep(
         store.clone(),
         limiter.clone(),
+        insight.clone(),
         clock.clone(),
         metrics.clone(),
         shutdown.clone(),
@@ -223,6 +238,8 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
     let (fail, failures) = mpsc::unbounded_channel();
     let serving = Serving {
         limiter,
+        insight,
+        tracer: tracer.clone(),
         tls: tls.clone(),
         draining: lifecycle.draining,
         close: lifecycle.close,
@@ -242,6 +259,7 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
         failures,
         grace: settings.shutdown_grace,
         delay,
+        tracer,
     })
 }
 
@@ -252,6 +270,11 @@ impl Running {
     pub async fn wait(mut self) -> Result<(), AppError> {
         self.shutdown.cancelled().await;
         shutdown::finish(self.tasks, self.store, self.delay, self.grace).await;
+        if let Some(tracer) = self.tracer {
+            // The last spans are exported before the process ends (bounded: a collector that
+            // is down must not hold up the exit).
+            let _ = tokio::task::spawn_blocking(move || tracer.shutdown(TRACE_FLUSH)).await;
+        }
         match self.failures.try_recv() {
             Ok(e) => Err(e),
             Err(_) => Ok(()),

@@ -5,7 +5,9 @@
 //! [`Settings`]: sluice::app::Settings
 
 pub mod check;
+pub mod explain;
 pub mod serve;
+pub mod trace;
 
 use std::path::PathBuf;
 
@@ -30,6 +32,9 @@ pub enum Command {
     Serve(Box<serve::ServeArgs>),
     /// Load and validate rule files; print a summary, or every error as file:line:col: message.
     Check(check::CheckArgs),
+    /// Explain a call offline: the path of each descriptor through the rules, the limit that
+    /// applies or why none does, and where envoyproxy/ratelimit would decide differently.
+    Explain(explain::ExplainArgs),
     /// Run a traffic pattern through all four algorithms and show what each admits.
     Simulate(crate::simulate::SimulateArgs),
     /// Load-test an Envoy RLS v3 server (sluice or another): calls/s and latency percentiles.

@@ -14,6 +14,7 @@ use sluice::clock::duration::{self, DurationError, GoDuration};
 use sluice::limiter::LimiterOptions;
 use sluice::store::{PersistSettings, RedisSettings};
 
+use super::trace::TraceArgs;
 use super::{LogFormat, RuleArgs};
 
 /// Flags of `sluice serve`.
@@ -67,6 +68,9 @@ pub struct ServeArgs {
     /// The Redis store (`--store redis`).
     #[command(flatten)]
     pub redis: RedisArgs,
+    /// OpenTelemetry tracing.
+    #[command(flatten)]
+    pub trace: TraceArgs,
 }
 
 /// Counter stores.
@@ -167,6 +171,7 @@ impl ServeArgs {
             watch_rules: !self.no_watch,
             tls: self.tls.settings(),
             store: self.store_settings(),
+            tracing: self.trace.settings(),
             ..Settings::new(self.rules.config.clone())
         }
     }
@@ -261,7 +266,7 @@ fn parse_redis_timeout(text: &str) -> Result<GoDuration, DurationError> {
     duration::parse_in(text, Duration::from_micros(1)..=duration::MAX).map(GoDuration)
 }
 
-fn parse_ratio(text: &str) -> Result<f64, String> {
+pub(super) fn parse_ratio(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(ratio) if (0.0..=1.0).contains(&ratio) => Ok(ratio),
         _ => Err(format!("'{text}' is not a number between 0 and 1")),

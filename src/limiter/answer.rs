@@ -62,6 +62,7 @@ pub(super) fn decide(
         code,
         statuses,
         headers,
+        store: super::StoreUse::Skipped,
     }
 }
 

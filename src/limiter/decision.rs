@@ -71,4 +71,18 @@ pub struct Decision {
     /// Headers for the response to the client (`RateLimit-Policy`, `RateLimit`, and on
     /// OVER_LIMIT `Retry-After` and `cache-control`).
     pub headers: Vec<(&'static str, String)>,
+    /// How the store fared: its round trip, or that the call was decided without it.
+    pub store: StoreUse,
+}
+
+/// How a call used the counter store (for traces; metrics record the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StoreUse {
+    /// Nothing to count: no descriptor had a counted limit.
+    #[default]
+    Skipped,
+    /// The store answered after this long.
+    Answered(std::time::Duration),
+    /// The store failed after this long; each rule's `failure_mode` decided (degraded).
+    Failed(std::time::Duration),
 }

@@ -217,7 +217,7 @@ impl<'r> Planner<'_, 'r> {
 }
 
 /// How a denial of a node's limits gates the call (a request-side override has no node).
-fn gate_of(node: Option<&Node>) -> Gate {
+pub(super) fn gate_of(node: Option<&Node>) -> Gate {
     match node {
         Some(n) if n.shadow_mode => Gate::Advisory,
         Some(n) if n.quota_mode => Gate::Quota,
@@ -319,7 +319,7 @@ fn override_rule(o: LimitOverride, options: &LimiterOptions) -> LimitRule {
 
 /// The counter key of a descriptor: its runtime entries, with the shared pattern in place of
 /// the value at every level whose node has `share_threshold`.
-fn counter_key(
+pub(super) fn counter_key(
     domain: &str,
     descriptor: &Descriptor,
     found: Option<&Match<'_>>,
