@@ -161,7 +161,7 @@ fn load(runtime: &tokio::runtime::Runtime, servers: &[SocketAddr], seconds: u64)
         while Instant::now() < until {
             for client in &mut clients {
                 let user = format!("u{}", round % 5);
-                let calls = if round % 5 == 0 { 4 } else { 1 };
+                let calls = if round.is_multiple_of(5) { 4 } else { 1 };
                 for _ in 0..calls {
                     let _ = client
                         .should_rate_limit(request(
