@@ -297,7 +297,7 @@ fn sluice_explain_walks_the_rule_files() {
         "{text}"
     );
     assert!(
-        text.contains("upstream: upstream counts a fixed window aligned to the second"),
+        text.contains("where envoyproxy/ratelimit would differ:\n    - upstream counts a fixed window aligned to the second"),
         "{text}"
     );
     assert!(text.contains("descriptor 2: internal=health"), "{text}");

@@ -123,8 +123,11 @@ fn print_descriptor(i: usize, d: &Explained<'_>, out: &mut dyn Write) -> std::io
         };
         writeln!(out, "  limit {name}{} -> {state}", limit.rule.describe())?;
     }
-    for note in &d.upstream {
-        writeln!(out, "  upstream: {note}")?;
+    if !d.upstream.is_empty() {
+        writeln!(out, "  where envoyproxy/ratelimit would differ:")?;
+        for note in &d.upstream {
+            writeln!(out, "    - {note}")?;
+        }
     }
     Ok(())
 }

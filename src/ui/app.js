@@ -113,8 +113,8 @@ function explainedCard(d, i) {
   }
   if (d.upstream.length) {
     const notes = el("ul", { class: "notes" });
-    for (const n of d.upstream) notes.append(el("li", {}, "upstream: " + n));
-    card.append(notes);
+    for (const n of d.upstream) notes.append(el("li", {}, n));
+    card.append(el("p", { class: "warn" }, "Where envoyproxy/ratelimit would differ:"), notes);
   }
   return card;
 }

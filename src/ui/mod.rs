@@ -30,6 +30,7 @@ const TOP_KEYS: usize = 20;
 const PAGE: &str = include_str!("page.html");
 const SCRIPT: &str = include_str!("app.js");
 const STYLE: &str = include_str!("app.css");
+const ICON: &str = include_str!("favicon.svg");
 
 /// The `/ui` routes.
 pub fn routes() -> Router<HttpState> {
@@ -50,6 +51,7 @@ pub fn routes() -> Router<HttpState> {
             "/ui/app.css",
             get(|| async { asset("text/css; charset=utf-8", STYLE) }),
         )
+        .route("/ui/favicon.svg", get(|| async { asset("image/svg+xml", ICON) }))
         .route("/ui/api/rules", get(rules))
         .route("/ui/api/live", get(live))
         .route("/ui/api/explain", post(explain))
