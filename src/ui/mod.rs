@@ -51,7 +51,10 @@ pub fn routes() -> Router<HttpState> {
             "/ui/app.css",
             get(|| async { asset("text/css; charset=utf-8", STYLE) }),
         )
-        .route("/ui/favicon.svg", get(|| async { asset("image/svg+xml", ICON) }))
+        .route(
+            "/ui/favicon.svg",
+            get(|| async { asset("image/svg+xml", ICON) }),
+        )
         .route("/ui/api/rules", get(rules))
         .route("/ui/api/live", get(live))
         .route("/ui/api/explain", post(explain))
