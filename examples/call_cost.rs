@@ -24,7 +24,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const RULES: &str = "domain: cost\ndescriptors:\n  - key: user\n    rate_limit: { unit: second, requests_per_unit: 1000000000 }\n";
 
 fn main() {
-    let calls: usize = std::env::args().nth(1).and_then(|n| n.parse().ok()).unwrap_or(2_000);
+    let calls: usize = std::env::args()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(2_000);
     let dir = std::env::temp_dir().join(format!("sluice-call-cost-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     std::fs::write(dir.join("rules.yaml"), RULES).expect("rules");
@@ -40,7 +43,9 @@ fn main() {
             watch_rules: false,
             ..Settings::new(vec![dir.clone()])
         };
-        let running = app::start(settings, Arc::new(SystemClock)).await.expect("start");
+        let running = app::start(settings, Arc::new(SystemClock))
+            .await
+            .expect("start");
         let mut client = RateLimitServiceClient::connect(format!("http://{}", running.grpc_addr))
             .await
             .expect("connect");

@@ -29,13 +29,17 @@ pub struct HttpState {
 
 /// The HTTP router.
 pub fn router(state: HttpState) -> Router {
+    let ui = ui::router(ui::UiState {
+        limiter: state.limiter.clone(),
+        insight: state.insight.clone(),
+    });
     Router::new()
         .route("/healthcheck", get(healthcheck))
         .route("/metrics", get(metrics))
         .route("/json", post(json))
         .route("/rlconfig", get(rlconfig))
-        .merge(ui::routes())
         .with_state(state)
+        .merge(ui)
 }
 
 /// 200 `OK` while serving; 503 once draining, or while the counter store is unhealthy (for

@@ -140,7 +140,6 @@ struct Parts {
     tls: Option<ServerTls>,
     store: Arc<dyn Store>,
     limiter: Arc<Limiter>,
-    tracer: Option<CallTracer>,
 }
 
 /// Builds every part in the order that reports the likeliest mistake first: rules,
@@ -183,13 +182,16 @@ async fn start_inner(
         tls,
         store,
         limiter,
-        tracer,
     };
-    launch(parts, listeners).await
+    launch(parts, listeners, tracer).await
 }
 
 /// Spawns every task of a server on one tracker, all stopping on one shutdown token.
-async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError> {
+async fn launch(
+    parts: Parts,
+    listeners: Listeners,
+    tracer: Option<CallTracer>,
+) -> Result<Running, AppError> {
     let Parts {
         settings,
         clock,
@@ -198,7 +200,6 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
         tls,
         store,
         limiter,
-        tracer,
     } = parts;
     let insight = Arc::new(Insight::default());
     let (grpc_addr, http_addr) = (listeners.grpc_addr, listeners.http_addr);

@@ -114,3 +114,11 @@ pub enum LogFormat {
     /// One JSON object per line.
     Json,
 }
+
+/// A fraction from 0 to 1 (`--near-limit-ratio`, `--trace-sampling-ratio`).
+pub fn parse_ratio(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(ratio) if (0.0..=1.0).contains(&ratio) => Ok(ratio),
+        _ => Err(format!("'{text}' is not a number between 0 and 1")),
+    }
+}

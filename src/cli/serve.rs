@@ -44,7 +44,7 @@ pub struct ServeArgs {
     pub shutdown_delay: GoDuration,
     /// Near-limit threshold as a fraction of the limit, for the near_limit statistic
     /// (upstream NEAR_LIMIT_RATIO).
-    #[arg(long, env = "SLUICE_NEAR_LIMIT_RATIO", default_value_t = defaults::NEAR_LIMIT_RATIO, value_parser = parse_ratio)]
+    #[arg(long, env = "SLUICE_NEAR_LIMIT_RATIO", default_value_t = defaults::NEAR_LIMIT_RATIO, value_parser = super::parse_ratio)]
     pub near_limit_ratio: f64,
     /// Most per-rule metric series (runtime values from detailed_metric, value_to_metric and
     /// overrides); past it new series fold into one overflow series.
@@ -264,13 +264,6 @@ fn parse_persist_interval(text: &str) -> Result<GoDuration, DurationError> {
 
 fn parse_redis_timeout(text: &str) -> Result<GoDuration, DurationError> {
     duration::parse_in(text, Duration::from_micros(1)..=duration::MAX).map(GoDuration)
-}
-
-pub(super) fn parse_ratio(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(ratio) if (0.0..=1.0).contains(&ratio) => Ok(ratio),
-        _ => Err(format!("'{text}' is not a number between 0 and 1")),
-    }
 }
 
 fn parse_max_counters(text: &str) -> Result<usize, String> {

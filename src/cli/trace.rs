@@ -12,7 +12,7 @@ pub struct TraceArgs {
     pub otlp_endpoint: Option<String>,
     /// Fraction of calls traced when Envoy sent no sampling decision (0 to 1); a call whose
     /// parent span was sampled, or not, keeps that decision.
-    #[arg(long, env = "SLUICE_TRACE_SAMPLING_RATIO", default_value_t = 1.0, value_parser = super::serve::parse_ratio)]
+    #[arg(long, env = "SLUICE_TRACE_SAMPLING_RATIO", default_value_t = 1.0, value_parser = super::parse_ratio)]
     pub trace_sampling_ratio: f64,
     /// `service.name` of the spans.
     #[arg(long, env = "SLUICE_SERVICE_NAME", default_value = DEFAULT_SERVICE_NAME)]

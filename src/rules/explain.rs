@@ -289,21 +289,21 @@ mod tests {
 
     const TREE: &str = "domain: edge
 descriptors:
-  - key: api_key
+  - key: client
     value: gold
-    rate_limit: { unit: minute, requests_per_unit: 100, algorithm: fixed_window }
-  - key: api_key
+    rate_limit: { unit: minute, requests_per_unit: 120, algorithm: fixed_window }
+  - key: client
     value: beta-*
     rate_limit: { unit: minute, requests_per_unit: 5 }
-  - key: api_key
+  - key: client
     rate_limit: { unit: minute, requests_per_unit: 10 }
-  - key: internal
+  - key: probe
     value: health
-  - key: path
+  - key: route
     descriptors:
-      - key: method
+      - key: verb
         value: GET
-        rate_limit: { unit: second, requests_per_unit: 3 }
+        rate_limit: { unit: second, requests_per_unit: 7 }
   - key: wild
     value: foo*
     rate_limit: { unit: hour, requests_per_unit: 1 }
@@ -321,19 +321,19 @@ descriptors:
         let set = rules(TREE);
         use MatchKind::*;
         assert_eq!(
-            reached(&set, &[("api_key", "gold")]),
+            reached(&set, &[("client", "gold")]),
             (Reached::Limited, vec![Some(Exact)])
         );
         assert_eq!(
-            reached(&set, &[("api_key", "beta-7")]),
+            reached(&set, &[("client", "beta-7")]),
             (Reached::Limited, vec![Some(Wildcard)])
         );
         assert_eq!(
-            reached(&set, &[("api_key", "other")]),
+            reached(&set, &[("client", "other")]),
             (Reached::Limited, vec![Some(KeyOnly)])
         );
-        let walk = walk(&set, "edge", &[("api_key", "beta-7")]);
-        assert_eq!(walk.node().unwrap().full_key, "edge.api_key_beta-*");
+        let walk = walk(&set, "edge", &[("client", "beta-7")]);
+        assert_eq!(walk.node().unwrap().full_key, "edge.client_beta-*");
     }
 
     /// Every reason a descriptor gets no limit is told apart.
@@ -345,14 +345,14 @@ descriptors:
             Reached::UnknownDomain
         );
         assert_eq!(walk(&set, "edge", &[]).reached, Reached::NoEntries);
-        assert_eq!(reached(&set, &[("internal", "health")]).0, Reached::NoLimit);
+        assert_eq!(reached(&set, &[("probe", "health")]).0, Reached::NoLimit);
         assert_eq!(
-            reached(&set, &[("path", "/x")]).0,
+            reached(&set, &[("route", "/x")]).0,
             Reached::NoLimit,
             "intermediate node"
         );
         assert_eq!(
-            reached(&set, &[("api_key", "gold"), ("user", "u")]).0,
+            reached(&set, &[("client", "gold"), ("user", "u")]).0,
             Reached::DeeperThanRules { level: 0 }
         );
         let unknown_key = walk(&set, "edge", &[("colour", "red")]);
@@ -361,7 +361,7 @@ descriptors:
         assert!(
             unknown_key.steps[0]
                 .configured_keys
-                .contains(&"api_key".to_owned())
+                .contains(&"client".to_owned())
         );
         assert!(
             unknown_key
@@ -369,7 +369,7 @@ descriptors:
                 .describe(&unknown_key.steps)
                 .contains("no rule has the key")
         );
-        let no_value = walk(&set, "edge", &[("path", "/x"), ("method", "PUT")]);
+        let no_value = walk(&set, "edge", &[("route", "/x"), ("verb", "PUT")]);
         assert_eq!(no_value.reached, Reached::NoMatch { level: 1 });
         assert_eq!(no_value.steps[1].configured_values, ["GET"]);
         assert!(
@@ -384,13 +384,13 @@ descriptors:
     #[test]
     fn upstream_differences_are_named() {
         let set = rules(TREE);
-        let sliding = walk(&set, "edge", &[("api_key", "other")]);
+        let sliding = walk(&set, "edge", &[("client", "other")]);
         assert!(
             sliding.upstream.iter().any(|n| n.contains("fixed window")),
             "{:?}",
             sliding.upstream
         );
-        let fixed = walk(&set, "edge", &[("api_key", "gold")]);
+        let fixed = walk(&set, "edge", &[("client", "gold")]);
         assert!(fixed.upstream.is_empty(), "{:?}", fixed.upstream);
         let quirk = walk(&set, "edge", &[("wild_foo", "x")]);
         assert_eq!(quirk.reached, Reached::NoMatch { level: 0 });

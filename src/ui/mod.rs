@@ -13,7 +13,10 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
-use crate::http::HttpState;
+use std::sync::Arc;
+
+use crate::insight::Insight;
+use crate::limiter::Limiter;
 use crate::limiter::parse_descriptor;
 
 /// The policy of every `/ui` response: only same-origin script, style and fetches; no inline
@@ -32,32 +35,35 @@ const SCRIPT: &str = include_str!("app.js");
 const STYLE: &str = include_str!("app.css");
 const ICON: &str = include_str!("favicon.svg");
 
-/// The `/ui` routes.
-pub fn routes() -> Router<HttpState> {
-    Router::new()
-        .route(
-            "/ui",
-            get(|| async { asset("text/html; charset=utf-8", PAGE) }),
-        )
-        .route(
-            "/ui/",
-            get(|| async { asset("text/html; charset=utf-8", PAGE) }),
-        )
-        .route(
-            "/ui/app.js",
-            get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }),
-        )
-        .route(
-            "/ui/app.css",
-            get(|| async { asset("text/css; charset=utf-8", STYLE) }),
-        )
-        .route(
-            "/ui/favicon.svg",
-            get(|| async { asset("image/svg+xml", ICON) }),
-        )
+/// The page's files: path, content type, body.
+const ASSETS: [(&str, &str, &str); 5] = [
+    ("/ui", "text/html; charset=utf-8", PAGE),
+    ("/ui/", "text/html; charset=utf-8", PAGE),
+    ("/ui/app.js", "text/javascript; charset=utf-8", SCRIPT),
+    ("/ui/app.css", "text/css; charset=utf-8", STYLE),
+    ("/ui/favicon.svg", "image/svg+xml", ICON),
+];
+
+/// What the page reads.
+#[derive(Clone)]
+pub struct UiState {
+    /// The rules, the store (for explanations).
+    pub limiter: Arc<Limiter>,
+    /// The live figures.
+    pub insight: Arc<Insight>,
+}
+
+/// The `/ui` routes, with their state.
+pub fn router(state: UiState) -> Router {
+    let mut router = Router::new();
+    for (path, content_type, body) in ASSETS {
+        router = router.route(path, get(move || async move { asset(content_type, body) }));
+    }
+    router
         .route("/ui/api/rules", get(rules))
         .route("/ui/api/live", get(live))
         .route("/ui/api/explain", post(explain))
+        .with_state(state)
 }
 
 /// A static file with the page's security headers.
@@ -98,12 +104,12 @@ fn secured(mut response: Response) -> Response {
 }
 
 /// The loaded rules per domain, as trees.
-async fn rules(State(state): State<HttpState>) -> Response {
+async fn rules(State(state): State<UiState>) -> Response {
     json_response(StatusCode::OK, json::rules(&state.limiter.rules()))
 }
 
 /// Decision rates and the keys limited most.
-async fn live(State(state): State<HttpState>) -> Response {
+async fn live(State(state): State<UiState>) -> Response {
     json_response(
         StatusCode::OK,
         json::live(&state.insight.rates(), &state.insight.top(TOP_KEYS)),
@@ -112,7 +118,7 @@ async fn live(State(state): State<HttpState>) -> Response {
 
 /// Explains `{"domain": "edge", "descriptors": ["k=v,k2=v2", ...]}` against the live rules
 /// and counters, charging nothing.
-async fn explain(State(state): State<HttpState>, body: Bytes) -> Response {
+async fn explain(State(state): State<UiState>, body: Bytes) -> Response {
     let (domain, descriptors) = match explain_input(&body) {
         Ok(input) => input,
         Err(message) => {
