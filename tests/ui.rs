@@ -334,3 +334,53 @@ fn sluice_explain_walks_the_rule_files() {
         "{failed:?}"
     );
 }
+
+/// A store that is down: every call fails as an open circuit breaker does.
+struct DownStore;
+
+impl sluice::store::Store for DownStore {
+    fn apply<'a>(
+        &'a self,
+        _charges: &'a [sluice::store::Charge],
+        _now: sluice::clock::Nanos,
+    ) -> sluice::store::StoreFuture<'a> {
+        Box::pin(std::future::ready(Err(
+            sluice::store::StoreError::CircuitOpen,
+        )))
+    }
+
+    fn name(&self) -> &'static str {
+        "down"
+    }
+}
+
+/// While the store is unreachable the explanation still walks the rules and says that each
+/// rule's failure_mode decides, with the store's error.
+#[tokio::test]
+async fn explain_says_when_the_store_is_unavailable() {
+    let rules = format!(
+        "{RULES}  - key: login\n    failure_mode: deny\n    rate_limit: {{ unit: minute, requests_per_unit: 5 }}\n"
+    );
+    let server = TestServer::start_on(&rules, std::sync::Arc::new(DownStore)).await;
+    let (status, answer) = explain(&server, "edge", &["api_key=k1"]).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        answer["store_error"].as_str().unwrap().contains("circuit"),
+        "{answer}"
+    );
+    assert_eq!(answer["descriptors"][0]["rule"], "edge.api_key");
+    assert_eq!(
+        answer["descriptors"][0]["limits"][0]["counter"],
+        Value::Null
+    );
+    assert_eq!(
+        answer["would_refuse"], false,
+        "failure_mode allow lets it through"
+    );
+    let (_, answer) = explain(&server, "edge", &["api_key=k1", "login=u"]).await;
+    assert_eq!(
+        answer["would_refuse"], true,
+        "a deny rule refuses without the store"
+    );
+    server.stop().await;
+}

@@ -168,14 +168,23 @@ pub async fn explain_with<'r>(
             Err(e) => store_error = Some(e.to_string()),
         }
     }
-    // As the limiter gates a call: shadow rules never refuse, quota rules only all together.
+    // As the limiter gates a call: shadow rules never refuse, quota rules only all together;
+    // without the store, a counted `failure_mode: deny` rule refuses.
     let would_refuse = !global_shadow_mode
-        && crate::store::gate::blocked(explained.iter().filter_map(|e| {
-            let counted: Vec<&CounterState> =
-                e.limits.iter().filter_map(|l| l.counter.as_ref()).collect();
-            (!counted.is_empty())
-                .then(|| (gate_of(e.walk.node()), counted.iter().all(|c| c.admits)))
-        }));
+        && if store_error.is_some() {
+            explained.iter().any(|e| {
+                e.walk.node().is_some_and(|n| {
+                    !n.shadow_mode && n.failure_mode == crate::rules::FailureMode::Deny
+                }) && e.limits.iter().any(|l| l.replaced_by.is_empty())
+            })
+        } else {
+            crate::store::gate::blocked(explained.iter().filter_map(|e| {
+                let counted: Vec<&CounterState> =
+                    e.limits.iter().filter_map(|l| l.counter.as_ref()).collect();
+                (!counted.is_empty())
+                    .then(|| (gate_of(e.walk.node()), counted.iter().all(|c| c.admits)))
+            }))
+        };
     for e in &mut explained {
         if e.limits
             .iter()
