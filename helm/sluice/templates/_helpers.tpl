@@ -89,6 +89,9 @@ several replicas would each admit the full limit.
 {{- if and (eq .Values.store.type "redis") (not .Values.store.redis.url) (not .Values.store.redis.existingSecret) }}
 {{- fail "store.type=redis needs store.redis.url or store.redis.existingSecret." }}
 {{- end }}
+{{- if and .Values.upstreamEnv.enabled (ne .Values.store.type "redis") }}
+{{- fail "upstreamEnv.enabled=true configures sluice as envoyproxy/ratelimit, which counts in Redis: set store.type=redis and store.redis.url (redis://host:port), or store.redis.existingSecret holding upstream's REDIS_URL." }}
+{{- end }}
 {{- if and (not .Values.existingConfigMap) (not .Values.rules) }}
 {{- fail "no rules: set rules (one key per file) or existingConfigMap." }}
 {{- end }}
@@ -180,4 +183,69 @@ as the cluster holds it (read with lookup at install and upgrade; empty under he
 {{- $entries = append $entries (dict "key" $pair._0 "value" (default "" $pair._1)) }}
 {{- end }}
 {{- dict "domain" .Values.tests.domain "descriptors" (list (dict "entries" $entries "hitsAddend" "0")) | toJson }}
+{{- end }}
+
+{{/*
+The environment of the `ratelimit` personality (upstreamEnv.enabled): envoyproxy/ratelimit's
+variables for what the chart's values say, in upstream's layout (the rules ConfigMap at
+/data/ratelimit/config, as Istio's sample mounts it), then upstreamEnv.extra.
+*/}}
+{{- define "sluice.upstreamEnv" -}}
+- name: RUNTIME_ROOT
+  value: /data
+- name: RUNTIME_SUBDIRECTORY
+  value: ratelimit
+- name: RUNTIME_WATCH_ROOT
+  value: "false"
+- name: RUNTIME_IGNOREDOTFILES
+  value: "true"
+- name: HOST
+  value: {{ .Values.server.bindAddress | quote }}
+- name: GRPC_HOST
+  value: {{ .Values.server.bindAddress | quote }}
+- name: PORT
+  value: "8080"
+- name: GRPC_PORT
+  value: "8081"
+- name: LOG_LEVEL
+  value: {{ .Values.server.logLevel | quote }}
+- name: LOG_FORMAT
+  value: {{ .Values.server.logFormat | quote }}
+- name: USE_STATSD
+  value: "false"
+- name: MERGE_DOMAIN_CONFIG
+  value: {{ .Values.server.mergeDomains | quote }}
+- name: SHADOW_MODE
+  value: {{ .Values.server.shadowMode | quote }}
+- name: REDIS_SOCKET_TYPE
+  value: tcp
+- name: REDIS_TYPE
+  value: {{ .Values.upstreamEnv.redisType | quote }}
+- name: REDIS_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "sluice.redisSecret" . }}
+      key: {{ .Values.store.redis.existingSecretKey }}
+{{- if .Values.tracing.enabled }}
+- name: TRACING_ENABLED
+  value: "true"
+- name: TRACING_EXPORTER_PROTOCOL
+  value: grpc
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ .Values.tracing.endpoint | quote }}
+- name: TRACING_SAMPLING_RATE
+  value: {{ .Values.tracing.samplingRatio | quote }}
+- name: TRACING_SERVICE_NAME
+  value: {{ .Values.tracing.serviceName | quote }}
+- name: TRACING_SERVICE_NAMESPACE
+  value: {{ .Release.Namespace | quote }}
+- name: TRACING_SERVICE_INSTANCE_ID
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+{{- end }}
+{{- range $name, $value := .Values.upstreamEnv.extra }}
+- name: {{ $name }}
+  value: {{ $value | quote }}
+{{- end }}
 {{- end }}

@@ -1,0 +1,162 @@
+//! Tracing: `TRACING_*` and the OpenTelemetry exporter's `OTEL_EXPORTER_OTLP_*`, onto
+//! `--otlp-endpoint`, `--trace-sampling-ratio` and the `--service-*` flags.
+
+use super::env::Env;
+use super::{EnvError, Group, Handling, Kind, Target, Var};
+
+/// Why OTLP/HTTP (upstream's default protocol) does not start tracing.
+const HTTP_UNSUPPORTED: &str = "sluice exports OTLP over gRPC only: set TRACING_EXPORTER_PROTOCOL=grpc \
+     and point OTEL_EXPORTER_OTLP_ENDPOINT at the collector's gRPC port (4317); tracing stays off";
+
+/// The tracing variables.
+pub const GROUP: Group = Group {
+    name: "Tracing",
+    vars: &[
+        Var {
+            name: "TRACING_ENABLED",
+            kind: Kind::Bool,
+            default: "false",
+            handling: Handling::Honoured(
+                "tracing on, to `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` (`--otlp-endpoint`)",
+            ),
+        },
+        Var {
+            name: "TRACING_EXPORTER_PROTOCOL",
+            kind: Kind::Str,
+            default: "http",
+            handling: Handling::Differently(
+                "`grpc` only: with `http` (upstream's default) tracing stays off and the start-up warning says why; anything else is an error, as upstream",
+            ),
+        },
+        Var {
+            name: "TRACING_SERVICE_NAME",
+            kind: Kind::Str,
+            default: "RateLimit",
+            handling: Handling::Honoured("`--service-name`"),
+        },
+        Var {
+            name: "TRACING_SERVICE_NAMESPACE",
+            kind: Kind::Str,
+            default: "",
+            handling: Handling::Honoured("`--service-namespace`"),
+        },
+        Var {
+            name: "TRACING_SERVICE_INSTANCE_ID",
+            kind: Kind::Str,
+            default: "(random UUID)",
+            handling: Handling::Differently(
+                "`--service-instance-id`; unset, spans carry no instance id (not a random one)",
+            ),
+        },
+        Var {
+            name: "TRACING_SAMPLING_RATE",
+            kind: Kind::Float,
+            default: "1",
+            handling: Handling::Honoured(
+                "`--trace-sampling-ratio` (parent-based, as upstream; clamped to 0..1)",
+            ),
+        },
+        Var {
+            name: "OTEL_EXPORTER_OTLP_*",
+            kind: Kind::Str,
+            default: "",
+            handling: Handling::Differently(
+                "`…_TRACES_ENDPOINT` or `…_ENDPOINT` is the collector (`http://` added when missing, as Envoy Gateway does); the OpenTelemetry SDK reads the others (`…_HEADERS`, `…_TIMEOUT`) itself",
+            ),
+        },
+    ],
+    apply,
+};
+
+/// Why the other tracing variables do nothing while tracing is off.
+const NOT_ENABLED: &str = "no effect without TRACING_ENABLED=true, as upstream";
+
+fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+    if !env.bool("TRACING_ENABLED", false)? {
+        let set: Vec<String> = env
+            .names()
+            .filter(|n| *n != "TRACING_ENABLED")
+            .filter(|n| n.starts_with("TRACING_") || n.starts_with("OTEL_EXPORTER_OTLP_"))
+            .map(str::to_owned)
+            .collect();
+        for name in set {
+            target.note(&name, NOT_ENABLED);
+        }
+        return Ok(());
+    }
+    let protocol = env.string("TRACING_EXPORTER_PROTOCOL", "http");
+    match protocol {
+        "grpc" => {}
+        "http" => {
+            target.note("TRACING_ENABLED", HTTP_UNSUPPORTED);
+            return Ok(());
+        }
+        _ => {
+            return Err(env.error("TRACING_EXPORTER_PROTOCOL", "must be http or grpc"));
+        }
+    }
+    let endpoint = env
+        .get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .or_else(|| env.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
+        .filter(|e| !e.is_empty())
+        // The OpenTelemetry default collector.
+        .unwrap_or("localhost:4317");
+    let endpoint = if endpoint.contains("://") {
+        endpoint.to_owned()
+    } else {
+        format!("http://{endpoint}")
+    };
+    let names = [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ];
+    target.unless_explicit(env, "otlp_endpoint", &names, |args| {
+        args.trace.otlp_endpoint = Some(endpoint);
+        Ok(())
+    })?;
+    let rate = env.float("TRACING_SAMPLING_RATE", 1.0)?;
+    target.unless_explicit(
+        env,
+        "trace_sampling_ratio",
+        &["TRACING_SAMPLING_RATE"],
+        |args| {
+            args.trace.trace_sampling_ratio = if rate.is_nan() {
+                1.0
+            } else {
+                rate.clamp(0.0, 1.0)
+            };
+            Ok(())
+        },
+    )?;
+    let name = env.string("TRACING_SERVICE_NAME", "RateLimit").to_owned();
+    target.unless_explicit(env, "service_name", &["TRACING_SERVICE_NAME"], |args| {
+        args.trace.service_name = name;
+        Ok(())
+    })?;
+    let namespace = env
+        .get("TRACING_SERVICE_NAMESPACE")
+        .filter(|n| !n.is_empty());
+    let namespace = namespace.map(str::to_owned);
+    target.unless_explicit(
+        env,
+        "service_namespace",
+        &["TRACING_SERVICE_NAMESPACE"],
+        |args| {
+            args.trace.service_namespace = namespace;
+            Ok(())
+        },
+    )?;
+    let instance = env
+        .get("TRACING_SERVICE_INSTANCE_ID")
+        .filter(|n| !n.is_empty());
+    let instance = instance.map(str::to_owned);
+    target.unless_explicit(
+        env,
+        "service_instance_id",
+        &["TRACING_SERVICE_INSTANCE_ID"],
+        |args| {
+            args.trace.service_instance_id = instance;
+            Ok(())
+        },
+    )
+}
