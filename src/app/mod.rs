@@ -189,7 +189,7 @@ async fn start_inner(
         reloader.rules(),
         store.clone(),
         clock.clone(),
-        settings.limiter,
+        settings.limiter.clone(),
         metrics.clone(),
     ));
     let tracer = settings.tracing.as_ref().map(CallTracer::new).transpose()?;

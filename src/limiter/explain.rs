@@ -182,7 +182,7 @@ pub async fn explain_with<'r>(
                 let counted: Vec<&CounterState> =
                     e.limits.iter().filter_map(|l| l.counter.as_ref()).collect();
                 (!counted.is_empty())
-                    .then(|| (gate_of(e.walk.node()), counted.iter().all(|c| c.admits)))
+                    .then(|| (gate(e.walk.node()), counted.iter().all(|c| c.admits)))
             }))
         };
     for e in &mut explained {
@@ -203,6 +203,12 @@ pub async fn explain_with<'r>(
         would_refuse,
         store_error,
     }
+}
+
+/// How a descriptor's denial gates the call, by its node's own modes (global quota mode is not
+/// applied here).
+fn gate(node: Option<&crate::rules::Node>) -> Gate {
+    node.map_or(Gate::Enforced, |n| gate_of(n, n.quota_mode))
 }
 
 fn borrow(entries: &[(String, String)]) -> Vec<(&str, &str)> {
