@@ -7,6 +7,7 @@
 pub mod check;
 pub mod explain;
 pub mod prepare;
+pub mod redis;
 pub mod response;
 pub mod serve;
 pub mod serving;

@@ -8,6 +8,7 @@ pub mod http1;
 pub mod otlp;
 pub mod process;
 pub mod redis;
+pub mod sentinel;
 pub mod yaml;
 
 use std::net::SocketAddr;
