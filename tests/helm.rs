@@ -544,6 +544,7 @@ fn tls_tracing_dashboard_and_alert_values() {
         "--tls-cert=/etc/sluice/tls/tls.crt",
         "--tls-client-ca=/etc/sluice/tls/ca.crt",
         "--otlp-endpoint=http://otel:4317",
+        "--otlp-protocol=grpc",
         "--service-namespace=sluice",
         "--redis-ca=/etc/sluice/redis-ca/ca.crt",
     ] {
@@ -575,6 +576,10 @@ fn tls_tracing_dashboard_and_alert_values() {
         &std::fs::read_to_string(repo_path("helm/sluice/files/alerts.yaml")).unwrap(),
     );
     assert_eq!(rule["spec"]["groups"], alerts[0]["groups"]);
+    let http = rendered(&[&ALL_FLAGS[..], &["--set", "tracing.protocol=http"]].concat());
+    assert!(self::args(&http).contains(&"--otlp-protocol=http"));
+    let unknown = render(&[&ALL_FLAGS[..], &["--set", "tracing.protocol=udp"]].concat());
+    assert!(unknown.is_err(), "the schema refuses an unknown protocol");
     let missing = render(&["--set", "tracing.enabled=true"]).expect_err("no endpoint");
     assert!(missing.contains("tracing.endpoint"), "{missing}");
 }

@@ -1,6 +1,7 @@
 //! OpenTelemetry tracing: spans reach a real OTLP/gRPC receiver, continue the caller's W3C
-//! trace context, carry the call's attributes, follow the sampler, and never cost a call; and
-//! through a real Envoy whose own tracer hands its trace to sluice.
+//! trace context, carry the call's attributes, follow the sampler, and never cost a call; over
+//! OTLP/HTTP from envoyproxy/ratelimit's variables; and through a real Envoy whose own tracer
+//! hands its trace to sluice.
 
 mod common;
 
@@ -10,7 +11,7 @@ use std::time::Duration;
 use common::envoy::{Bootstrap, Envoy};
 use common::http1::{self, Upstream};
 use common::otlp::{ReceivedSpan, Receiver};
-use common::process::Sluice;
+use common::process::{Serve, Sluice};
 use common::*;
 use sluice::store::MemoryStore;
 use sluice::telemetry::TraceSettings;
@@ -195,6 +196,38 @@ async fn a_collector_that_is_down_never_fails_a_call() {
         assert_eq!(answer.overall_code, OK);
     }
     server.stop().await;
+}
+
+/// Envoy Gateway's tracing variables on the `ratelimit` personality (the real binary): upstream's
+/// default protocol, OTLP/HTTP, to `OTEL_EXPORTER_OTLP_ENDPOINT` given without a scheme (sluice
+/// adds `http://` and `/v1/traces`); the span carries the service name and continues the
+/// caller's trace.
+#[test]
+fn upstream_tracing_variables_export_over_otlp_http() {
+    let receiver = Receiver::start_http();
+    let sluice = Serve::new()
+        .rules(RULES)
+        .args(["--upstream-env"])
+        .env("SLUICE_STORE", "memory")
+        .env("TRACING_ENABLED", "true")
+        .env("TRACING_SERVICE_NAME", "envoy-ratelimit")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.addr.to_string())
+        .start();
+    let trace = "5bf92f3577b34da6a3ce929d0e0e4737";
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let answer = runtime.block_on(async {
+        let mut client = connect(sluice.grpc_addr).await;
+        let one = one_descriptor("traced", &[("api_key", "k")]);
+        call_traced(&mut client, one, &format!("00-{trace}-00f067aa0ba902b7-01")).await
+    });
+    assert_eq!(answer.overall_code, OK);
+    let span = receiver.wait_for("the span over OTLP/HTTP", |s| s.trace_id == trace);
+    assert_eq!(span.service, "envoy-ratelimit", "{}", sluice.log());
+    assert_eq!(span.parent_span_id, "00f067aa0ba902b7");
+    assert_eq!(span.attribute("ratelimit.rules"), "[traced.api_key]");
 }
 
 /// Through a real Envoy with its OpenTelemetry tracer: Envoy starts the trace, its rate-limit

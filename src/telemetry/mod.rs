@@ -1,10 +1,12 @@
 //! OpenTelemetry tracing of rate-limit calls: one server span per call, continuing the trace
-//! context Envoy sends (W3C `traceparent`), exported over OTLP/gRPC.
+//! context Envoy sends (W3C `traceparent`), exported over OTLP (gRPC or HTTP).
 //!
 //! Off by default, and then free: the transport holds an `Option<CallTracer>` and does nothing
-//! more than test it. `settings.rs` is what an operator chooses, `propagate.rs` reads the
-//! parent context from gRPC metadata, `span.rs` records one call's attributes.
+//! more than test it. `settings.rs` is what an operator chooses, `export.rs` builds the
+//! exporter for the protocol, `propagate.rs` reads the parent context from gRPC metadata,
+//! `span.rs` records one call's attributes.
 
+mod export;
 mod propagate;
 mod settings;
 mod span;
@@ -14,11 +16,10 @@ use std::time::Duration;
 
 use opentelemetry::KeyValue;
 use opentelemetry::trace::{SpanKind, Tracer as _, TracerProvider as _};
-use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider};
 
-pub use self::settings::{DEFAULT_SERVICE_NAME, TraceSettings};
+pub use self::settings::{DEFAULT_SERVICE_NAME, OtlpProtocol, TraceSettings};
 pub use self::span::CallSpan;
 
 /// The name of the span of one `ShouldRateLimit` call (also the gRPC method).
@@ -50,18 +51,13 @@ impl std::fmt::Debug for CallTracer {
 }
 
 impl CallTracer {
-    /// Builds the OTLP/gRPC exporter (connecting lazily: a collector that is down loses spans,
-    /// never calls) and the parent-based ratio sampler. Must run inside a Tokio runtime.
+    /// Builds the OTLP exporter (connecting lazily: a collector that is down loses spans, never
+    /// calls) and the parent-based ratio sampler. Must run inside a Tokio runtime.
     pub fn new(settings: &TraceSettings) -> Result<Self, TraceError> {
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_tonic()
-            .with_endpoint(settings.endpoint.clone())
-            .with_timeout(settings.export_timeout)
-            .build()
-            .map_err(|e| TraceError {
-                endpoint: settings.endpoint.clone(),
-                reason: e.to_string(),
-            })?;
+        let exporter = export::span_exporter(settings).map_err(|reason| TraceError {
+            endpoint: settings.endpoint.clone(),
+            reason,
+        })?;
         // A call Envoy sampled (or not) keeps that choice; a call without a parent is sampled
         // at the ratio.
         let sampler = Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(

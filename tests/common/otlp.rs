@@ -1,5 +1,6 @@
 //! A small OTLP trace receiver: a tonic server of the OpenTelemetry collector's trace service
-//! on a free loopback port, keeping every span it is sent. It runs on its own thread and
+//! (OTLP/gRPC), or an axum server taking `POST /v1/traces` (OTLP/HTTP, protobuf), on a free
+//! loopback port, keeping every span it is sent. It runs on its own thread and
 //! runtime, so sync tests (Envoy) and async ones can both use it; it stops when dropped.
 
 use std::collections::BTreeMap;
@@ -55,8 +56,40 @@ impl TraceService for Collector {
         &self,
         request: tonic::Request<ExportTraceServiceRequest>,
     ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        self.keep(request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+/// OTLP/HTTP: a protobuf `ExportTraceServiceRequest` in, an empty response out.
+async fn http_export(
+    axum::extract::State(collector): axum::extract::State<Collector>,
+    body: axum::body::Bytes,
+) -> (
+    axum::http::StatusCode,
+    [(&'static str, &'static str); 1],
+    Vec<u8>,
+) {
+    use prost::Message as _;
+    match ExportTraceServiceRequest::decode(body) {
+        Ok(request) => {
+            collector.keep(request);
+            let reply = ExportTraceServiceResponse::default().encode_to_vec();
+            let protobuf = [("content-type", "application/x-protobuf")];
+            (axum::http::StatusCode::OK, protobuf, reply)
+        }
+        Err(_) => (
+            axum::http::StatusCode::BAD_REQUEST,
+            [("content-type", "text/plain")],
+            b"not an ExportTraceServiceRequest".to_vec(),
+        ),
+    }
+}
+
+impl Collector {
+    fn keep(&self, request: ExportTraceServiceRequest) {
         let mut kept = self.spans.lock().unwrap();
-        for resource_spans in request.into_inner().resource_spans {
+        for resource_spans in request.resource_spans {
             let service = resource_spans
                 .resource
                 .iter()
@@ -79,7 +112,6 @@ impl TraceService for Collector {
                 });
             }
         }
-        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
     }
 }
 
@@ -110,9 +142,25 @@ pub struct Receiver {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
+/// The wire a receiver speaks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wire {
+    Grpc,
+    Http,
+}
+
 impl Receiver {
-    /// Starts a receiver on a free loopback port.
+    /// Starts an OTLP/gRPC receiver on a free loopback port.
     pub fn start() -> Self {
+        Self::start_on(Wire::Grpc)
+    }
+
+    /// Starts an OTLP/HTTP receiver (`POST /v1/traces`) on a free loopback port.
+    pub fn start_http() -> Self {
+        Self::start_on(Wire::Http)
+    }
+
+    fn start_on(wire: Wire) -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind receiver");
         listener.set_nonblocking(true).expect("non-blocking");
         let addr = listener.local_addr().expect("receiver address");
@@ -126,12 +174,22 @@ impl Receiver {
                 .expect("receiver runtime");
             runtime.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+                let stopped = async {
+                    let _ = stopped.await;
+                };
+                if wire == Wire::Http {
+                    let app = axum::Router::new()
+                        .route("/v1/traces", axum::routing::post(http_export))
+                        .with_state(served);
+                    let _ = axum::serve(listener, app)
+                        .with_graceful_shutdown(stopped)
+                        .await;
+                    return;
+                }
                 let incoming = tonic::transport::server::TcpIncoming::from(listener);
                 let _ = tonic::transport::Server::builder()
                     .add_service(TraceServiceServer::new(served))
-                    .serve_with_incoming_shutdown(incoming, async {
-                        let _ = stopped.await;
-                    })
+                    .serve_with_incoming_shutdown(incoming, stopped)
                     .await;
             });
         });
@@ -142,7 +200,7 @@ impl Receiver {
         }
     }
 
-    /// The OTLP/gRPC endpoint URL.
+    /// The endpoint URL (`http://<addr>`; over HTTP sluice adds `/v1/traces`).
     pub fn endpoint(&self) -> String {
         format!("http://{}", self.addr)
     }

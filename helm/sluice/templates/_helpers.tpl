@@ -230,7 +230,7 @@ variables for what the chart's values say, in upstream's layout (the rules Confi
 - name: TRACING_ENABLED
   value: "true"
 - name: TRACING_EXPORTER_PROTOCOL
-  value: grpc
+  value: {{ .Values.tracing.protocol | quote }}
 - name: OTEL_EXPORTER_OTLP_ENDPOINT
   value: {{ .Values.tracing.endpoint | quote }}
 - name: TRACING_SAMPLING_RATE

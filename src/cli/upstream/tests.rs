@@ -9,6 +9,7 @@ use clap::{Args, FromArgMatches};
 use super::*;
 use crate::cli::LogFormat;
 use crate::cli::serve::{ServeArgs, StoreArg};
+use sluice::telemetry::OtlpProtocol;
 
 fn command() -> clap::Command {
     ServeArgs::augment_args(clap::Command::new("ratelimit"))
@@ -320,27 +321,30 @@ fn readme_holds_the_table() {
     );
 }
 
-/// Envoy Gateway's tracing variables turn tracing on (over gRPC here), with its names; upstream's
-/// default protocol, http, leaves tracing off and says why; an unknown protocol is an error; a
-/// flag wins over its variable.
+/// Envoy Gateway's tracing variables turn tracing on with its names, over upstream's default
+/// protocol (OTLP/HTTP, `/v1/traces` added to the base endpoint) or over gRPC when asked; an
+/// unknown protocol is an error; a flag wins over its variable.
 #[test]
 fn tracing_variables() {
     let eg = [
         ("REDIS_SOCKET_TYPE", "tcp"),
         ("TRACING_ENABLED", "true"),
-        ("TRACING_EXPORTER_PROTOCOL", "grpc"),
         ("TRACING_SERVICE_NAME", "envoy-ratelimit"),
         ("TRACING_SERVICE_NAMESPACE", "envoy-gateway-system"),
         ("TRACING_SERVICE_INSTANCE_ID", "envoy-ratelimit-7d9"),
         ("TRACING_SAMPLING_RATE", "0.5"),
         (
             "OTEL_EXPORTER_OTLP_ENDPOINT",
-            "otel-collector.monitoring:4317",
+            "otel-collector.monitoring:4318",
         ),
     ];
     let (args, outcome) = personality(&[], &eg).unwrap();
     let settings = args.trace.settings().expect("tracing on");
-    assert_eq!(settings.endpoint, "http://otel-collector.monitoring:4317");
+    assert_eq!(settings.protocol, OtlpProtocol::Http);
+    assert_eq!(
+        settings.endpoint,
+        "http://otel-collector.monitoring:4318/v1/traces"
+    );
     assert_eq!(settings.sampling_ratio, 0.5);
     assert_eq!(settings.service_name, "envoy-ratelimit");
     assert_eq!(
@@ -351,9 +355,41 @@ fn tracing_variables() {
     assert_eq!(outcome.warning, None);
 
     let tcp = ("REDIS_SOCKET_TYPE", "tcp");
-    let (args, outcome) = personality(&[], &[tcp, ("TRACING_ENABLED", "true")]).unwrap();
-    assert!(args.trace.settings().is_none(), "http: off");
-    assert!(outcome.warning.unwrap().contains("OTLP over gRPC only"));
+    let grpc = [
+        tcp,
+        ("TRACING_ENABLED", "true"),
+        ("TRACING_EXPORTER_PROTOCOL", "grpc"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317"),
+    ];
+    let settings = personality(&[], &grpc).unwrap().0.trace.settings().unwrap();
+    assert_eq!(settings.protocol, OtlpProtocol::Grpc);
+    assert_eq!(settings.endpoint, "http://collector:4317");
+
+    let traces_url = [
+        tcp,
+        ("TRACING_ENABLED", "true"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://ignored:4318"),
+        (
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "http://c:4318/otlp/traces",
+        ),
+    ];
+    let settings = personality(&[], &traces_url)
+        .unwrap()
+        .0
+        .trace
+        .settings()
+        .unwrap();
+    assert_eq!(settings.endpoint, "http://c:4318/otlp/traces");
+
+    let defaults = [tcp, ("TRACING_ENABLED", "true")];
+    let settings = personality(&[], &defaults)
+        .unwrap()
+        .0
+        .trace
+        .settings()
+        .unwrap();
+    assert_eq!(settings.endpoint, "http://localhost:4318/v1/traces");
 
     let bad = [
         tcp,

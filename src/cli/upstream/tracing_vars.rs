@@ -3,10 +3,7 @@
 
 use super::env::Env;
 use super::{EnvError, Group, Handling, Kind, Target, Var};
-
-/// Why OTLP/HTTP (upstream's default protocol) does not start tracing.
-const HTTP_UNSUPPORTED: &str = "sluice exports OTLP over gRPC only: set TRACING_EXPORTER_PROTOCOL=grpc \
-     and point OTEL_EXPORTER_OTLP_ENDPOINT at the collector's gRPC port (4317); tracing stays off";
+use crate::cli::trace::ProtocolArg;
 
 /// The tracing variables.
 pub const GROUP: Group = Group {
@@ -24,8 +21,8 @@ pub const GROUP: Group = Group {
             name: "TRACING_EXPORTER_PROTOCOL",
             kind: Kind::Str,
             default: "http",
-            handling: Handling::Differently(
-                "`grpc` only: with `http` (upstream's default) tracing stays off and the start-up warning says why; anything else is an error, as upstream",
+            handling: Handling::Honoured(
+                "`--otlp-protocol` (`http`: protobuf bodies to a plain `http://` collector; `https://` is refused at start)",
             ),
         },
         Var {
@@ -61,7 +58,7 @@ pub const GROUP: Group = Group {
             kind: Kind::Str,
             default: "",
             handling: Handling::Differently(
-                "`…_TRACES_ENDPOINT` or `…_ENDPOINT` is the collector (`http://` added when missing, as Envoy Gateway does); the OpenTelemetry SDK reads the others (`…_HEADERS`, `…_TIMEOUT`) itself",
+                "`…_TRACES_ENDPOINT` (as is) or `…_ENDPOINT` (with `/v1/traces` added over HTTP) is the collector (`http://` added when missing, as Envoy Gateway does); the OpenTelemetry SDK reads the others (`…_HEADERS`, `…_TIMEOUT`) itself",
             ),
         },
     ],
@@ -84,28 +81,23 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
         }
         return Ok(());
     }
-    let protocol = env.string("TRACING_EXPORTER_PROTOCOL", "http");
-    match protocol {
-        "grpc" => {}
-        "http" => {
-            target.note("TRACING_ENABLED", HTTP_UNSUPPORTED);
-            return Ok(());
-        }
+    let protocol = match env.string("TRACING_EXPORTER_PROTOCOL", "http") {
+        "grpc" => ProtocolArg::Grpc,
+        "http" => ProtocolArg::Http,
         _ => {
             return Err(env.error("TRACING_EXPORTER_PROTOCOL", "must be http or grpc"));
         }
-    }
-    let endpoint = env
-        .get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .or_else(|| env.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
-        .filter(|e| !e.is_empty())
-        // The OpenTelemetry default collector.
-        .unwrap_or("localhost:4317");
-    let endpoint = if endpoint.contains("://") {
-        endpoint.to_owned()
-    } else {
-        format!("http://{endpoint}")
     };
+    target.unless_explicit(
+        env,
+        "otlp_protocol",
+        &["TRACING_EXPORTER_PROTOCOL"],
+        |args| {
+            args.trace.otlp_protocol = protocol;
+            Ok(())
+        },
+    )?;
+    let endpoint = collector(env, protocol);
     let names = [
         "OTEL_EXPORTER_OTLP_ENDPOINT",
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
@@ -159,4 +151,26 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
             Ok(())
         },
     )
+}
+
+/// The collector as the OpenTelemetry SDK reads its variables: the traces endpoint as is, else
+/// the base endpoint (over HTTP with `/v1/traces` added), else the default collector; `http://`
+/// added when missing, as Envoy Gateway does.
+fn collector(env: &Env, protocol: ProtocolArg) -> String {
+    let set = |name: &str| env.get(name).filter(|e| !e.is_empty());
+    let endpoint = match (set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), protocol) {
+        (Some(traces), _) => traces.to_owned(),
+        (None, ProtocolArg::Grpc) => set("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .unwrap_or("localhost:4317")
+            .to_owned(),
+        (None, ProtocolArg::Http) => {
+            let base = set("OTEL_EXPORTER_OTLP_ENDPOINT").unwrap_or("localhost:4318");
+            format!("{}/v1/traces", base.trim_end_matches('/'))
+        }
+    };
+    if endpoint.contains("://") {
+        endpoint
+    } else {
+        format!("http://{endpoint}")
+    }
 }
