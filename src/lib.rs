@@ -15,7 +15,8 @@
 //! - [`app`]: the whole server, in-process: `Settings` → `start` → `Running`.
 //!
 //! Inside, not API: `service` (gRPC ↔ limiter), `http` (the HTTP endpoints), `reload` (rule
-//! hot reload), `tls` (gRPC TLS, certificates reloaded), `watch` (the one file watcher).
+//! hot reload), `tls` (gRPC TLS, certificates reloaded), `watch` (the one file watcher),
+//! `files` (reading only regular files, bounded, never blocking on a FIFO).
 //!
 //! From rules to a decision, with a manual clock:
 //!
@@ -57,6 +58,7 @@ pub mod proto;
 pub mod rules;
 pub mod store;
 
+mod files;
 mod http;
 mod reload;
 mod service;
