@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use redis::{ErrorKind, ServerErrorKind, Value};
 use tokio::sync::oneshot;
 
-use super::link::Link;
+use super::link::{Attempt, Conn, Link};
 use super::scripts::{self, Fields};
 use crate::store::{BadReply, Outcome, StoreError};
 
@@ -161,6 +161,29 @@ fn take_batch(queue: &mut Queue) -> Vec<(Job, Reply)> {
     std::mem::replace(&mut queue.waiting, rest)
 }
 
+/// Sends `cmd` on a pooled connection. A connection found dead before the command left it
+/// (it broke while Redis was away) is dropped and the command goes to the next one, or to
+/// a new one: a connection that broke earlier never fails a call.
+async fn send(
+    link: &Arc<Link>,
+    cmd: &redis::Cmd,
+) -> Result<(usize, Conn, redis::RedisResult<Value>), StoreError> {
+    let mut tries = link.size() + 1;
+    loop {
+        let (slot, mut conn) = link.get().await.map_err(StoreError::from)?;
+        match conn.try_query(cmd).await {
+            Attempt::Answered(reply) => return Ok((slot, conn, reply)),
+            Attempt::Unsent(e) => {
+                link.discard(slot);
+                tries -= 1;
+                if tries == 0 {
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+}
+
 /// Runs the script once for `jobs`, in order; returns each job's outcomes.
 pub async fn execute(
     link: &Arc<Link>,
@@ -205,8 +228,8 @@ pub async fn execute(
         }
         cmd
     };
-    let (slot, mut conn) = link.connection().ok_or(StoreError::NotConnected)?;
-    let reply = match conn.query(&command("EVALSHA", sha)).await {
+    let (slot, mut conn, reply) = send(link, &command("EVALSHA", sha)).await?;
+    let reply = match reply {
         // First use on this server (or after a restart / SCRIPT FLUSH): EVAL loads it.
         Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
             conn.query(&command("EVAL", scripts::DECIDE)).await

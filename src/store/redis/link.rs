@@ -4,11 +4,18 @@
 //!
 //! A multiplexed connection pipelines every concurrent call on one socket (commands are
 //! written as they come and replies matched in order), so concurrent calls share round trips.
-//! A connection that fails with a connection-level error is dropped and re-established in the
-//! background; until then calls on it fail fast and the breaker (see `breaker.rs`) decides.
+//! A connection that fails with a connection-level error is dropped and re-established.
+//!
+//! A connection can break while nobody uses it (Redis restarted while the breaker kept calls
+//! away). Such a connection fails its next command before sending it (its driver task has
+//! ended), which [`Conn::try_query`] tells apart: the command is sent again on another
+//! connection, or on a new one, so no call is refused by a connection that broke earlier.
+//! A command that may have reached Redis is never sent twice (the script is not idempotent).
 
+use std::future::Future;
+use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
@@ -37,14 +44,44 @@ pub enum Conn {
     Cluster(ClusterConnection),
 }
 
+/// How sending a command went.
+pub enum Attempt {
+    /// Redis answered, or the command may have reached it before the failure.
+    Answered(RedisResult<Value>),
+    /// The connection was dead before the command left: sending it elsewhere is safe.
+    Unsent(RedisError),
+}
+
 impl Conn {
     /// Sends one command and reads its reply; a server error reply is an `Err`.
     pub async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        match self.try_query(cmd).await {
+            Attempt::Answered(reply) => reply,
+            Attempt::Unsent(e) => Err(e),
+        }
+    }
+
+    /// As [`Conn::query`], telling a connection that was already dead apart: a multiplexed
+    /// connection whose driver has ended fails on the first poll, when the command is handed
+    /// to the driver's closed channel, before anything is written.
+    pub async fn try_query(&mut self, cmd: &Cmd) -> Attempt {
         let reply = match self {
-            Conn::Single(c) => c.req_packed_command(cmd).await,
+            Conn::Single(c) => {
+                let mut reply = pin!(c.req_packed_command(cmd));
+                let mut polls = 0u32;
+                let reply = std::future::poll_fn(|cx| {
+                    polls += 1;
+                    reply.as_mut().poll(cx)
+                })
+                .await;
+                match reply {
+                    Err(e) if polls == 1 && e.is_connection_dropped() => return Attempt::Unsent(e),
+                    reply => reply,
+                }
+            }
             Conn::Cluster(c) => c.req_packed_command(cmd).await,
         };
-        reply.and_then(Value::extract_error)
+        Attempt::Answered(reply.and_then(Value::extract_error))
     }
 }
 
@@ -54,7 +91,8 @@ pub struct Link {
     /// The script to load on every new connection (so calls rarely meet NOSCRIPT).
     script: &'static str,
     slots: Box<[ArcSwapOption<Conn>]>,
-    connecting: Box<[AtomicBool]>,
+    /// Held while a slot connects, so concurrent callers wait for one connect, not start many.
+    connecting: Box<[tokio::sync::Mutex<()>]>,
     next: AtomicUsize,
 }
 
@@ -70,22 +108,29 @@ impl Link {
             target,
             script,
             slots: (0..size).map(|_| ArcSwapOption::empty()).collect(),
-            connecting: (0..size).map(|_| AtomicBool::new(false)).collect(),
+            connecting: (0..size).map(|_| tokio::sync::Mutex::new(())).collect(),
             next: AtomicUsize::new(0),
         })
     }
 
-    /// A connection to use now and its slot, or `None` (a connect is started in the
-    /// background) when that slot has none.
-    pub fn connection(self: &Arc<Self>) -> Option<(usize, Conn)> {
-        let slot = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
-        match self.slots[slot].load_full() {
-            Some(conn) => Some((slot, (*conn).clone())),
-            None => {
-                self.spawn_connect(slot);
-                None
+    /// How many connections the pool holds.
+    pub fn size(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// A connection to use now and its slot: the next one round robin, or any other live one
+    /// while that slot reconnects in the background; when none is live, a new one, connected
+    /// now (bounded by the caller's timeout; concurrent callers share the connect).
+    pub async fn get(self: &Arc<Self>) -> Result<(usize, Conn), RedisError> {
+        let size = self.slots.len();
+        let first = self.next.fetch_add(1, Ordering::Relaxed) % size;
+        for slot in (first..size).chain(0..first) {
+            match self.slots[slot].load_full() {
+                Some(conn) => return Ok((slot, (*conn).clone())),
+                None => self.spawn_connect(slot),
             }
         }
+        Ok((first, self.connect(first).await?))
     }
 
     /// Drops the connection of `slot` after a connection-level error; the next use reconnects.
@@ -93,28 +138,39 @@ impl Link {
         self.slots[slot].store(None);
     }
 
+    /// The connection of `slot`, if it has one.
+    pub fn slot(&self, slot: usize) -> Option<Conn> {
+        self.slots[slot].load_full().map(|conn| (*conn).clone())
+    }
+
     /// Connects every empty slot and waits for it (used by the probe); returns the first error.
     pub async fn connect_all(&self) -> Result<(), RedisError> {
         for slot in 0..self.slots.len() {
-            if self.slots[slot].load().is_none() {
-                let conn = self.open().await?;
-                self.slots[slot].store(Some(Arc::new(conn)));
-            }
+            self.connect(slot).await?;
         }
         Ok(())
     }
 
+    /// The connection of `slot`, connecting it first if it has none.
+    pub async fn connect(&self, slot: usize) -> Result<Conn, RedisError> {
+        let _connecting = self.connecting[slot].lock().await;
+        if let Some(conn) = self.slots[slot].load_full() {
+            return Ok((*conn).clone());
+        }
+        let conn = self.open().await?;
+        self.slots[slot].store(Some(Arc::new(conn.clone())));
+        Ok(conn)
+    }
+
     fn spawn_connect(self: &Arc<Self>, slot: usize) {
-        if self.connecting[slot].swap(true, Ordering::AcqRel) {
+        if self.connecting[slot].try_lock().is_err() {
             return;
         }
         let link = self.clone();
         tokio::spawn(async move {
-            match link.open().await {
-                Ok(conn) => link.slots[slot].store(Some(Arc::new(conn))),
-                Err(e) => tracing::debug!(error = %e, "redis connect failed"),
+            if let Err(e) = link.connect(slot).await {
+                tracing::debug!(error = %e, "redis connect failed");
             }
-            link.connecting[slot].store(false, Ordering::Release);
         });
     }
 

@@ -51,6 +51,8 @@ pub const DEFAULT_KEY_PREFIX: &str = "sluice:";
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(10);
 /// The default number of multiplexed connections to a standalone Redis.
 pub const DEFAULT_CONNECTIONS: usize = 2;
+/// The largest `--redis-ca` file read (a system CA bundle is about 200 KB).
+pub const MAX_CA_BYTES: u64 = 4 << 20;
 /// The default size of the local over-limit cache.
 pub const DEFAULT_LOCAL_CACHE_SIZE: usize = 100_000;
 
@@ -115,13 +117,16 @@ struct Inner {
 impl RedisStore {
     /// A store for `settings` (the URL and prefix are checked; nothing is connected yet).
     pub fn new(settings: RedisSettings) -> Result<Self, StoreError> {
-        let ca = match &settings.ca {
-            Some(path) => Some(std::fs::read(path).map_err(|e| StoreError::CaFile {
-                path: path.clone(),
-                error: Arc::new(e),
-            })?),
-            None => None,
-        };
+        let ca =
+            match &settings.ca {
+                Some(path) => Some(crate::files::read(path, MAX_CA_BYTES).map_err(|e| {
+                    StoreError::CaFile {
+                        path: path.clone(),
+                        error: Arc::new(e),
+                    }
+                })?),
+                None => None,
+            };
         let target = url::parse(&settings.url, settings.timeout, ca.as_deref())?;
         let layout = KeyLayout::new(&settings.key_prefix)?;
         let cluster = matches!(target, Target::Cluster(_));
@@ -306,8 +311,8 @@ impl Inner {
         }
     }
 
-    /// While the breaker is open, pings Redis every probe interval and closes it on an
-    /// answer; meanwhile keeps every pooled connection established.
+    /// While the breaker is open, pings Redis every probe interval and closes it once every
+    /// pooled connection answers; meanwhile keeps every pooled connection established.
     async fn probe(self: Arc<Self>, shutdown: CancellationToken) {
         let mut every = tokio::time::interval(PROBE_INTERVAL);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -317,17 +322,30 @@ impl Inner {
                 _ = every.tick() => {}
             }
             let connected = self.link.connect_all().await;
-            if !self.breaker.is_open() {
-                continue;
-            }
-            let answered = match (connected, self.link.connection()) {
-                (Ok(()), Some((slot, conn))) => self.ping(slot, conn).await,
-                _ => false,
-            };
-            if answered {
+            if self.breaker.is_open() && connected.is_ok() && self.ping_all().await {
                 self.record(self.breaker.probe_succeeded(), None);
             }
         }
+    }
+
+    /// Pings every pooled connection. One that broke during the outage is replaced (and the
+    /// new one pinged) here, before any call meets it. True when every connection answered.
+    async fn ping_all(&self) -> bool {
+        for slot in 0..self.link.size() {
+            let answered = match self.link.slot(slot) {
+                Some(conn) => self.ping(slot, conn).await,
+                None => false,
+            };
+            let answered = answered
+                || match self.link.connect(slot).await {
+                    Ok(conn) => self.ping(slot, conn).await,
+                    Err(_) => false,
+                };
+            if !answered {
+                return false;
+            }
+        }
+        true
     }
 
     async fn ping(&self, slot: usize, mut conn: Conn) -> bool {
