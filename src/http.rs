@@ -1,4 +1,7 @@
-//! The HTTP endpoints (axum): `/healthcheck`, `/metrics`, `POST /json`, `/rlconfig`.
+//! The HTTP endpoints (axum): `/healthcheck`, `/metrics`, `POST /json`, `/rlconfig`; their
+//! connections are bounded in number and time by `serve.rs`.
+
+pub mod serve;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::mpsc::UnboundedSender;
@@ -84,12 +85,24 @@ enum GrpcIncoming {
     Tls(TlsIncoming),
 }
 
+/// gRPC keepalive: a PING after this long without frames...
+const GRPC_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+/// ...must be answered within this long, or the connection is closed (a peer that vanished
+/// without a FIN does not keep its connection, and its file descriptor, forever).
+const GRPC_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most calls in flight on one gRPC connection (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`);
+/// Envoy opens another connection when it needs more.
+const GRPC_MAX_STREAMS: u32 = 1024;
+
 async fn serve_grpc(
     incoming: GrpcIncoming,
     health: HealthServer<impl HealthApi>,
     serving: Serving,
 ) {
     let router = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(GRPC_KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(GRPC_KEEPALIVE_TIMEOUT))
+        .max_concurrent_streams(GRPC_MAX_STREAMS)
         .add_service(health)
         .add_service(RlsService::new(serving.limiter.clone()).into_server());
     let close = serving.close.cancelled_owned();
@@ -108,14 +121,8 @@ async fn serve_http(listener: TcpListener, serving: Serving) {
         limiter: serving.limiter,
         draining: serving.draining,
     });
-    let close = serving.close.cancelled_owned();
-    if let Err(e) = axum::serve(listener, router)
-        .with_graceful_shutdown(close)
-        .await
-    {
-        let _ = serving.failures.send(AppError::Http(e));
-        serving.shutdown.cancel();
-    }
+    // Bounded connections (a cap, header and request timeouts): see http::serve.
+    http::serve::serve(listener, router, Default::default(), serving.close).await;
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, AppError> {

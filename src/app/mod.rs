@@ -76,9 +76,6 @@ pub enum AppError {
     /// The gRPC server failed while running.
     #[error("gRPC server failed: {0}")]
     Grpc(tonic::transport::Error),
-    /// The HTTP server failed while running.
-    #[error("HTTP server failed: {0}")]
-    Http(std::io::Error),
 }
 
 impl From<ConfigErrors> for AppError {
