@@ -346,6 +346,11 @@ impl Sluice {
         child.wait().expect("wait for sluice")
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("sluice is running").id()
+    }
+
     /// Kills the process with SIGKILL (no shutdown at all) and waits for it.
     pub fn kill(&mut self) {
         let mut child = self.child.take().expect("sluice is running");

@@ -7,6 +7,7 @@ mod common;
 
 mod cluster;
 mod faults;
+mod recovery;
 mod replicas;
 mod secure;
 
