@@ -139,8 +139,37 @@ impl Link {
     }
 
     /// The connection of `slot`, if it has one.
-    pub fn slot(&self, slot: usize) -> Option<Conn> {
-        self.slots[slot].load_full().map(|conn| (*conn).clone())
+    pub fn slot(&self, slot: usize) -> Option<Arc<Conn>> {
+        self.slots[slot].load_full()
+    }
+
+    /// Drops the connection of `slot` if it is still `conn` (another may have replaced it).
+    pub fn discard_if(&self, slot: usize, conn: &Arc<Conn>) {
+        let current = self.slots[slot].load();
+        if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
+            self.slots[slot].store(None);
+        }
+    }
+
+    /// Drops every connection (the breaker opened: they may be stalled or broken).
+    pub fn discard_all(&self) {
+        for slot in self.slots.iter() {
+            slot.store(None);
+        }
+    }
+
+    /// Puts a connection that just answered into `slot`.
+    pub fn install(&self, slot: usize, conn: Arc<Conn>) {
+        self.slots[slot].store(Some(conn));
+    }
+
+    /// Starts connecting every empty slot in the background.
+    pub fn fill(self: &Arc<Self>) {
+        for slot in 0..self.slots.len() {
+            if self.slots[slot].load().is_none() {
+                self.spawn_connect(slot);
+            }
+        }
     }
 
     /// Connects every empty slot and waits for it (used by the probe); returns the first error.
@@ -152,7 +181,7 @@ impl Link {
     }
 
     /// The connection of `slot`, connecting it first if it has none.
-    pub async fn connect(&self, slot: usize) -> Result<Conn, RedisError> {
+    async fn connect(&self, slot: usize) -> Result<Conn, RedisError> {
         let _connecting = self.connecting[slot].lock().await;
         if let Some(conn) = self.slots[slot].load_full() {
             return Ok((*conn).clone());
@@ -174,7 +203,8 @@ impl Link {
         });
     }
 
-    async fn open(&self) -> Result<Conn, RedisError> {
+    /// A new connection (TCP, TLS, AUTH, SCRIPT LOAD) within [`CONNECT_TIMEOUT`], in no slot.
+    pub async fn open(&self) -> Result<Conn, RedisError> {
         let connect = async {
             match &self.target {
                 Target::Standalone(client) => {

@@ -11,6 +11,7 @@ mod breaker;
 mod cache;
 mod keys;
 mod link;
+mod probe;
 mod scripts;
 mod url;
 
@@ -18,14 +19,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redis::Value;
 use tokio_util::sync::CancellationToken;
 
 use self::batch::{Batcher, Job};
 use self::breaker::{Breaker, Change};
 use self::cache::OverLimitCache;
 use self::keys::KeyLayout;
-use self::link::{Conn, Link, Target};
+use self::link::{Link, Target};
 use super::{
     BackgroundTask, BadReply, Charge, LocalCacheStats, Outcome, Store, StoreError, StoreFuture,
     StoreStats,
@@ -35,6 +35,11 @@ use crate::clock::Nanos;
 pub use self::breaker::{FAILURES_TO_OPEN, PROBE_INTERVAL, UNHEALTHY_AFTER};
 pub use self::scripts::{DECIDE as SCRIPT, MAX_PARAM};
 pub use self::url::describe as describe_url;
+
+/// Checks a Redis URL as `--redis-url` is checked (nothing is connected). For the fuzz targets.
+pub(crate) fn check_url(url: &str) -> Result<(), StoreError> {
+    url::parse(url, DEFAULT_TIMEOUT, None).map(drop)
+}
 
 /// Whose clock decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,13 +222,18 @@ impl Inner {
     /// One log line per breaker state change (never one per call).
     fn record(&self, change: Option<Change>, error: Option<&StoreError>) {
         match change {
-            Some(Change::Opened) => tracing::warn!(
-                redis = %self.described,
-                error = %error.map(ToString::to_string).unwrap_or_default(),
-                "redis circuit opened after {} consecutive failures: each rule's failure_mode \
-                 decides until redis answers",
-                breaker::FAILURES_TO_OPEN
-            ),
+            Some(Change::Opened) => {
+                tracing::warn!(
+                    redis = %self.described,
+                    error = %error.map(ToString::to_string).unwrap_or_default(),
+                    "redis circuit opened after {} consecutive failures: each rule's failure_mode \
+                     decides until redis answers",
+                    breaker::FAILURES_TO_OPEN
+                );
+                // Those connections may be stalled (a partition: commands stuck in TCP
+                // retransmission) or broken; the probe brings fresh ones.
+                self.link.discard_all();
+            }
             Some(Change::Closed) => {
                 tracing::info!(redis = %self.described, "redis answers again: circuit closed")
             }
@@ -308,55 +318,6 @@ impl Inner {
                     .pop()
                     .ok_or(StoreError::BadReply(BadReply::Missing))
             }
-        }
-    }
-
-    /// While the breaker is open, pings Redis every probe interval and closes it once every
-    /// pooled connection answers; meanwhile keeps every pooled connection established.
-    async fn probe(self: Arc<Self>, shutdown: CancellationToken) {
-        let mut every = tokio::time::interval(PROBE_INTERVAL);
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = every.tick() => {}
-            }
-            let connected = self.link.connect_all().await;
-            if self.breaker.is_open() && connected.is_ok() && self.ping_all().await {
-                self.record(self.breaker.probe_succeeded(), None);
-            }
-        }
-    }
-
-    /// Pings every pooled connection. One that broke during the outage is replaced (and the
-    /// new one pinged) here, before any call meets it. True when every connection answered.
-    async fn ping_all(&self) -> bool {
-        for slot in 0..self.link.size() {
-            let answered = match self.link.slot(slot) {
-                Some(conn) => self.ping(slot, conn).await,
-                None => false,
-            };
-            let answered = answered
-                || match self.link.connect(slot).await {
-                    Ok(conn) => self.ping(slot, conn).await,
-                    Err(_) => false,
-                };
-            if !answered {
-                return false;
-            }
-        }
-        true
-    }
-
-    async fn ping(&self, slot: usize, mut conn: Conn) -> bool {
-        let ping = redis::cmd("PING");
-        match tokio::time::timeout(link::CONNECT_TIMEOUT, conn.query(&ping)).await {
-            Ok(Ok(Value::SimpleString(_) | Value::Okay | Value::BulkString(_))) => true,
-            Ok(Err(e)) if e.is_io_error() || e.is_connection_dropped() => {
-                self.link.discard(slot);
-                false
-            }
-            _ => false,
         }
     }
 }
