@@ -52,6 +52,8 @@
 pub mod algorithm;
 pub mod app;
 pub mod clock;
+#[doc(hidden)]
+pub mod harness;
 pub mod limiter;
 pub mod metrics;
 pub mod proto;

@@ -37,6 +37,7 @@ use crate::clock::Nanos;
 pub use self::codec::DecodeError;
 pub use self::failure::{LOG_EVERY as FAILURE_LOG_EVERY, RETRY_EVERY as FAILURE_RETRY_EVERY};
 pub use self::file::VERSION as FORMAT_VERSION;
+pub(crate) use self::restore::{restore_bytes, restore_payload};
 
 /// The name of the lock file that keeps a second sluice out of the data directory.
 pub const LOCK_FILE: &str = "LOCK";

@@ -70,6 +70,45 @@ fn set_aside(path: &Path, why: &str) {
     }
 }
 
+/// Restores the records of one frame's payload; returns how many were read and whether the
+/// rest of the frame could not be decoded.
+fn decode_payload(mut payload: &[u8], memory: &MemoryStore, now: Nanos) -> (u64, bool) {
+    let mut records = 0;
+    while !payload.is_empty() {
+        match codec::decode(&mut payload) {
+            Ok(saved) => {
+                records += 1;
+                memory.restore(saved, now);
+            }
+            // The frame's checksum held, so a writer of another build wrote this: the rest
+            // of the frame cannot be delimited.
+            Err(_) => return (records, true),
+        }
+    }
+    (records, false)
+}
+
+/// Restores counters from the bytes of one data file (a journal, or a snapshot when
+/// `snapshot`), as a start reads it: header, frames, checksums, records. For the fuzz targets.
+pub(crate) fn restore_bytes(bytes: &[u8], snapshot: bool, memory: &MemoryStore, now: Nanos) -> u64 {
+    let kind = if snapshot {
+        Kind::Snapshot
+    } else {
+        Kind::Journal
+    };
+    let mut records = 0;
+    let mut visit = |payload: &[u8]| records += decode_payload(payload, memory, now).0;
+    // Reading from memory cannot fail.
+    let _ = file::read_from(bytes, bytes.len() as u64, kind, &mut visit);
+    records
+}
+
+/// Restores the records of `payload` as if it were a frame that passed its checksum. For the
+/// fuzz targets (a fuzzer rarely forges a CRC-32).
+pub(crate) fn restore_payload(payload: &[u8], memory: &MemoryStore, now: Nanos) -> u64 {
+    decode_payload(payload, memory, now).0
+}
+
 /// What was found in the data directory.
 #[derive(Debug, Default)]
 pub struct Restored {
@@ -116,21 +155,10 @@ pub fn restore(dir: &Path, memory: &MemoryStore, now: Nanos) -> Result<Restored,
         restored.last_seq = restored.last_seq.max(*seq);
         restored.files += 1;
         let mut bad_records = 0u64;
-        let mut visit = |mut payload: &[u8]| {
-            while !payload.is_empty() {
-                match codec::decode(&mut payload) {
-                    Ok(saved) => {
-                        restored.records += 1;
-                        memory.restore(saved, now);
-                    }
-                    Err(_) => {
-                        // The frame's checksum held, so a writer of another build wrote this:
-                        // the rest of the frame cannot be delimited.
-                        bad_records += 1;
-                        break;
-                    }
-                }
-            }
+        let mut visit = |payload: &[u8]| {
+            let (records, bad) = decode_payload(payload, memory, now);
+            restored.records += records;
+            bad_records += u64::from(bad);
         };
         match file::read(path, *kind, &mut visit) {
             Ok(report) => {
