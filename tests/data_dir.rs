@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::process::{Serve, Sluice};
+use common::process::{Serve, Sluice, mkfifo};
 use common::*;
 
 const RULES: &str = r#"
@@ -57,14 +57,6 @@ async fn two_flushes(server: &Sluice) {
     .await;
 }
 
-fn mkfifo(path: &Path) {
-    let made = Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .expect("run mkfifo");
-    assert!(made.success(), "mkfifo {}", path.display());
-}
-
 /// A small tmpfs mounted for one test, unmounted when dropped.
 struct SmallDisk {
     dir: tempfile::TempDir,
@@ -98,6 +90,16 @@ impl SmallDisk {
     fn free(&self) {
         std::fs::remove_file(self.path().join("filler")).expect("remove the filler");
     }
+}
+
+/// A small disk of `size` and a server whose data directory is on it.
+fn server_on_a_small_disk(size: &str) -> (SmallDisk, Sluice) {
+    let disk = SmallDisk::mount(size);
+    let server = Serve::new()
+        .rules(RULES)
+        .data_dir(disk.path().join("data"))
+        .start();
+    (disk, server)
 }
 
 impl Drop for SmallDisk {
@@ -155,11 +157,7 @@ async fn fill_count_and_free(server: &Sluice, disk: &SmallDisk) {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs root (mounts a small tmpfs)"]
 async fn a_full_disk_then_sigkill_keeps_every_hit() {
-    let disk = SmallDisk::mount("512k");
-    let mut server = Serve::new()
-        .rules(RULES)
-        .data_dir(disk.path().join("data"))
-        .start();
+    let (disk, mut server) = server_on_a_small_disk("512k");
     fill_count_and_free(&server, &disk).await;
     server.kill();
     let server = server.restart(&[]);
@@ -171,11 +169,7 @@ async fn a_full_disk_then_sigkill_keeps_every_hit() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs root (mounts a small tmpfs)"]
 async fn a_full_disk_then_sigterm_keeps_every_hit() {
-    let disk = SmallDisk::mount("512k");
-    let mut server = Serve::new()
-        .rules(RULES)
-        .data_dir(disk.path().join("data"))
-        .start();
+    let (disk, mut server) = server_on_a_small_disk("512k");
     fill_count_and_free(&server, &disk).await;
     hits(&server, "c", 3).await;
     assert_eq!(server.stop().code(), Some(0));
@@ -189,11 +183,7 @@ async fn a_full_disk_then_sigterm_keeps_every_hit() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs root (mounts a small tmpfs)"]
 async fn sigterm_on_a_full_disk_exits_and_says_what_is_lost() {
-    let disk = SmallDisk::mount("512k");
-    let mut server = Serve::new()
-        .rules(RULES)
-        .data_dir(disk.path().join("data"))
-        .start();
+    let (disk, mut server) = server_on_a_small_disk("512k");
     disk.fill();
     hits(&server, "a", 3).await;
     until_writes_fail(&server).await;

@@ -4,12 +4,10 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::process::{Serve, Sluice, check, temp_dir};
+use common::process::{Serve, Sluice, check, mkfifo, temp_dir};
 use common::*;
 use prost::Message;
 use sluice::proto::RateLimitResponse;
@@ -86,14 +84,6 @@ async fn an_alias_bomb_on_reload_keeps_the_previous_rules() {
     let response = call(&mut client, one_descriptor("test", &[("user", "a")])).await;
     assert_eq!(response.statuses[0].limit_remaining, 9);
     server.stop().await;
-}
-
-fn mkfifo(path: &Path) {
-    let made = Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .expect("run mkfifo");
-    assert!(made.success(), "mkfifo {}", path.display());
 }
 
 async fn loads(server: &Sluice) -> f64 {
