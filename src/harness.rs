@@ -96,7 +96,7 @@ fn server() -> &'static Server {
         ));
         let http = router(HttpState {
             limiter: limiter.clone(),
-            draining: Arc::default(),
+            health: Arc::new(|| Ok(())),
         });
         Server {
             runtime: tokio::runtime::Builder::new_current_thread()
