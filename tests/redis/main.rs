@@ -7,9 +7,13 @@ mod common;
 
 mod cluster;
 mod faults;
+mod pool;
 mod recovery;
 mod replicas;
 mod secure;
+mod sentinel;
+mod unix;
+mod upstream_keys;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -15,8 +15,9 @@ use parking_lot::Mutex;
 use redis::{ErrorKind, ServerErrorKind, Value};
 use tokio::sync::oneshot;
 
-use super::link::{Attempt, Conn, Link};
+use super::link::{Lease, Link};
 use super::scripts::{self, Fields};
+use super::target::{Attempt, Conn};
 use crate::store::{BadReply, Outcome, StoreError};
 
 /// The most charges one script run decides (Redis runs nothing else meanwhile).
@@ -162,19 +163,19 @@ fn take_batch(queue: &mut Queue) -> Vec<(Job, Reply)> {
 }
 
 /// Sends `cmd` on a pooled connection. A connection found dead before the command left it
-/// (it broke while Redis was away) is dropped and the command goes to the next one, or to
-/// a new one: a connection that broke earlier never fails a call.
+/// (it broke while Redis was away) drops its generation and the command goes to a live
+/// connection, or a new one: a connection that broke earlier never fails a call.
 async fn send(
     link: &Arc<Link>,
     cmd: &redis::Cmd,
-) -> Result<(usize, Conn, redis::RedisResult<Value>), StoreError> {
+) -> Result<(Lease, Conn, redis::RedisResult<Value>), StoreError> {
     let mut tries = link.size() + 1;
     loop {
-        let (slot, mut conn) = link.get().await.map_err(StoreError::from)?;
+        let (lease, mut conn) = link.get().await?;
         match conn.try_query(cmd).await {
-            Attempt::Answered(reply) => return Ok((slot, conn, reply)),
+            Attempt::Answered(reply) => return Ok((lease, conn, reply)),
             Attempt::Unsent(e) => {
-                link.discard(slot);
+                link.discard(lease);
                 tries -= 1;
                 if tries == 0 {
                     return Err(e.into());
@@ -228,7 +229,7 @@ pub async fn execute(
         }
         cmd
     };
-    let (slot, mut conn, reply) = send(link, &command("EVALSHA", sha)).await?;
+    let (lease, mut conn, reply) = send(link, &command("EVALSHA", sha)).await?;
     let reply = match reply {
         // First use on this server (or after a restart / SCRIPT FLUSH): EVAL loads it.
         Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
@@ -237,8 +238,8 @@ pub async fn execute(
         other => other,
     };
     let reply = reply.inspect_err(|e| {
-        if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
-            link.discard(slot);
+        if super::link::is_lost(e) {
+            link.discard(lease);
         }
     })?;
     let Value::Array(items) = reply else {

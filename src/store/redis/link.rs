@@ -4,84 +4,54 @@
 //!
 //! A multiplexed connection pipelines every concurrent call on one socket (commands are
 //! written as they come and replies matched in order), so concurrent calls share round trips.
-//! A connection that fails with a connection-level error is dropped and re-established.
+//! A connection that fails with a connection-level error (or reaches a demoted master) is
+//! dropped with every other connection of the pool, and they are re-established.
 //!
 //! A connection can break while nobody uses it (Redis restarted while the breaker kept calls
 //! away). Such a connection fails its next command before sending it (its driver task has
-//! ended), which [`Conn::try_query`] tells apart: the command is sent again on another
-//! connection, or on a new one, so no call is refused by a connection that broke earlier.
-//! A command that may have reached Redis is never sent twice (the script is not idempotent).
+//! ended), which `Conn::try_query` tells apart: the command goes to a live connection, or a
+//! new one opened then, so no call is refused by a connection that broke earlier. A command
+//! that may have reached Redis is never sent twice (the script is not idempotent).
 
-use std::future::Future;
-use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
-use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::cluster::ClusterClient;
-use redis::cluster_async::ClusterConnection;
-use redis::{AsyncConnectionConfig, Client, Cmd, RedisError, RedisResult, Value};
+use redis::{ErrorKind, RedisError, ServerErrorKind};
 
-/// How long establishing a connection (TCP, TLS, AUTH) may take.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+use super::sentinel::Sentinel;
+pub use super::target::Conn;
+use super::target::Target;
 
-/// Where to connect.
-pub enum Target {
-    /// One Redis (`redis://`, `rediss://`).
-    Standalone(Client),
-    /// A Redis Cluster (`redis+cluster://`, `rediss+cluster://`).
-    Cluster(ClusterClient),
+/// Whether `error` means the connection is gone, or reached a server that is no longer the
+/// master (`READONLY`, `MASTERDOWN`: a failover demoted it): the pool's connections must be
+/// replaced.
+pub fn is_lost(error: &RedisError) -> bool {
+    error.is_io_error()
+        || error.is_connection_dropped()
+        || error.is_unrecoverable_error()
+        || matches!(
+            error.kind(),
+            ErrorKind::Server(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown)
+        )
 }
 
-/// One live connection.
-#[derive(Clone)]
-pub enum Conn {
-    /// To a standalone Redis.
-    Single(MultiplexedConnection),
-    /// To a cluster (routes each command by its first key's slot).
-    Cluster(ClusterConnection),
+/// Which pool generation a connection belongs to: [`Link::discard`] drops a generation.
+#[derive(Debug, Clone, Copy)]
+pub struct Lease(u64);
+
+/// A pooled connection and the generation it was opened in.
+pub struct Pooled {
+    /// The connection.
+    pub conn: Conn,
+    generation: u64,
 }
 
-/// How sending a command went.
-pub enum Attempt {
-    /// Redis answered, or the command may have reached it before the failure.
-    Answered(RedisResult<Value>),
-    /// The connection was dead before the command left: sending it elsewhere is safe.
-    Unsent(RedisError),
-}
-
-impl Conn {
-    /// Sends one command and reads its reply; a server error reply is an `Err`.
-    pub async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value> {
-        match self.try_query(cmd).await {
-            Attempt::Answered(reply) => reply,
-            Attempt::Unsent(e) => Err(e),
-        }
-    }
-
-    /// As [`Conn::query`], telling a connection that was already dead apart: a multiplexed
-    /// connection whose driver has ended fails on the first poll, when the command is handed
-    /// to the driver's closed channel, before anything is written.
-    pub async fn try_query(&mut self, cmd: &Cmd) -> Attempt {
-        let reply = match self {
-            Conn::Single(c) => {
-                let mut reply = pin!(c.req_packed_command(cmd));
-                let mut polls = 0u32;
-                let reply = std::future::poll_fn(|cx| {
-                    polls += 1;
-                    reply.as_mut().poll(cx)
-                })
-                .await;
-                match reply {
-                    Err(e) if polls == 1 && e.is_connection_dropped() => return Attempt::Unsent(e),
-                    reply => reply,
-                }
-            }
-            Conn::Cluster(c) => c.req_packed_command(cmd).await,
-        };
-        Attempt::Answered(reply.and_then(Value::extract_error))
+impl Pooled {
+    /// The lease a call on this connection holds.
+    pub fn lease(&self) -> Lease {
+        Lease(self.generation)
     }
 }
 
@@ -90,26 +60,34 @@ pub struct Link {
     target: Target,
     /// The script to load on every new connection (so calls rarely meet NOSCRIPT).
     script: &'static str,
-    slots: Box<[ArcSwapOption<Conn>]>,
+    connect_timeout: Duration,
+    slots: Box<[ArcSwapOption<Pooled>]>,
     /// Held while a slot connects, so concurrent callers wait for one connect, not start many.
     connecting: Box<[tokio::sync::Mutex<()>]>,
     next: AtomicUsize,
+    /// Bumped when a connection is lost: every connection of the older generation is dropped.
+    generation: AtomicU64,
 }
 
 impl Link {
     /// A pool of `size` connections to `target` (a cluster connection is always one: it
-    /// multiplexes per node itself). Nothing is connected yet.
-    pub fn new(target: Target, size: usize, script: &'static str) -> Arc<Self> {
-        let size = match target {
-            Target::Standalone(_) => size.max(1),
-            Target::Cluster(_) => 1,
-        };
+    /// multiplexes per node itself), each opened within `connect_timeout`. Nothing is
+    /// connected yet.
+    pub fn new(
+        target: Target,
+        size: usize,
+        script: &'static str,
+        connect_timeout: Duration,
+    ) -> Arc<Self> {
+        let size = if target.is_cluster() { 1 } else { size.max(1) };
         Arc::new(Self {
             target,
             script,
+            connect_timeout,
             slots: (0..size).map(|_| ArcSwapOption::empty()).collect(),
             connecting: (0..size).map(|_| tokio::sync::Mutex::new(())).collect(),
             next: AtomicUsize::new(0),
+            generation: AtomicU64::new(0),
         })
     }
 
@@ -118,49 +96,93 @@ impl Link {
         self.slots.len()
     }
 
-    /// A connection to use now and its slot: the next one round robin, or any other live one
-    /// while that slot reconnects in the background; when none is live, a new one, connected
-    /// now (bounded by the caller's timeout; concurrent callers share the connect).
-    pub async fn get(self: &Arc<Self>) -> Result<(usize, Conn), RedisError> {
+    /// A connection to use now: the next one round robin, or any other live one while that
+    /// slot reconnects in the background; when none is live, a new one, opened now (bounded
+    /// by the caller's timeout; concurrent callers share the connect).
+    pub async fn get(self: &Arc<Self>) -> Result<(Lease, Conn), RedisError> {
         let size = self.slots.len();
         let first = self.next.fetch_add(1, Ordering::Relaxed) % size;
         for slot in (first..size).chain(0..first) {
             match self.slots[slot].load_full() {
-                Some(conn) => return Ok((slot, (*conn).clone())),
+                Some(pooled) => return Ok((pooled.lease(), pooled.conn.clone())),
                 None => self.spawn_connect(slot),
             }
         }
-        Ok((first, self.connect(first).await?))
+        let pooled = self.connect(first).await?;
+        Ok((pooled.lease(), pooled.conn.clone()))
     }
 
-    /// Drops the connection of `slot` after a connection-level error; the next use reconnects.
-    pub fn discard(&self, slot: usize) {
-        self.slots[slot].store(None);
+    /// Drops every connection of `lease`'s generation after one of them was lost (see
+    /// [`is_lost`]): they all reach the same server, so when one breaks the others are broken
+    /// or about to be, and a call must not meet a dead one after Redis (or a new master) is
+    /// back. Calls in flight on them finish; the next use reconnects.
+    pub fn discard(&self, lease: Lease) {
+        let Lease(generation) = lease;
+        self.generation.fetch_max(generation + 1, Ordering::AcqRel);
+        for slot in self.slots.iter() {
+            let current = slot.load_full();
+            if current.as_ref().is_some_and(|p| p.generation <= generation) {
+                // Only if unchanged: a connection opened meanwhile stays.
+                slot.compare_and_swap(&current, None);
+            }
+        }
+    }
+
+    /// Replaces every pooled connection with a new one (each asks the target afresh: after a
+    /// failover, the new master), opening each before dropping the one it replaces, so calls
+    /// never find the pool empty. If one cannot be opened, the older connections are dropped
+    /// all the same (they reach a master that is no longer the one).
+    pub async fn renew(&self) {
+        let old = Lease(self.generation.fetch_add(1, Ordering::AcqRel));
+        for slot in self.slots.iter() {
+            match self.open().await {
+                Ok(pooled) => slot.store(Some(Arc::new(pooled))),
+                Err(e) => {
+                    tracing::debug!(error = %e, "redis reconnect failed");
+                    self.discard(old);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The sentinels, when the target is the master they name.
+    pub fn sentinel(&self) -> Option<&Sentinel> {
+        match &self.target {
+            Target::Sentinel(sentinel) => Some(sentinel),
+            _ => None,
+        }
+    }
+
+    /// The bound on opening a connection.
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
     }
 
     /// The connection of `slot`, if it has one.
-    pub fn slot(&self, slot: usize) -> Option<Arc<Conn>> {
+    pub fn slot(&self, slot: usize) -> Option<Arc<Pooled>> {
         self.slots[slot].load_full()
     }
 
-    /// Drops the connection of `slot` if it is still `conn` (another may have replaced it).
-    pub fn discard_if(&self, slot: usize, conn: &Arc<Conn>) {
-        let current = self.slots[slot].load();
-        if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
-            self.slots[slot].store(None);
+    /// Drops the connection of `slot` if it is still `pooled` (another may have replaced it).
+    pub fn discard_if(&self, slot: usize, pooled: &Arc<Pooled>) {
+        let current = self.slots[slot].load_full();
+        if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, pooled)) {
+            self.slots[slot].compare_and_swap(&current, None);
         }
     }
 
     /// Drops every connection (the breaker opened: they may be stalled or broken).
     pub fn discard_all(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
         for slot in self.slots.iter() {
             slot.store(None);
         }
     }
 
     /// Puts a connection that just answered into `slot`.
-    pub fn install(&self, slot: usize, conn: Arc<Conn>) {
-        self.slots[slot].store(Some(conn));
+    pub fn install(&self, slot: usize, pooled: Arc<Pooled>) {
+        self.slots[slot].store(Some(pooled));
     }
 
     /// Starts connecting every empty slot in the background.
@@ -172,7 +194,7 @@ impl Link {
         }
     }
 
-    /// Connects every empty slot and waits for it (used by the probe); returns the first error.
+    /// Connects every empty slot and waits for it; returns the first error.
     pub async fn connect_all(&self) -> Result<(), RedisError> {
         for slot in 0..self.slots.len() {
             self.connect(slot).await?;
@@ -181,14 +203,14 @@ impl Link {
     }
 
     /// The connection of `slot`, connecting it first if it has none.
-    async fn connect(&self, slot: usize) -> Result<Conn, RedisError> {
+    async fn connect(&self, slot: usize) -> Result<Arc<Pooled>, RedisError> {
         let _connecting = self.connecting[slot].lock().await;
-        if let Some(conn) = self.slots[slot].load_full() {
-            return Ok((*conn).clone());
+        if let Some(pooled) = self.slots[slot].load_full() {
+            return Ok(pooled);
         }
-        let conn = self.open().await?;
-        self.slots[slot].store(Some(Arc::new(conn.clone())));
-        Ok(conn)
+        let pooled = Arc::new(self.open().await?);
+        self.slots[slot].store(Some(pooled.clone()));
+        Ok(pooled)
     }
 
     fn spawn_connect(self: &Arc<Self>, slot: usize) {
@@ -203,35 +225,16 @@ impl Link {
         });
     }
 
-    /// A new connection (TCP, TLS, AUTH, SCRIPT LOAD) within [`CONNECT_TIMEOUT`], in no slot.
-    pub async fn open(&self) -> Result<Conn, RedisError> {
-        let connect = async {
-            match &self.target {
-                Target::Standalone(client) => {
-                    let config =
-                        AsyncConnectionConfig::new().set_connection_timeout(Some(CONNECT_TIMEOUT));
-                    client
-                        .get_multiplexed_async_connection_with_config(&config)
-                        .await
-                        .map(Conn::Single)
-                }
-                Target::Cluster(client) => client.get_async_connection().await.map(Conn::Cluster),
-            }
-        };
-        let connect = async {
-            let mut conn = connect.await?;
-            // SCRIPT LOAD goes to every primary of a cluster; a standalone Redis has one.
-            let mut load = redis::cmd("SCRIPT");
-            load.arg("LOAD").arg(self.script);
-            conn.query(&load).await?;
-            Ok(conn)
-        };
-        match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
-            Ok(conn) => conn,
-            Err(_) => Err(RedisError::from(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "connect timed out",
-            ))),
-        }
+    /// A new connection (TCP, TLS, AUTH, SCRIPT LOAD) within the connect timeout, in no slot.
+    pub async fn open(&self) -> Result<Pooled, RedisError> {
+        // A connection opened while its generation is dropped belongs to the older one.
+        let generation = self.generation.load(Ordering::Acquire);
+        let timeout = self.connect_timeout;
+        let mut conn = self.target.connect(timeout).await?;
+        // SCRIPT LOAD goes to every primary of a cluster; a standalone Redis has one.
+        let mut load = redis::cmd("SCRIPT");
+        load.arg("LOAD").arg(self.script);
+        super::node::within(timeout, conn.query(&load)).await?;
+        Ok(Pooled { conn, generation })
     }
 }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use redis::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::link::{self, Conn};
+use super::link::Pooled;
 use super::{Inner, PROBE_INTERVAL};
 
 /// Probes in flight at most (each may wait up to a connect timeout).
@@ -75,16 +75,17 @@ impl Inner {
 
     /// Whether `conn` answers a PING within the connect timeout; if not, it is dropped from
     /// `slot` (unless the slot already holds another).
-    async fn ping(&self, slot: usize, conn: Arc<Conn>) -> bool {
+    async fn ping(&self, slot: usize, pooled: Arc<Pooled>) -> bool {
         let ping = redis::cmd("PING");
+        let mut conn = pooled.conn.clone();
         let answered = matches!(
-            tokio::time::timeout(link::CONNECT_TIMEOUT, (*conn).clone().query(&ping)).await,
+            tokio::time::timeout(self.connect_timeout, conn.query(&ping)).await,
             Ok(Ok(Value::SimpleString(_)
                 | Value::Okay
                 | Value::BulkString(_)))
         );
         if !answered {
-            self.link.discard_if(slot, &conn);
+            self.link.discard_if(slot, &pooled);
         }
         answered
     }
