@@ -199,18 +199,22 @@ pub fn data_file(data: &[u8]) {
 }
 
 /// A `--redis-url` value: checked as at start (nothing connects); the description that is
-/// logged keeps the scheme and the hosts and replaces the credentials (everything between
-/// `://` and the last `@`) with `***`.
+/// logged keeps the scheme and the hosts, replaces the credentials (everything between `://`
+/// and the last `@`) with `***`, and a query string (`?password=…`) with `?***`.
 pub fn redis_url(data: &[u8]) {
     let Ok(url) = std::str::from_utf8(data) else {
         return;
     };
     let _ = crate::store::redis::check_url(url);
     let described = crate::store::redis::describe_url(url);
-    if let Some((scheme, rest)) = url.split_once("://")
+    let (base, query) = match url.split_once('?') {
+        Some((base, _)) => (base, "?***"),
+        None => (url, ""),
+    };
+    if let Some((scheme, rest)) = base.split_once("://")
         && let Some((_, hosts)) = rest.rsplit_once('@')
     {
-        assert_eq!(described, format!("{scheme}://***@{hosts}"));
+        assert_eq!(described, format!("{scheme}://***@{hosts}{query}"));
     }
 }
 

@@ -290,13 +290,32 @@ async fn replicas(addr: SocketAddr, timeout: Duration) -> Vec<(TestServer, Arc<R
     all
 }
 
-/// How calls went: by Redis, or by each rule's failure mode, and the slowest.
-#[derive(Debug)]
+/// How calls went: by Redis, or by each rule's failure mode, and how long each took (as the
+/// client saw it: gRPC on loopback included).
 struct Tally {
     timeout: Duration,
     by_redis: u32,
     degraded: u32,
     slowest: Duration,
+    took: Vec<Duration>,
+}
+
+impl std::fmt::Debug for Tally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut took = self.took.clone();
+        took.sort();
+        let at = |q: f64| took.get(((took.len() as f64 - 1.0) * q) as usize).copied();
+        write!(
+            f,
+            "timeout {:?}: {} by Redis, {} by failure_mode; median {:?}, p99 {:?}, slowest {:?}",
+            self.timeout,
+            self.by_redis,
+            self.degraded,
+            at(0.5).unwrap_or_default(),
+            at(0.99).unwrap_or_default(),
+            self.slowest
+        )
+    }
 }
 
 /// One call on `key` (`open` or `closed`): answered, within the timeout plus slack, as the
@@ -306,6 +325,7 @@ async fn checked_call(client: &mut Client, key: &str, value: &str, tally: &mut T
     let response = call(client, one_descriptor("net", &[(key, value)])).await;
     let took = started.elapsed();
     tally.slowest = tally.slowest.max(took);
+    tally.took.push(took);
     assert!(
         took <= tally.timeout + SLACK,
         "{key}: answered after {took:?}"
@@ -332,6 +352,7 @@ async fn calls(server: &TestServer, n: usize, tag: &str, timeout: Duration) -> T
         by_redis: 0,
         degraded: 0,
         slowest: Duration::ZERO,
+        took: Vec::with_capacity(n),
     };
     for i in 0..n {
         let key = ["open", "closed"][i % 2];
