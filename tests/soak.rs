@@ -226,7 +226,17 @@ async fn soak() {
     let rules_dir = tempfile::tempdir().unwrap();
     let rules_file = rules_dir.path().join("rules.yaml");
     std::fs::write(&rules_file, rules(1_000_000, 0)).unwrap();
-    let args = ["--store", "redis", "--redis-url", &redis.url()];
+    // The model places a call that spans a window edge by its reset hint: milliseconds, not
+    // the whole seconds (rounded up) that are the default.
+    let url = redis.url();
+    let args = [
+        "--store",
+        "redis",
+        "--redis-url",
+        &url,
+        "--reset-precision",
+        "milliseconds",
+    ];
     let mut server: Sluice = Serve::new().config(rules_dir.path()).args(args).start();
 
     let saturated = saturated_rate(server.grpc_addr, Duration::from_secs(5)).await;

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::mpsc::UnboundedSender;
 use tokio_stream::wrappers::UnixListenerStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -91,10 +90,8 @@ pub(super) struct Serving {
     pub connection_age: (Duration, Duration),
     /// Cancelled when the listeners should stop accepting.
     pub close: CancellationToken,
-    /// Cancelled to request shutdown (a server that fails does).
+    /// Cancelled at shutdown (the TLS acceptor stops on it).
     pub shutdown: CancellationToken,
-    /// Where a failing server reports why.
-    pub failures: UnboundedSender<AppError>,
 }
 
 /// Serves gRPC (plain, TLS or a unix socket), HTTP and metrics on `listeners` as tasks on

@@ -22,7 +22,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -111,7 +110,6 @@ pub struct Running {
     pub tls: Option<ServerTls>,
     tasks: TaskTracker,
     store: StoreHandle,
-    failures: mpsc::UnboundedReceiver<AppError>,
     grace: Duration,
     delay: Duration,
 }
@@ -233,7 +231,6 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
         health,
         delay,
     ));
-    let (fail, failures) = mpsc::unbounded_channel();
     let serving = Serving {
         limiter: parts.limiter,
         tls: parts.tls.clone(),
@@ -244,7 +241,6 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
         ),
         close: lifecycle.close,
         shutdown: shutdown.clone(),
-        failures: fail,
     };
     listen::spawn(listeners, serving, health_service, &tasks)?;
     tasks.close();
@@ -258,7 +254,6 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
         tls: parts.tls,
         tasks,
         store: StoreHandle::start(parts.store, parts.clock, parts.metrics),
-        failures,
         grace: parts.settings.shutdown_grace,
         delay,
     })
@@ -266,15 +261,12 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
 
 impl Running {
     /// Waits until shutdown is requested, then for in-flight calls to finish (bounded by the
-    /// shutdown delay plus the grace period) and the store's last flush. Returns the first
-    /// server failure, if any.
-    pub async fn wait(mut self) -> Result<(), AppError> {
+    /// shutdown delay plus the grace period) and the store's last flush. (Neither server fails
+    /// as a whole: a connection's error ends that connection only.)
+    pub async fn wait(self) -> Result<(), AppError> {
         self.shutdown.cancelled().await;
         shutdown::finish(self.tasks, self.store, self.delay, self.grace).await;
-        match self.failures.try_recv() {
-            Ok(e) => Err(e),
-            Err(_) => Ok(()),
-        }
+        Ok(())
     }
 
     /// Requests shutdown and waits for it.
