@@ -264,18 +264,18 @@ async fn soak() {
     while started.elapsed() < Duration::from_secs(secs) {
         tokio::time::sleep(Duration::from_secs(1)).await;
         second += 1;
-        if second % 10 == 0 {
+        if second.is_multiple_of(10) {
             rss.push((second, rss_kib(server.pid())));
         }
-        if second % 17 == 0 {
+        if second.is_multiple_of(17) {
             reloads += 1;
             std::fs::write(&rules_file, rules(limit, 2 + reloads)).unwrap();
         }
-        if second % 29 == 0 {
+        if second.is_multiple_of(29) {
             redis_restarts += 1;
             fault(&shared, async || redis.restart()).await;
         }
-        if second % 43 == 0 {
+        if second.is_multiple_of(43) {
             kills += 1;
             server = fault(&shared, async || {
                 server.kill();
