@@ -16,6 +16,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_client(true)
         .build_server(true)
         .compile_well_known_types(true)
+        // prost's codec, with undecodable requests answered INVALID_ARGUMENT (src/proto/codec.rs).
+        .codec_path("crate::proto::codec::Codec")
         .extern_path(".google.protobuf", "::pbjson_types")
         .compile_fds(descriptors)?;
     pbjson_build::Builder::new()

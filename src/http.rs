@@ -1,5 +1,8 @@
 //! The HTTP endpoints (axum): `/healthcheck`, `/metrics`, `POST /json`, `/rlconfig`, the
-//! operator page under `/ui` (`ui/`); and the router of a separate metrics listener.
+//! operator page under `/ui` (`ui/`); and the router of a separate metrics listener. Their
+//! connections are bounded in number and time by `serve.rs`.
+
+pub mod serve;
 
 use std::sync::Arc;
 

@@ -17,7 +17,8 @@
 //! - [`app`]: the whole server, in-process: `Settings` → `start` → `Running`.
 //!
 //! Inside, not API: `service` (gRPC ↔ limiter), `http` (the HTTP endpoints), `ui` (the operator
-//! page `/ui`), `reload` (rule hot reload), `tls` (gRPC TLS, certificates reloaded), `watch` (the one file watcher).
+//! page `/ui`), `reload` (rule hot reload), `tls` (gRPC TLS, certificates reloaded), `watch` (the
+//! one file watcher), `files` (reading only regular files, bounded, never blocking on a FIFO).
 //!
 //! From rules to a decision, with a manual clock:
 //!
@@ -53,6 +54,8 @@
 pub mod algorithm;
 pub mod app;
 pub mod clock;
+#[doc(hidden)]
+pub mod harness;
 pub mod insight;
 pub mod limiter;
 pub mod metrics;
@@ -61,6 +64,7 @@ pub mod rules;
 pub mod store;
 pub mod telemetry;
 
+mod files;
 mod http;
 mod reload;
 mod service;

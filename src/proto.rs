@@ -1,6 +1,8 @@
 //! Generated Envoy RLS v3 types; the only module that allows lints for generated code.
 #![allow(missing_docs, clippy::all, clippy::pedantic)]
 
+pub mod codec;
+
 /// `envoy.*` packages.
 pub mod envoy {
     /// `envoy.service.*`

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::mpsc::UnboundedSender;
 use tokio_stream::wrappers::UnixListenerStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -97,10 +96,8 @@ pub(super) struct Serving {
     pub connection_age: (Duration, Duration),
     /// Cancelled when the listeners should stop accepting.
     pub close: CancellationToken,
-    /// Cancelled to request shutdown (a server that fails does).
+    /// Cancelled at shutdown (the TLS acceptor stops on it).
     pub shutdown: CancellationToken,
-    /// Where a failing server reports why.
-    pub failures: UnboundedSender<AppError>,
 }
 
 /// Serves gRPC (plain, TLS or a unix socket), HTTP and metrics on `listeners` as tasks on
@@ -172,14 +169,8 @@ async fn serve_grpc<H: HealthApi>(
 }
 
 async fn serve_http(listener: TcpListener, router: axum::Router, serving: Serving) {
-    let close = serving.close.cancelled_owned();
-    if let Err(e) = axum::serve(listener, router)
-        .with_graceful_shutdown(close)
-        .await
-    {
-        let _ = serving.failures.send(AppError::Http(e));
-        serving.shutdown.cancel();
-    }
+    // Bounded connections (a cap, header and request timeouts): see http::serve.
+    http::serve::serve(listener, router, Default::default(), serving.close).await;
 }
 
 /// Binds `addr`. The unspecified IPv6 address (`[::]`, upstream's `HOST=::`) accepts IPv4

@@ -22,7 +22,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -90,9 +89,6 @@ pub enum AppError {
     /// A start-up task (restoring the embedded store) panicked or was cancelled.
     #[error("start-up task failed: {0}")]
     Task(tokio::task::JoinError),
-    /// The HTTP server failed while running.
-    #[error("HTTP server failed: {0}")]
-    Http(std::io::Error),
     /// Tracing was asked for but its exporter could not be built.
     #[error(transparent)]
     Tracing(#[from] TraceError),
@@ -122,7 +118,6 @@ pub struct Running {
     pub tls: Option<ServerTls>,
     tasks: TaskTracker,
     store: StoreHandle,
-    failures: mpsc::UnboundedReceiver<AppError>,
     grace: Duration,
     delay: Duration,
     tracer: Option<CallTracer>,
@@ -252,7 +247,6 @@ async fn launch(
         health,
         delay,
     ));
-    let (fail, failures) = mpsc::unbounded_channel();
     let serving = Serving {
         limiter: parts.limiter,
         insight,
@@ -265,7 +259,6 @@ async fn launch(
         ),
         close: lifecycle.close,
         shutdown: shutdown.clone(),
-        failures: fail,
     };
     listen::spawn(listeners, serving, health_service, &tasks)?;
     tasks.close();
@@ -279,7 +272,6 @@ async fn launch(
         tls: parts.tls,
         tasks,
         store: StoreHandle::start(parts.store, parts.clock, parts.metrics),
-        failures,
         grace: parts.settings.shutdown_grace,
         delay,
         tracer,
@@ -288,9 +280,9 @@ async fn launch(
 
 impl Running {
     /// Waits until shutdown is requested, then for in-flight calls to finish (bounded by the
-    /// shutdown delay plus the grace period) and the store's last flush. Returns the first
-    /// server failure, if any.
-    pub async fn wait(mut self) -> Result<(), AppError> {
+    /// shutdown delay plus the grace period) and the store's last flush. (Neither server fails
+    /// as a whole: a connection's error ends that connection only.)
+    pub async fn wait(self) -> Result<(), AppError> {
         self.shutdown.cancelled().await;
         shutdown::finish(self.tasks, self.store, self.delay, self.grace).await;
         if let Some(tracer) = self.tracer {
@@ -298,10 +290,7 @@ impl Running {
             // is down must not hold up the exit).
             let _ = tokio::task::spawn_blocking(move || tracer.shutdown(TRACE_FLUSH)).await;
         }
-        match self.failures.try_recv() {
-            Ok(e) => Err(e),
-            Err(_) => Ok(()),
-        }
+        Ok(())
     }
 
     /// Requests shutdown and waits for it.

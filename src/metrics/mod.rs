@@ -6,6 +6,7 @@
 //! Recording goes through handles resolved once (a rule's series, a family's fixed label),
 //! never by formatting label strings per call.
 
+mod capped;
 mod names;
 mod series;
 mod sluice;
@@ -51,9 +52,11 @@ impl Metrics {
         let registry = Registry::new();
         register_process_collector(&registry);
         let families = Families(&registry);
+        let upstream = upstream::Upstream::new(&families, near_ratio, max_series);
+        let folded = upstream.series.folded();
         Self {
-            upstream: upstream::Upstream::new(&families, near_ratio, max_series),
-            sluice: sluice::Sluice::new(&families),
+            upstream,
+            sluice: sluice::Sluice::new(&families, max_series, folded),
             store: store::StoreFigures::new(&families),
             registry,
         }

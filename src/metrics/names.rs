@@ -56,6 +56,9 @@ pub const PERSIST_BYTES: &str = "sluice_persist_bytes_total";
 pub const PERSIST_ERRORS: &str = "sluice_persist_errors_total";
 /// Snapshots written by compaction.
 pub const PERSIST_SNAPSHOTS: &str = "sluice_persist_snapshots_total";
+/// 1 while the data directory misses changes because writes fail (a full disk); the
+/// embedded store retries a snapshot every second until one is written.
+pub const PERSIST_FAILING: &str = "sluice_persist_failing";
 /// Counters restored from `--data-dir` at start.
 pub const PERSIST_RESTORED: &str = "sluice_persist_restored_counters";
 /// Rule set generation (1 = the rules loaded at start; +1 per successful reload).

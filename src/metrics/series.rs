@@ -55,7 +55,7 @@ impl Series {
             max_series: max_series.max(1),
             folded: families.counter(
                 SERIES_FOLDED,
-                "Per-rule series folded into the overflow series.",
+                "Metric series folded into an overflow series (per-rule and degraded-decision series).",
             ),
         }
     }
@@ -63,6 +63,12 @@ impl Series {
     /// The cap on series.
     pub(super) fn max_series(&self) -> usize {
         self.max_series
+    }
+
+    /// The count of series folded into overflow series (shared with the other capped
+    /// families).
+    pub(super) fn folded(&self) -> IntCounter {
+        self.folded.clone()
     }
 
     /// The counters of the series for `stats_key`, created on first use; past the cap, the

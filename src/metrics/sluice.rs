@@ -3,6 +3,7 @@
 
 use prometheus::{Gauge, Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge};
 
+use super::capped::CappedCounters;
 use super::{
     DECISION_SECONDS, DEGRADED_DECISIONS, DOMAIN_NOT_FOUND, Families, Metrics, RULES_GENERATION,
     RULES_LAST_SUCCESS, STORE_ERRORS, STORE_SECONDS,
@@ -13,15 +14,17 @@ pub(super) struct Sluice {
     decision_seconds: Histogram,
     store_seconds: HistogramVec,
     store_errors: IntCounterVec,
-    degraded: IntCounterVec,
+    /// By domain, first key and mode: the first two come from calls, so the family is capped.
+    degraded: CappedCounters<3>,
     rules_generation: IntGauge,
     rules_last_success: Gauge,
     domain_not_found: IntCounter,
 }
 
 impl Sluice {
-    /// Registers the families.
-    pub(super) fn new(families: &Families<'_>) -> Self {
+    /// Registers the families; the degraded decisions' series are capped at `max_series`,
+    /// folds counted in `folded`.
+    pub(super) fn new(families: &Families<'_>, max_series: usize, folded: IntCounter) -> Self {
         Self {
             decision_seconds: families.latency(DECISION_SECONDS, "Decision latency in seconds."),
             store_seconds: families.latency_vec(
@@ -34,10 +37,15 @@ impl Sluice {
                 "Counter store failures.",
                 &["backend"],
             ),
-            degraded: families.counter_vec(
-                DEGRADED_DECISIONS,
-                "Decisions taken without the store.",
-                &["domain", "key1", "mode"],
+            degraded: CappedCounters::new(
+                families.counter_vec(
+                    DEGRADED_DECISIONS,
+                    "Decisions taken without the store.",
+                    &["domain", "key1", "mode"],
+                ),
+                [false, false, true],
+                max_series,
+                folded,
             ),
             rules_generation: families.gauge(RULES_GENERATION, "Rule set generation."),
             rules_last_success: families
@@ -76,10 +84,7 @@ impl Metrics {
 
     /// Records a decision a rule's `failure_mode` took without the store.
     pub fn record_degraded(&self, domain: &str, rule: &str, mode: &str) {
-        self.sluice
-            .degraded
-            .with_label_values(&[domain, rule, mode])
-            .inc();
+        self.sluice.degraded.get([domain, rule, mode]).inc();
     }
 
     /// Records a descriptor in a domain that is not loaded.

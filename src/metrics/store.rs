@@ -9,8 +9,8 @@ use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec};
 
 use super::{
     ACTIVE_COUNTERS, CIRCUIT_OPEN, COUNTERS_REFUSED, Families, LOCAL_CACHE_ENTRIES,
-    LOCAL_CACHE_HITS, MAX_COUNTERS, Metrics, PERSIST_BYTES, PERSIST_ERRORS, PERSIST_FLUSHES,
-    PERSIST_RECORDS, PERSIST_RESTORED, PERSIST_SNAPSHOTS,
+    LOCAL_CACHE_HITS, MAX_COUNTERS, Metrics, PERSIST_BYTES, PERSIST_ERRORS, PERSIST_FAILING,
+    PERSIST_FLUSHES, PERSIST_RECORDS, PERSIST_RESTORED, PERSIST_SNAPSHOTS,
 };
 use crate::store::StoreStats;
 
@@ -22,6 +22,7 @@ pub(super) struct StoreFigures {
     /// Flushes, records, bytes, errors, snapshots.
     persist: [IntCounter; 5],
     persist_restored: IntGauge,
+    persist_failing: IntGauge,
     local_cache_hits: IntCounterVec,
     local_cache_entries: IntGaugeVec,
     circuit_open: IntGaugeVec,
@@ -50,6 +51,10 @@ impl StoreFigures {
                 families.counter(PERSIST_SNAPSHOTS, "Snapshots written by compaction."),
             ],
             persist_restored: families.gauge(PERSIST_RESTORED, "Counters restored at start."),
+            persist_failing: families.gauge(
+                PERSIST_FAILING,
+                "1 while the data directory misses changes because writes fail.",
+            ),
             local_cache_hits: families.counter_vec(
                 LOCAL_CACHE_HITS,
                 "Calls answered from the local over-limit cache.",
@@ -94,6 +99,7 @@ impl Metrics {
                 catch_up(counter, total);
             }
             figures.persist_restored.set(gauge(p.restored));
+            figures.persist_failing.set(i64::from(p.failing));
         }
         if let Some(cache) = stats.local_cache {
             let entries = figures.local_cache_entries.with_label_values(&labels);

@@ -22,7 +22,10 @@ use std::path::PathBuf;
 
 use crate::algorithm::{Algorithm, Limit};
 
-pub use compile::{LoadOptions, is_rule_file, is_skipped, load, load_sources};
+pub use compile::{
+    LoadOptions, MAX_FILE_BYTES, MAX_KEY_BYTES, MAX_LOAD_BYTES, is_rule_file, is_skipped, load,
+    load_sources,
+};
 pub use duration::{format as format_window, parse as parse_window};
 pub use error::{ConfigError, ConfigErrors};
 pub use explain::{Reached, Step, Walk, walk};

@@ -125,11 +125,9 @@ fn read_file(
     warn: &mut Vec<ConfigError>,
 ) {
     let key = upstream_key(top, path);
-    let text = match fs::metadata(path) {
-        Ok(meta) if meta.is_file() => fs::read_to_string(path).map_err(|e| e.to_string()),
-        Ok(_) => Err("not a regular file".to_string()),
-        Err(e) => Err(e.to_string()),
-    };
+    // Regular files only, opened without blocking, at most a rule file's size (crate::files).
+    let text =
+        crate::files::read_to_string(path, crate::rules::MAX_FILE_BYTES).map_err(|e| e.to_string());
     match text {
         Ok(text) => out.push((key, text)),
         Err(e) => warn.push(ConfigError::in_file(&key, format!("not read: {e}"))),

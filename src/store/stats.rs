@@ -36,6 +36,8 @@ pub struct PersistStats {
     pub snapshots: u64,
     /// Counters restored at start.
     pub restored: u64,
+    /// The data directory misses changes (writes failed; a snapshot is being retried).
+    pub failing: bool,
 }
 
 /// The local over-limit cache of a shared store.

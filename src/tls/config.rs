@@ -64,8 +64,12 @@ impl Sources {
     }
 }
 
+/// The largest PEM file read (a system CA bundle is about 200 KB).
+pub const MAX_PEM_BYTES: u64 = 4 << 20;
+
+/// Reads a PEM file: a regular file (never blocking on a FIFO) of at most [`MAX_PEM_BYTES`].
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(path).map_err(|source| TlsError::Read {
+    crate::files::read(path, MAX_PEM_BYTES).map_err(|source| TlsError::Read {
         path: path.to_path_buf(),
         source,
     })

@@ -32,6 +32,15 @@ pub fn temp_dir(files: &[(&str, &str)]) -> tempfile::TempDir {
     dir
 }
 
+/// Makes a FIFO (named pipe) at `path`, as a hostile or unlucky operator might leave one.
+pub fn mkfifo(path: &Path) {
+    let made = Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("run mkfifo");
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
 /// An external tool: the path in `env_var` if set, else `default` (relative to the repository),
 /// which `scripts/test` installs. Panics with how to get it when neither exists.
 pub fn tool(env_var: &str, default: &str) -> PathBuf {
@@ -344,6 +353,11 @@ impl Sluice {
             .expect("run kill");
         assert!(sent.success(), "kill -TERM failed");
         child.wait().expect("wait for sluice")
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("sluice is running").id()
     }
 
     /// Kills the process with SIGKILL (no shutdown at all) and waits for it.

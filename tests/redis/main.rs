@@ -8,6 +8,7 @@ mod common;
 mod cluster;
 mod faults;
 mod pool;
+mod recovery;
 mod replicas;
 mod secure;
 mod sentinel;

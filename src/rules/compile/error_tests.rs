@@ -415,3 +415,22 @@ fn second_document() {
         .is_ok()
     );
 }
+
+/// Deep nesting of long values cannot make full keys take unbounded memory: the load fails
+/// with one error, at the node that crossed the budget.
+#[test]
+fn full_keys_are_bounded_in_bytes() {
+    let value = "v".repeat(40_000);
+    let mut text = String::from("domain: deep\ndescriptors:\n");
+    for depth in 0..60 {
+        let pad = "  ".repeat(depth * 2);
+        text.push_str(&format!(
+            "{pad}- key: k\n{pad}  value: {value}\n{pad}  descriptors:\n"
+        ));
+    }
+    text.push_str(&format!("{}- key: last\n", "  ".repeat(120)));
+    let all = errors(&[(PathBuf::from("deep.yaml"), text)]);
+    assert_eq!(all.len(), 1, "{all:#?}");
+    assert!(all[0].starts_with("deep.yaml:"), "{}", all[0]);
+    assert!(all[0].contains("more than 64 MiB in all"), "{}", all[0]);
+}

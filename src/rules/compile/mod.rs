@@ -10,8 +10,10 @@ mod sources;
 use std::path::{Path, PathBuf};
 
 use crate::algorithm::Algorithm;
-use crate::rules::compile::sources::collect;
-pub use crate::rules::compile::sources::{is_rule_file, is_skipped};
+use crate::rules::compile::sources::Collected;
+pub use crate::rules::compile::sources::{
+    MAX_FILE_BYTES, MAX_LOAD_BYTES, is_rule_file, is_skipped,
+};
 use crate::rules::file::{self, Pos, RawDescriptor, RawFile};
 use crate::rules::matcher::{Pattern, find_exact};
 use crate::rules::{
@@ -45,13 +47,19 @@ impl Default for LoadOptions {
 /// mounts keep old and staged copies in `..data`-style entries; symlinks are followed; files are
 /// taken in sorted path order). A missing path or an unreadable file is an error like any other.
 pub fn load(paths: &[PathBuf], opts: &LoadOptions) -> Result<RuleSet, ConfigErrors> {
-    let mut errors = Vec::new();
-    let mut sources = Vec::new();
+    let mut collected = Collected::default();
     for path in paths {
-        collect(path, &mut sources, &mut errors);
+        collected.collect(path);
     }
+    let Collected {
+        files: sources,
+        mut errors,
+        warnings,
+        ..
+    } = collected;
     let (mut set, compile_errors) = compile(&sources, opts);
     errors.extend(compile_errors);
+    set.warnings.extend(warnings);
     if sources.is_empty() && errors.is_empty() {
         for path in paths {
             set.warnings.push(ConfigError::in_file(
@@ -80,17 +88,44 @@ pub fn load_sources(
     }
 }
 
-/// What one file's compilation needs: where errors go and the options.
+/// The most bytes the full keys of a load's nodes (`domain.key_value.key2...`) may take
+/// together. Each node spells out its ancestors' keys, so a deep file of long values could
+/// otherwise make far more memory of keys than the file has bytes.
+pub const MAX_KEY_BYTES: usize = 64 << 20;
+
+/// What one file's compilation needs: where errors go, the options, and the load's budget of
+/// full-key bytes.
 pub(super) struct Ctx<'a> {
     pub path: &'a Path,
     pub opts: &'a LoadOptions,
     pub errors: &'a mut Vec<ConfigError>,
+    pub key_bytes: &'a mut usize,
 }
 
 impl Ctx<'_> {
     pub fn error(&mut self, pos: Pos, message: impl Into<String>) {
         self.errors
             .push(ConfigError::at(self.path, Some(pos), message));
+    }
+
+    /// Counts a full key of `len` bytes against [`MAX_KEY_BYTES`]; false (reported once per
+    /// file) when the budget is spent.
+    fn spend_key(&mut self, len: usize, pos: Pos) -> bool {
+        let before = *self.key_bytes;
+        *self.key_bytes = before.saturating_add(len);
+        if *self.key_bytes <= MAX_KEY_BYTES {
+            return true;
+        }
+        if before <= MAX_KEY_BYTES || self.errors.is_empty() {
+            self.error(
+                pos,
+                format!(
+                    "the descriptors' full keys take more than {} in all (keys and values too long or nested too deep)",
+                    crate::files::bytes(MAX_KEY_BYTES as u64)
+                ),
+            );
+        }
+        false
     }
 }
 
@@ -99,6 +134,7 @@ impl Ctx<'_> {
 fn compile(sources: &[(PathBuf, String)], opts: &LoadOptions) -> (RuleSet, Vec<ConfigError>) {
     let mut set = RuleSet::default();
     let mut errors = Vec::new();
+    let mut key_bytes = 0;
     for (path, text) in sources {
         let parsed = file::read(path, text);
         let mut file_errors = parsed.errors;
@@ -108,6 +144,7 @@ fn compile(sources: &[(PathBuf, String)], opts: &LoadOptions) -> (RuleSet, Vec<C
                 path,
                 opts,
                 errors: &mut file_errors,
+                key_bytes: &mut key_bytes,
             };
             add_file(&mut ctx, &mut set, raw);
         }
@@ -184,6 +221,9 @@ fn build_node(ctx: &mut Ctx<'_>, parent: &str, mut raw: RawDescriptor) -> Option
         Some(v) => format!("{key}_{v}"),
         None => key.clone(),
     };
+    if !ctx.spend_key(parent.len() + 1 + segment.len(), raw.pos) {
+        return None;
+    }
     let full_key = format!("{parent}.{segment}");
     let share_threshold = share_threshold(ctx, &raw, value.as_deref(), &segment);
     let limits = limit::build_all(ctx, &raw, &full_key);

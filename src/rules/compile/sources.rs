@@ -1,85 +1,143 @@
 //! Rule files from the paths given on the command line: a file as named, a directory walked
 //! for `*.yaml`/`*.yml`, every failure to read recorded as a [`ConfigError`].
+//!
+//! Only regular files are read (a FIFO named `*.yaml` in a rule directory is skipped with a
+//! warning, never opened in a way that could block), each at most [`MAX_FILE_BYTES`], and all
+//! of one load at most [`MAX_LOAD_BYTES`].
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use crate::files;
 use crate::rules::ConfigError;
 
-/// Reads `path` (a file, or a directory's rule files) into `out`.
-pub(super) fn collect(
-    path: &Path,
-    out: &mut Vec<(PathBuf, String)>,
-    errors: &mut Vec<ConfigError>,
-) {
-    match std::fs::metadata(path) {
-        Err(e) => errors.push(ConfigError::in_file(
-            path,
-            format!("cannot read config path: {e}"),
-        )),
-        Ok(meta) if meta.is_dir() => {
-            let mut files = Vec::new();
-            walk(path, &mut files, &mut HashSet::new(), errors);
-            files.sort();
-            for file in files {
-                read(&file, out, errors);
+/// The largest rule file read (upstream's largest example is a few KB; 7,000 descriptors
+/// take about 540 KB).
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
+/// The most bytes of rule files one load reads, all files together.
+pub const MAX_LOAD_BYTES: u64 = 128 << 20;
+
+/// The rule files read so far, and what went wrong.
+#[derive(Debug, Default)]
+pub(super) struct Collected {
+    /// `(path, text)` in load order.
+    pub files: Vec<(PathBuf, String)>,
+    /// Failures to read.
+    pub errors: Vec<ConfigError>,
+    /// Files skipped because they are not regular files.
+    pub warnings: Vec<ConfigError>,
+    /// Bytes read, for [`MAX_LOAD_BYTES`].
+    bytes: u64,
+}
+
+impl Collected {
+    /// Reads `path` (a file, or a directory's rule files).
+    pub(super) fn collect(&mut self, path: &Path) {
+        match std::fs::metadata(path) {
+            Err(e) => self.errors.push(ConfigError::in_file(
+                path,
+                format!("cannot read config path: {e}"),
+            )),
+            Ok(meta) if meta.is_dir() => {
+                let mut files = Vec::new();
+                let mut walk = Walk {
+                    files: &mut files,
+                    seen: HashSet::new(),
+                    collected: self,
+                };
+                walk.dir(path);
+                files.sort();
+                for file in files {
+                    self.read(&file);
+                }
             }
+            Ok(_) => self.read(path),
         }
-        Ok(_) => read(path, out, errors),
+    }
+
+    fn read(&mut self, path: &Path) {
+        let left = MAX_LOAD_BYTES.saturating_sub(self.bytes);
+        let read = files::read_to_string(path, MAX_FILE_BYTES.min(left));
+        match read {
+            Ok(text) => {
+                self.bytes += text.len() as u64;
+                self.files.push((path.to_path_buf(), text));
+            }
+            Err(e) if left < MAX_FILE_BYTES && e.kind() == std::io::ErrorKind::InvalidData => {
+                self.errors.push(ConfigError::in_file(
+                    path,
+                    format!(
+                        "cannot read config file: the rule files of one load may take {} in all",
+                        files::bytes(MAX_LOAD_BYTES)
+                    ),
+                ))
+            }
+            Err(e) => self.errors.push(ConfigError::in_file(
+                path,
+                format!("cannot read config file: {e}"),
+            )),
+        }
     }
 }
 
-fn read(path: &Path, out: &mut Vec<(PathBuf, String)>, errors: &mut Vec<ConfigError>) {
-    match std::fs::read_to_string(path) {
-        Ok(text) => out.push((path.to_path_buf(), text)),
-        Err(e) => errors.push(ConfigError::in_file(
-            path,
-            format!("cannot read config file: {e}"),
-        )),
-    }
+/// A directory walk: the rule files found so far and the directories already walked, so a
+/// symlink loop is walked once instead of forever.
+struct Walk<'a> {
+    files: &'a mut Vec<PathBuf>,
+    seen: HashSet<PathBuf>,
+    collected: &'a mut Collected,
 }
 
-/// Finds rule files under `dir`. `seen` holds the directories already walked, so a symlink
-/// loop is walked once instead of forever.
-fn walk(
-    dir: &Path,
-    files: &mut Vec<PathBuf>,
-    seen: &mut HashSet<PathBuf>,
-    errors: &mut Vec<ConfigError>,
-) {
-    if !seen.insert(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())) {
-        return;
-    }
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) => {
-            errors.push(ConfigError::in_file(
-                dir,
-                format!("cannot read config directory: {e}"),
-            ));
+impl Walk<'_> {
+    /// Finds the rule files under `dir`.
+    fn dir(&mut self, dir: &Path) {
+        if !self
+            .seen
+            .insert(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf()))
+        {
             return;
         }
-    };
-    for entry in entries {
-        let entry = match entry {
-            Ok(entry) => entry,
+        let errors = &mut self.collected.errors;
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
             Err(e) => {
                 errors.push(ConfigError::in_file(
                     dir,
                     format!("cannot read config directory: {e}"),
                 ));
-                continue;
+                return;
             }
         };
+        for entry in entries {
+            match entry {
+                Ok(entry) => self.entry(&entry),
+                Err(e) => self.collected.errors.push(ConfigError::in_file(
+                    dir,
+                    format!("cannot read config directory: {e}"),
+                )),
+            }
+        }
+    }
+
+    fn entry(&mut self, entry: &std::fs::DirEntry) {
         if is_skipped(&entry.file_name()) {
-            continue;
+            return;
         }
         let path = entry.path();
         match std::fs::metadata(&path) {
-            Ok(meta) if meta.is_dir() => walk(&path, files, seen, errors),
-            Ok(_) if is_rule_file(&path) => files.push(path),
+            Ok(meta) if meta.is_dir() => self.dir(&path),
+            Ok(meta) if is_rule_file(&path) && meta.is_file() => self.files.push(path),
+            // A FIFO, socket or device named like a rule file: reading it could block or
+            // never end, and it cannot hold rules.
+            Ok(meta) if is_rule_file(&path) => self.collected.warnings.push(ConfigError::in_file(
+                &path,
+                format!(
+                    "skipped: not a regular file (a {})",
+                    files::describe(&meta.file_type())
+                ),
+            )),
             Ok(_) => {}
-            Err(e) => errors.push(ConfigError::in_file(
+            Err(e) => self.collected.errors.push(ConfigError::in_file(
                 &path,
                 format!("cannot read config path: {e}"),
             )),

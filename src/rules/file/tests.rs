@@ -149,6 +149,41 @@ fn alias_bombs_are_errors() {
     assert!(parsed(&deep).errors[0].message.contains("nesting deeper"));
 }
 
+/// One large anchored scalar repeated by many aliases hits the byte budget before any copy
+/// (issue 13: 1 MiB times 20,000 aliases aborted the process on allocation).
+#[test]
+fn alias_expansion_is_bounded_in_bytes() {
+    let mut bomb = format!("a: &big \"{}\"\nb: [", "x".repeat(1 << 20));
+    bomb.push_str(&vec!["*big"; 20_000].join(", "));
+    bomb.push_str("]\n");
+    let e = parsed(&bomb).errors;
+    assert!(
+        e[0].message.contains("more than 64 MiB of memory"),
+        "{}",
+        e[0]
+    );
+}
+
+/// Nodes are counted once, not once per ancestor: a plain file of 7,000 descriptors (about
+/// 540 KB, 80,000 nodes) loads (issue 13: it failed with "more than 250000 nodes").
+#[test]
+fn large_plain_files_load() {
+    let mut text = String::from("domain: big\ndescriptors:\n");
+    for i in 0..7_000 {
+        text.push_str(&format!(
+            "  - key: client_{i}\n    value: \"value-{i}\"\n    descriptors:\n      - key: path\n        rate_limit:\n          unit: minute\n          requests_per_unit: {}\n",
+            i + 1
+        ));
+    }
+    assert!(text.len() > 500_000);
+    let set = load_sources(
+        &[(PathBuf::from("big.yaml"), text)],
+        &LoadOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("{:?}", e.0.first()));
+    assert_eq!(set.summary(), "1 domain, 7000 limited nodes");
+}
+
 /// Malformed documents of every kind produce errors, never a panic.
 #[test]
 fn malformed_documents_never_panic() {

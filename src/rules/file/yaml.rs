@@ -1,7 +1,9 @@
 //! YAML text to a small tree of maps, lists and scalars that keeps every node's line and column.
 //!
 //! Built from yaml-rust2's event parser with an explicit stack (its own `load` recurses, so a
-//! deeply nested file could overflow the stack), bounded in depth and in size through aliases.
+//! deeply nested file could overflow the stack), bounded in depth, in nodes and in bytes, each
+//! counted once with aliases expanded: an alias is checked against the budget before its
+//! anchor is copied, so a small file of aliases to a large anchor cannot exhaust memory.
 //! Scalars are kept as written; `scalar.rs` resolves them as upstream does.
 
 use std::collections::HashMap;
@@ -14,8 +16,11 @@ use super::scalar::Scalar;
 
 /// Deepest nesting accepted; keeps every later recursive walk of the tree bounded.
 pub(super) const MAX_DEPTH: usize = 128;
-/// Most nodes accepted in one document after alias expansion (stops "billion laughs").
+/// Most nodes accepted in one file after alias expansion (stops "billion laughs").
 pub(super) const MAX_NODES: usize = 250_000;
+/// Most bytes the tree of one file may take after alias expansion: its scalars' text plus a
+/// node's own size for each node. A 16 MiB file without aliases stays well inside it.
+pub(super) const MAX_TREE_BYTES: usize = 64 << 20;
 
 /// One YAML node and where it starts.
 #[derive(Debug, Clone)]
@@ -54,24 +59,58 @@ struct Frame {
     key: Option<Yaml>,
     /// Nodes in this subtree, for the alias-expansion budget.
     size: usize,
+    /// Bytes of this subtree (see [`MAX_TREE_BYTES`]), for the alias-expansion budget.
+    bytes: usize,
     /// Levels in this subtree (1 for a leaf), for the depth bound through aliases.
     height: usize,
 }
 
+/// What a subtree costs: its nodes, its bytes and its height.
+#[derive(Debug, Clone, Copy)]
+struct Cost {
+    size: usize,
+    bytes: usize,
+    height: usize,
+}
+
+impl Cost {
+    /// One node holding `text` bytes of scalar.
+    fn node(text: usize) -> Self {
+        Self {
+            size: 1,
+            bytes: NODE_BYTES.saturating_add(text),
+            height: 1,
+        }
+    }
+}
+
+/// What one node costs besides its text.
+const NODE_BYTES: usize = std::mem::size_of::<Yaml>();
+
 impl Frame {
-    fn new(node: Yaml, anchor: usize, size: usize, height: usize) -> Self {
+    fn new(node: Yaml, anchor: usize, cost: Cost) -> Self {
         Self {
             node,
             anchor,
             key: None,
-            size,
-            height,
+            size: cost.size,
+            bytes: cost.bytes,
+            height: cost.height,
+        }
+    }
+
+    fn cost(&self) -> Cost {
+        Cost {
+            size: self.size,
+            bytes: self.bytes,
+            height: self.height,
         }
     }
 
     /// Adds a finished child: an item of a list, or the next key or value of a map.
     fn attach(&mut self, child: Frame) {
         self.size = self.size.saturating_add(child.size);
+        self.bytes = self.bytes.saturating_add(child.bytes);
         self.height = self.height.max(child.height + 1);
         match &mut self.node.kind {
             Kind::Seq(items) => items.push(child.node),
@@ -102,10 +141,12 @@ struct Builder {
     docs: Vec<Yaml>,
     /// Collections not yet closed, outermost first.
     stack: Vec<Frame>,
-    /// Anchored nodes with their size and height; aliases clone them.
-    anchors: HashMap<usize, (Yaml, usize, usize)>,
-    /// Nodes so far with aliases expanded, for [`MAX_NODES`].
-    total: usize,
+    /// Anchored nodes with their cost; aliases clone them.
+    anchors: HashMap<usize, (Yaml, Cost)>,
+    /// Nodes so far with aliases expanded, each counted once, for [`MAX_NODES`].
+    nodes: usize,
+    /// Bytes so far with aliases expanded, for [`MAX_TREE_BYTES`].
+    bytes: usize,
 }
 
 /// Parses every document of `text`. An empty stream gives no documents.
@@ -152,20 +193,24 @@ impl Builder {
     fn event(&mut self, event: Event, mark: Marker) -> Result<Option<Frame>, SyntaxError> {
         let finished = match event {
             Event::Scalar(text, style, anchor, tag) => {
+                let cost = Cost::node(text.len());
+                self.spend(cost, mark)?;
                 let scalar = Scalar {
                     text,
                     plain: style == TScalarStyle::Plain,
                     tag: tag.as_ref().and_then(core_tag),
                 };
-                Frame::new(leaf(mark, Kind::Scalar(scalar)), anchor, 1, 1)
+                Frame::new(leaf(mark, Kind::Scalar(scalar)), anchor, cost)
             }
             Event::Alias(id) => {
-                let Some((node, size, height)) = self.anchors.get(&id) else {
+                let Some(&(_, cost)) = self.anchors.get(&id) else {
                     return Err(error_at(mark, "unknown anchor"));
                 };
-                let mut node = node.clone();
+                // Checked before the copy: the copy is what would exhaust memory.
+                self.spend(cost, mark)?;
+                let mut node = self.anchors[&id].0.clone();
                 node.pos = pos(mark);
-                Frame::new(node, 0, *size, *height)
+                Frame::new(node, 0, cost)
             }
             Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
                 if self.stack.len() >= MAX_DEPTH {
@@ -179,7 +224,9 @@ impl Builder {
                 } else {
                     Kind::Map(Vec::new())
                 };
-                self.stack.push(Frame::new(leaf(mark, kind), anchor, 1, 1));
+                let cost = Cost::node(0);
+                self.spend(cost, mark)?;
+                self.stack.push(Frame::new(leaf(mark, kind), anchor, cost));
                 return Ok(None);
             }
             Event::SequenceEnd | Event::MappingEnd => {
@@ -205,13 +252,32 @@ impl Builder {
         Ok(Some(finished))
     }
 
-    /// Checks a completed node against the size and depth bounds (aliases included), records
-    /// its anchor, and attaches it to its parent, or ends a document.
-    fn finish(&mut self, finished: Frame, mark: Marker) -> Result<(), SyntaxError> {
-        self.total = self.total.saturating_add(finished.size);
-        if self.total > MAX_NODES {
-            return Err(error_at(mark, &format!("more than {MAX_NODES} nodes")));
+    /// Counts a new node (or an alias's copy of a subtree) against the node and byte budgets
+    /// of the whole file. Each node is counted once, when it is created.
+    fn spend(&mut self, cost: Cost, mark: Marker) -> Result<(), SyntaxError> {
+        self.nodes = self.nodes.saturating_add(cost.size);
+        self.bytes = self.bytes.saturating_add(cost.bytes);
+        if self.nodes > MAX_NODES {
+            return Err(error_at(
+                mark,
+                &format!("more than {MAX_NODES} nodes (aliases expanded)"),
+            ));
         }
+        if self.bytes > MAX_TREE_BYTES {
+            return Err(error_at(
+                mark,
+                &format!(
+                    "the document takes more than {} of memory (aliases expanded)",
+                    crate::files::bytes(MAX_TREE_BYTES as u64)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks a completed node against the depth bound (aliases included), records its
+    /// anchor, and attaches it to its parent, or ends a document.
+    fn finish(&mut self, finished: Frame, mark: Marker) -> Result<(), SyntaxError> {
         if self.stack.len() + finished.height > MAX_DEPTH {
             return Err(error_at(
                 mark,
@@ -219,10 +285,10 @@ impl Builder {
             ));
         }
         if finished.anchor != 0 {
-            self.anchors.insert(
-                finished.anchor,
-                (finished.node.clone(), finished.size, finished.height),
-            );
+            // The stored copy costs as much again as the anchored node.
+            self.spend(finished.cost(), mark)?;
+            self.anchors
+                .insert(finished.anchor, (finished.node.clone(), finished.cost()));
         }
         match self.stack.last_mut() {
             Some(parent) => parent.attach(finished),

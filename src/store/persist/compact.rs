@@ -4,6 +4,9 @@
 //! Safe at any crash point because restore combines files order-independently: until the
 //! snapshot is renamed into place the old files are intact, and after it they are redundant.
 //! Each shard is encoded under its lock (a short pause for that shard only), written after.
+//!
+//! A snapshot is also how persistence catches up after a failed write: once the new journal
+//! is open, every later change goes to it, and the snapshot holds everything before.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -14,7 +17,6 @@ use std::sync::atomic::Ordering;
 use super::Shared;
 use super::codec;
 use super::file::{FRAME_TARGET, FrameBuf, Kind};
-use super::journal::Journal;
 use crate::clock::Nanos;
 
 /// Starts compacting on a new thread; the `compacting` flag is cleared when it ends.
@@ -24,16 +26,7 @@ pub(super) fn start(shared: Arc<Shared>, now: Nanos) {
         .spawn({
             let shared = shared.clone();
             move || {
-                match compact(&shared, now) {
-                    Ok(bytes) => {
-                        shared.snapshot_bytes.store(bytes, Ordering::Relaxed);
-                        shared.totals.snapshots.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(e) => {
-                        shared.totals.errors.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(error = %e, "snapshot failed; the journal keeps every change");
-                    }
-                }
+                run(&shared, now);
                 shared.compacting.store(false, Ordering::Release);
             }
         });
@@ -49,20 +42,65 @@ pub(super) fn start(shared: Arc<Shared>, now: Nanos) {
     }
 }
 
+/// Compacts on the calling thread and records how it went.
+pub(super) fn run(shared: &Shared, now: Nanos) {
+    match compact(shared, now) {
+        Ok(bytes) => {
+            shared.snapshot_bytes.store(bytes, Ordering::Relaxed);
+            shared.totals.snapshots.fetch_add(1, Ordering::Relaxed);
+            shared.failure.caught_up();
+        }
+        Err(Failed { error, behind }) => {
+            shared.totals.errors.fetch_add(1, Ordering::Relaxed);
+            if behind {
+                shared.failure.failed(now, "snapshot", &error);
+            } else {
+                shared.failure.snapshot_failed(now, &error);
+            }
+        }
+    }
+}
+
+/// A compaction that failed, and whether the files now miss changes (no journal is open, or
+/// the snapshot was to catch up after failed writes).
+struct Failed {
+    error: io::Error,
+    behind: bool,
+}
+
 /// Rotates the journal and writes the snapshot; returns the snapshot's size.
-fn compact(shared: &Shared, now: Nanos) -> io::Result<u64> {
+fn compact(shared: &Shared, now: Nanos) -> Result<u64, Failed> {
     let dir = &shared.settings.dir;
-    // Everything journaled before this point is in memory, which the snapshot reads after it.
-    let seq = {
+    // Everything journaled before this point is in memory, which the snapshot reads after it;
+    // everything after goes to the new journal.
+    let (seq, catching_up) = {
         let mut journal = shared.journal.lock();
-        let seq = journal.seq + 1;
-        *journal = Journal::create(dir, seq)?;
-        seq
+        let catching_up = shared.failure.behind() || !journal.is_open();
+        journal.rotate(dir).map_err(|error| Failed {
+            error,
+            behind: true,
+        })?;
+        shared.failure.journal_resumed();
+        (journal.seq, catching_up)
+    };
+    let failed = |error| Failed {
+        error,
+        behind: catching_up,
     };
     let tmp = dir.join(format!("{}.tmp", Kind::Snapshot.file_name(seq)));
-    let bytes = write_snapshot(shared, &tmp, now)?;
-    std::fs::rename(&tmp, dir.join(Kind::Snapshot.file_name(seq)))?;
-    sync_dir(dir)?;
+    let written = write_snapshot(shared, &tmp, now).and_then(|bytes| {
+        std::fs::rename(&tmp, dir.join(Kind::Snapshot.file_name(seq)))?;
+        Ok(bytes)
+    });
+    let bytes = match written {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            // A partial snapshot must not keep the space a retry needs.
+            let _ = std::fs::remove_file(&tmp);
+            return Err(failed(e));
+        }
+    };
+    sync_dir(dir).map_err(failed)?;
     remove_older(dir, seq);
     tracing::debug!(seq, bytes, "snapshot written");
     Ok(bytes)

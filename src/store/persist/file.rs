@@ -7,7 +7,6 @@
 //! A frame is written with one `write` call, so a crash leaves at most one torn frame, at the
 //! end. Reading stops at the first frame that is short or fails its checksum, and reports it.
 
-use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::Path;
 
@@ -117,11 +116,23 @@ pub struct ReadReport {
 
 /// Reads the frames of `path`, a file of `kind`, handing each intact payload to `visit`.
 /// A bad header skips the whole file; a short or corrupt frame ends the read. Both are
-/// reported, never returned as errors: only failing to open or read the file is an error.
+/// reported, never returned as errors: only failing to open or read the file is an error,
+/// and so is a path that is not a regular file ([`io::ErrorKind::InvalidInput`]; a FIFO is
+/// never opened in a way that could block). Reading stops at the size the file had when
+/// opened.
 pub fn read(path: &Path, kind: Kind, visit: &mut dyn FnMut(&[u8])) -> io::Result<ReadReport> {
-    let file = File::open(path)?;
-    let size = file.metadata()?.len();
-    let mut input = BufReader::with_capacity(1 << 16, file);
+    let (file, size) = crate::files::open(path)?;
+    read_from(file.take(size), size, kind, visit)
+}
+
+/// As [`read`], from `input` of `size` bytes (the fuzz targets feed bytes straight in).
+pub fn read_from(
+    input: impl Read,
+    size: u64,
+    kind: Kind,
+    visit: &mut dyn FnMut(&[u8]),
+) -> io::Result<ReadReport> {
+    let mut input = BufReader::with_capacity(1 << 16, input);
     let mut report = ReadReport::default();
     let mut header = [0u8; 8];
     if read_full(&mut input, &mut header)? < header.len() || header[..6] != MAGIC[..] {
@@ -148,6 +159,10 @@ pub fn read(path: &Path, kind: Kind, visit: &mut dyn FnMut(&[u8])) -> io::Result
         let left = size.saturating_sub(offset + FRAME_HEADER as u64);
         let problem = if got < FRAME_HEADER || len as u64 > left || len > MAX_FRAME {
             Some("torn frame")
+        } else if len == 0 {
+            // Writers never write an empty frame; zeros (a sparse or zero-filled file) would
+            // otherwise read as empty frames, 8 bytes at a time, to the end.
+            Some("empty frame")
         } else {
             payload.resize(len, 0);
             if read_full(&mut input, &mut payload)? < len {
@@ -219,10 +234,10 @@ mod tests {
     fn frames_round_trip() {
         let mut bytes = Kind::Journal.header().to_vec();
         bytes.extend(frame(b"one"));
-        bytes.extend(frame(b""));
+        bytes.extend(frame(b"two"));
         bytes.extend(frame(b"three"));
         let (seen, report) = read_all(&bytes);
-        assert_eq!(seen, [b"one".to_vec(), vec![], b"three".to_vec()]);
+        assert_eq!(seen, [b"one".to_vec(), b"two".to_vec(), b"three".to_vec()]);
         assert_eq!(
             report,
             ReadReport {
@@ -245,7 +260,14 @@ mod tests {
         *flipped.last_mut().unwrap() ^= 1;
         let mut garbage = good.clone();
         garbage.extend([0xff; 5]);
-        for (bytes, why) in [(torn, "torn"), (flipped, "checksum"), (garbage, "torn")] {
+        let mut zeros = good.clone();
+        zeros.extend([0; 4096]);
+        for (bytes, why) in [
+            (torn, "torn"),
+            (flipped, "checksum"),
+            (garbage, "torn"),
+            (zeros, "empty frame"),
+        ] {
             let (seen, report) = read_all(&bytes);
             assert_eq!(seen, [b"kept".to_vec()]);
             let problem = report.problem.expect("a problem");

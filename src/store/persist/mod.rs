@@ -7,9 +7,15 @@
 //! writes them as one checksummed frame, and optionally syncs. A journal record holds a
 //! counter's whole state after its last change in the interval (a sliding log: its new
 //! entries), so a hot key costs one record per interval, not one per hit.
+//!
+//! A write that fails (a full disk) costs no counts: memory holds them, and a snapshot of
+//! every counter is retried until it is written (`failure.rs`). Nothing in the directory can
+//! stop or hang a start: files that are not regular files, or that no sluice could have
+//! written, are set aside with a warning (`restore.rs`).
 
 mod codec;
 mod compact;
+mod failure;
 mod file;
 mod journal;
 mod restore;
@@ -29,7 +35,9 @@ use super::{Charge, FlushFuture, MemoryStore, PersistStats, Store, StoreFuture, 
 use crate::clock::Nanos;
 
 pub use self::codec::DecodeError;
+pub use self::failure::{LOG_EVERY as FAILURE_LOG_EVERY, RETRY_EVERY as FAILURE_RETRY_EVERY};
 pub use self::file::VERSION as FORMAT_VERSION;
+pub(crate) use self::restore::{restore_bytes, restore_payload};
 
 /// The name of the lock file that keeps a second sluice out of the data directory.
 pub const LOCK_FILE: &str = "LOCK";
@@ -100,9 +108,11 @@ struct Shared {
     settings: PersistSettings,
     memory: Arc<MemoryStore>,
     journal: Mutex<Journal>,
+    /// Whether the files miss changes that only a snapshot can restore, and the retries.
+    failure: failure::Failure,
     /// A compaction thread is running.
     compacting: AtomicBool,
-    /// Compact at the next flush (files left by an earlier run, or a failed write).
+    /// Compact at the next flush (files left by an earlier run).
     compact_soon: AtomicBool,
     /// The running compaction thread, joined by the last flush.
     compaction: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -134,18 +144,7 @@ impl PersistentStore {
             move |error| PersistError::Io { path, error }
         };
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-        let lock_path = dir.join(LOCK_FILE);
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io(&lock_path))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => return Err(PersistError::Locked(dir)),
-            Err(std::fs::TryLockError::Error(e)) => return Err(io(&lock_path)(e)),
-        }
+        let lock = restore::lock(&dir)?;
         let memory = Arc::new(MemoryStore::with_options(MemoryOptions {
             journal: true,
             ..memory
@@ -160,11 +159,17 @@ impl PersistentStore {
             elapsed = ?started.elapsed(),
             "restored counters"
         );
-        let journal = Journal::create(&dir, restored.last_seq + 1).map_err(io(&dir))?;
+        let mut journal = Journal::closed(&dir, restored.last_seq);
+        let failure = failure::Failure::default();
+        if let Err(e) = journal.rotate(&dir) {
+            // A full disk must not stop the start: the journal resumes once it can be written.
+            failure.failed(now, "starting a journal", &e);
+        }
         let shared = Shared {
             settings,
             memory,
             journal: Mutex::new(journal),
+            failure,
             compacting: AtomicBool::new(false),
             compaction: Mutex::new(None),
             compact_soon: AtomicBool::new(restored.files > 0),
@@ -194,53 +199,56 @@ impl PersistentStore {
     }
 
     /// The final flush: waits for a running compaction, then writes and syncs the last changes,
-    /// so nothing is left half-done when the process exits (and the lock is free after).
+    /// so nothing is left half-done when the process exits (and the lock is free after). If
+    /// the files are behind (writes failed), a last snapshot is tried here and now.
     pub fn close(&self, now: Nanos) {
         let running = self.shared.compaction.lock().take();
         if let Some(thread) = running {
             let _ = thread.join();
         }
+        if self.shared.failure.behind() {
+            compact::run(&self.shared, now);
+        }
         self.write_changes(now, true);
+        if self.shared.failure.behind() {
+            tracing::error!(
+                dir = %self.shared.settings.dir.display(),
+                counters = self.shared.memory.len(),
+                "the data directory cannot be written: the changes since the last successful \
+                 write are lost with this process"
+            );
+        }
     }
 
     fn write_changes(&self, now: Nanos, sync: bool) {
         let shared = &self.shared;
         let mut journal = shared.journal.lock();
-        let mut frames = Vec::new();
-        let mut frame = FrameBuf::default();
-        let mut records = 0u64;
-        shared.memory.drain_dirty(&mut |view| {
-            codec::encode(view, frame.payload());
-            records += 1;
-            if frame.payload_len() >= file::FRAME_TARGET {
-                frames.push(std::mem::take(&mut frame).seal());
+        let totals = &shared.totals;
+        totals.flushes.fetch_add(1, Ordering::Relaxed);
+        if shared.failure.behind() || !journal.is_open() {
+            // The files miss changes already: these records alone would not bring them up to
+            // date. Memory holds every counter; the snapshot retried below writes them all.
+            shared.memory.drain_dirty(&mut |_| {});
+            drop(journal);
+            if !sync && shared.failure.retry_due(now) {
+                self.start_compaction(now);
             }
-        });
-        if frame.payload_len() > 0 {
-            frames.push(frame.seal());
+            return;
         }
+        let (frames, records) = collect_changes(&shared.memory);
         let bytes: u64 = frames.iter().map(|f| f.len() as u64).sum();
-        let mut written = self.rotate_if_broken(&mut journal);
-        if written.is_ok() && !frames.is_empty() {
-            written = journal.append(&frames);
-        }
+        let mut written = journal.append(&frames);
         if written.is_ok() && (sync || shared.settings.sync) {
             written = journal.sync();
         }
-        let totals = &shared.totals;
-        totals.flushes.fetch_add(1, Ordering::Relaxed);
         match written {
             Ok(()) => {
                 totals.records.fetch_add(records, Ordering::Relaxed);
                 totals.bytes.fetch_add(bytes, Ordering::Relaxed);
             }
             Err(e) => {
-                // Those counters are no longer marked changed: the snapshot this schedules
-                // writes them again.
-                if totals.errors.fetch_add(1, Ordering::Relaxed) == 0 || journal.broken {
-                    tracing::warn!(journal = %journal.path().display(), error = %e, records, "journal write failed; counting goes on in memory");
-                }
-                shared.compact_soon.store(true, Ordering::Relaxed);
+                totals.errors.fetch_add(1, Ordering::Relaxed);
+                shared.failure.failed(now, "journal write", &e);
             }
         }
         let due = journal.bytes
@@ -248,20 +256,20 @@ impl PersistentStore {
                 .settings
                 .compact_after
                 .max(shared.snapshot_bytes.load(Ordering::Relaxed))
-            || shared.compact_soon.load(Ordering::Relaxed);
+            || shared.compact_soon.load(Ordering::Relaxed)
+            || (shared.failure.behind() && shared.failure.retry_due(now));
         drop(journal);
-        if due && !sync && !shared.compacting.swap(true, Ordering::AcqRel) {
+        if due && !sync {
             shared.compact_soon.store(false, Ordering::Relaxed);
-            compact::start(self.shared.clone(), now);
+            self.start_compaction(now);
         }
     }
 
-    /// After a failed write the journal may end in a torn frame: continue in a new file.
-    fn rotate_if_broken(&self, journal: &mut Journal) -> std::io::Result<()> {
-        if journal.broken {
-            *journal = Journal::create(&self.shared.settings.dir, journal.seq + 1)?;
+    /// Starts a compaction on its own thread unless one is running.
+    fn start_compaction(&self, now: Nanos) {
+        if !self.shared.compacting.swap(true, Ordering::AcqRel) {
+            compact::start(self.shared.clone(), now);
         }
-        Ok(())
     }
 
     /// Running totals for metrics.
@@ -275,6 +283,7 @@ impl PersistentStore {
             errors: get(&t.errors),
             snapshots: get(&t.snapshots),
             restored: get(&t.restored),
+            failing: self.shared.failure.behind(),
         }
     }
 }
@@ -319,6 +328,24 @@ impl Store for PersistentStore {
             ..self.shared.memory.stats()
         }
     }
+}
+
+/// Every counter changed since the last flush, as sealed frames, and how many records.
+fn collect_changes(memory: &MemoryStore) -> (Vec<Vec<u8>>, u64) {
+    let mut frames = Vec::new();
+    let mut frame = FrameBuf::default();
+    let mut records = 0u64;
+    memory.drain_dirty(&mut |view| {
+        codec::encode(view, frame.payload());
+        records += 1;
+        if frame.payload_len() >= file::FRAME_TARGET {
+            frames.push(std::mem::take(&mut frame).seal());
+        }
+    });
+    if frame.payload_len() > 0 {
+        frames.push(frame.seal());
+    }
+    (frames, records)
 }
 
 #[cfg(test)]

@@ -3,14 +3,111 @@
 //! Combining is order-independent (see `store::saved`), so restore reads every data file it
 //! finds, whatever crash left them behind: old files a compaction did not get to delete only
 //! cost reading time. Counters whose windows have passed are not restored.
+//!
+//! Nothing found there can stop or hang a start: a data file that is not a regular file (a
+//! FIFO, a directory), or whose sequence number no sluice reaches, is set aside as
+//! `<name>.bad` with a warning; so is a `LOCK` that is not a regular file.
 
+use std::fs::File;
+use std::io;
 use std::path::{Path, PathBuf};
 
-use super::PersistError;
-use super::codec;
 use super::file::{self, Kind};
+use super::{LOCK_FILE, PersistError, codec};
 use crate::clock::Nanos;
 use crate::store::MemoryStore;
+
+/// The highest sequence number a data file may have. A sluice starts one file per rotation,
+/// at most a few per second, so this is never reached; a higher name (a stray
+/// `ffffffffffffffff.journal`) would leave no number for the next journal.
+pub const MAX_SEQ: u64 = 1 << 48;
+
+/// Opens and locks the directory's `LOCK` file. One that is not a regular file is set aside
+/// first; it is opened without blocking (a FIFO there cannot hang the start).
+pub fn lock(dir: &Path) -> Result<File, PersistError> {
+    let path = dir.join(LOCK_FILE);
+    let io = |error| PersistError::Io {
+        path: path.clone(),
+        error,
+    };
+    if let Ok(meta) = std::fs::metadata(&path)
+        && !meta.is_file()
+    {
+        set_aside(
+            &path,
+            &format!(
+                "not a regular file (a {})",
+                crate::files::describe(&meta.file_type())
+            ),
+        );
+    }
+    let mut options = File::options();
+    options.create(true).truncate(false).write(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let lock = options.open(&path).map_err(io)?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => Err(PersistError::Locked(dir.to_path_buf())),
+        Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
+    }
+}
+
+/// Renames `path` to `<name>.bad` so no later start reads it, with a warning saying why.
+fn set_aside(path: &Path, why: &str) {
+    match crate::files::set_aside(path) {
+        Some(aside) => tracing::warn!(
+            file = %path.display(), moved_to = %aside.display(),
+            "data directory: {why}; set aside"
+        ),
+        None => tracing::warn!(
+            file = %path.display(),
+            "data directory: {why}; skipped (it could not be renamed)"
+        ),
+    }
+}
+
+/// Restores the records of one frame's payload; returns how many were read and whether the
+/// rest of the frame could not be decoded.
+fn decode_payload(mut payload: &[u8], memory: &MemoryStore, now: Nanos) -> (u64, bool) {
+    let mut records = 0;
+    while !payload.is_empty() {
+        match codec::decode(&mut payload) {
+            Ok(saved) => {
+                records += 1;
+                memory.restore(saved, now);
+            }
+            // The frame's checksum held, so a writer of another build wrote this: the rest
+            // of the frame cannot be delimited.
+            Err(_) => return (records, true),
+        }
+    }
+    (records, false)
+}
+
+/// Restores counters from the bytes of one data file (a journal, or a snapshot when
+/// `snapshot`), as a start reads it: header, frames, checksums, records. For the fuzz targets.
+pub(crate) fn restore_bytes(bytes: &[u8], snapshot: bool, memory: &MemoryStore, now: Nanos) -> u64 {
+    let kind = if snapshot {
+        Kind::Snapshot
+    } else {
+        Kind::Journal
+    };
+    let mut records = 0;
+    let mut visit = |payload: &[u8]| records += decode_payload(payload, memory, now).0;
+    // Reading from memory cannot fail.
+    let _ = file::read_from(bytes, bytes.len() as u64, kind, &mut visit);
+    records
+}
+
+/// Restores the records of `payload` as if it were a frame that passed its checksum. For the
+/// fuzz targets (a fuzzer rarely forges a CRC-32).
+pub(crate) fn restore_payload(payload: &[u8], memory: &MemoryStore, now: Nanos) -> u64 {
+    decode_payload(payload, memory, now).0
+}
 
 /// What was found in the data directory.
 #[derive(Debug, Default)]
@@ -37,11 +134,19 @@ pub fn restore(dir: &Path, memory: &MemoryStore, now: Nanos) -> Result<Restored,
         let entry = entry.map_err(io)?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if let Some((kind, seq)) = Kind::parse(&name) {
-            found.push((seq, kind, entry.path()));
-        } else if name.ends_with(".tmp") {
-            // A snapshot whose writing was interrupted: never renamed, so never complete.
-            let _ = std::fs::remove_file(entry.path());
+        match Kind::parse(&name) {
+            Some((_, seq)) if seq > MAX_SEQ => set_aside(
+                &entry.path(),
+                &format!(
+                    "sequence number {seq:#x} is past the last one sluice uses ({MAX_SEQ:#x})"
+                ),
+            ),
+            Some((kind, seq)) => found.push((seq, kind, entry.path())),
+            None if name.ends_with(".tmp") => {
+                // A snapshot whose writing was interrupted: never renamed, so never complete.
+                let _ = std::fs::remove_file(entry.path());
+            }
+            None => {}
         }
     }
     found.sort_by_key(|(seq, kind, _)| (*seq, *kind == Kind::Journal));
@@ -50,21 +155,10 @@ pub fn restore(dir: &Path, memory: &MemoryStore, now: Nanos) -> Result<Restored,
         restored.last_seq = restored.last_seq.max(*seq);
         restored.files += 1;
         let mut bad_records = 0u64;
-        let mut visit = |mut payload: &[u8]| {
-            while !payload.is_empty() {
-                match codec::decode(&mut payload) {
-                    Ok(saved) => {
-                        restored.records += 1;
-                        memory.restore(saved, now);
-                    }
-                    Err(_) => {
-                        // The frame's checksum held, so a writer of another build wrote this:
-                        // the rest of the frame cannot be delimited.
-                        bad_records += 1;
-                        break;
-                    }
-                }
-            }
+        let mut visit = |payload: &[u8]| {
+            let (records, bad) = decode_payload(payload, memory, now);
+            restored.records += records;
+            bad_records += u64::from(bad);
         };
         match file::read(path, *kind, &mut visit) {
             Ok(report) => {
@@ -72,6 +166,7 @@ pub fn restore(dir: &Path, memory: &MemoryStore, now: Nanos) -> Result<Restored,
                     tracing::warn!(file = %path.display(), frames_kept = report.frames, "data file: {problem}");
                 }
             }
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => set_aside(path, &e.to_string()),
             Err(e) => {
                 tracing::warn!(file = %path.display(), error = %e, "data file unreadable; skipped")
             }

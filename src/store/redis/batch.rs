@@ -15,8 +15,9 @@ use parking_lot::Mutex;
 use redis::{ErrorKind, ServerErrorKind, Value};
 use tokio::sync::oneshot;
 
-use super::link::Link;
+use super::link::{Lease, Link};
 use super::scripts::{self, Fields};
+use super::target::{Attempt, Conn};
 use crate::store::{BadReply, Outcome, StoreError};
 
 /// The most charges one script run decides (Redis runs nothing else meanwhile).
@@ -161,6 +162,29 @@ fn take_batch(queue: &mut Queue) -> Vec<(Job, Reply)> {
     std::mem::replace(&mut queue.waiting, rest)
 }
 
+/// Sends `cmd` on a pooled connection. A connection found dead before the command left it
+/// (it broke while Redis was away) drops its generation and the command goes to a live
+/// connection, or a new one: a connection that broke earlier never fails a call.
+async fn send(
+    link: &Arc<Link>,
+    cmd: &redis::Cmd,
+) -> Result<(Lease, Conn, redis::RedisResult<Value>), StoreError> {
+    let mut tries = link.size() + 1;
+    loop {
+        let (lease, mut conn) = link.get().await?;
+        match conn.try_query(cmd).await {
+            Attempt::Answered(reply) => return Ok((lease, conn, reply)),
+            Attempt::Unsent(e) => {
+                link.discard(lease);
+                tries -= 1;
+                if tries == 0 {
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+}
+
 /// Runs the script once for `jobs`, in order; returns each job's outcomes.
 pub async fn execute(
     link: &Arc<Link>,
@@ -205,8 +229,8 @@ pub async fn execute(
         }
         cmd
     };
-    let (lease, mut conn) = link.connection().ok_or(StoreError::NotConnected)?;
-    let reply = match conn.query(&command("EVALSHA", sha)).await {
+    let (lease, mut conn, reply) = send(link, &command("EVALSHA", sha)).await?;
+    let reply = match reply {
         // First use on this server (or after a restart / SCRIPT FLUSH): EVAL loads it.
         Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
             conn.query(&command("EVAL", scripts::DECIDE)).await

@@ -3,9 +3,10 @@
 //!
 //! Closed: calls go to Redis; `FAILURES_TO_OPEN` consecutive failures open the breaker.
 //! Open: calls fail at once (each rule's `failure_mode` decides) and the store's probe task
-//! pings Redis every `PROBE_INTERVAL`; the first answer closes the breaker (only the probe
-//! closes it), so decisions resume within a probe interval (plus a reconnect) of Redis coming
-//! back, without a restart.
+//! pings every pooled connection every `PROBE_INTERVAL` (replacing those that broke); the
+//! first round in which all of them answer closes the breaker (only the probe closes it), so
+//! decisions resume within a probe interval (plus a reconnect) of Redis coming back, without
+//! a restart, and no call meets a connection that broke during the outage.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

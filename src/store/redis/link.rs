@@ -5,11 +5,16 @@
 //! A multiplexed connection pipelines every concurrent call on one socket (commands are
 //! written as they come and replies matched in order), so concurrent calls share round trips.
 //! A connection that fails with a connection-level error (or reaches a demoted master) is
-//! dropped with every other connection of the pool, and they are re-established in the
-//! background; until then calls fail fast and the breaker (see `breaker.rs`) decides.
+//! dropped with every other connection of the pool, and they are re-established.
+//!
+//! A connection can break while nobody uses it (Redis restarted while the breaker kept calls
+//! away). Such a connection fails its next command before sending it (its driver task has
+//! ended), which `Conn::try_query` tells apart: the command goes to a live connection, or a
+//! new one opened then, so no call is refused by a connection that broke earlier. A command
+//! that may have reached Redis is never sent twice (the script is not idempotent).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
@@ -37,9 +42,17 @@ pub fn is_lost(error: &RedisError) -> bool {
 pub struct Lease(u64);
 
 /// A pooled connection and the generation it was opened in.
-struct Pooled {
-    conn: Conn,
+pub struct Pooled {
+    /// The connection.
+    pub conn: Conn,
     generation: u64,
+}
+
+impl Pooled {
+    /// The lease a call on this connection holds.
+    pub fn lease(&self) -> Lease {
+        Lease(self.generation)
+    }
 }
 
 /// The connection pool.
@@ -49,7 +62,8 @@ pub struct Link {
     script: &'static str,
     connect_timeout: Duration,
     slots: Box<[ArcSwapOption<Pooled>]>,
-    connecting: Box<[AtomicBool]>,
+    /// Held while a slot connects, so concurrent callers wait for one connect, not start many.
+    connecting: Box<[tokio::sync::Mutex<()>]>,
     next: AtomicUsize,
     /// Bumped when a connection is lost: every connection of the older generation is dropped.
     generation: AtomicU64,
@@ -71,23 +85,31 @@ impl Link {
             script,
             connect_timeout,
             slots: (0..size).map(|_| ArcSwapOption::empty()).collect(),
-            connecting: (0..size).map(|_| AtomicBool::new(false)).collect(),
+            connecting: (0..size).map(|_| tokio::sync::Mutex::new(())).collect(),
             next: AtomicUsize::new(0),
             generation: AtomicU64::new(0),
         })
     }
 
-    /// A connection to use now, or `None` (a connect is started in the background) when the
-    /// next slot has none.
-    pub fn connection(self: &Arc<Self>) -> Option<(Lease, Conn)> {
-        let slot = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
-        match self.slots[slot].load_full() {
-            Some(pooled) => Some((Lease(pooled.generation), pooled.conn.clone())),
-            None => {
-                self.spawn_connect(slot);
-                None
+    /// How many connections the pool holds.
+    pub fn size(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// A connection to use now: the next one round robin, or any other live one while that
+    /// slot reconnects in the background; when none is live, a new one, opened now (bounded
+    /// by the caller's timeout; concurrent callers share the connect).
+    pub async fn get(self: &Arc<Self>) -> Result<(Lease, Conn), RedisError> {
+        let size = self.slots.len();
+        let first = self.next.fetch_add(1, Ordering::Relaxed) % size;
+        for slot in (first..size).chain(0..first) {
+            match self.slots[slot].load_full() {
+                Some(pooled) => return Ok((pooled.lease(), pooled.conn.clone())),
+                None => self.spawn_connect(slot),
             }
         }
+        let pooled = self.connect(first).await?;
+        Ok((pooled.lease(), pooled.conn.clone()))
     }
 
     /// Drops every connection of `lease`'s generation after one of them was lost (see
@@ -137,32 +159,74 @@ impl Link {
         self.connect_timeout
     }
 
-    /// Connects every empty slot and waits for it (used by the probe); returns the first error.
-    pub async fn connect_all(&self) -> Result<(), RedisError> {
+    /// The connection of `slot`, if it has one.
+    pub fn slot(&self, slot: usize) -> Option<Arc<Pooled>> {
+        self.slots[slot].load_full()
+    }
+
+    /// Drops the connection of `slot` if it is still `pooled` (another may have replaced it).
+    pub fn discard_if(&self, slot: usize, pooled: &Arc<Pooled>) {
+        let current = self.slots[slot].load_full();
+        if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, pooled)) {
+            self.slots[slot].compare_and_swap(&current, None);
+        }
+    }
+
+    /// Drops every connection (the breaker opened: they may be stalled or broken).
+    pub fn discard_all(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        for slot in self.slots.iter() {
+            slot.store(None);
+        }
+    }
+
+    /// Puts a connection that just answered into `slot`.
+    pub fn install(&self, slot: usize, pooled: Arc<Pooled>) {
+        self.slots[slot].store(Some(pooled));
+    }
+
+    /// Starts connecting every empty slot in the background.
+    pub fn fill(self: &Arc<Self>) {
         for slot in 0..self.slots.len() {
             if self.slots[slot].load().is_none() {
-                let pooled = self.open().await?;
-                self.slots[slot].store(Some(Arc::new(pooled)));
+                self.spawn_connect(slot);
             }
+        }
+    }
+
+    /// Connects every empty slot and waits for it; returns the first error.
+    pub async fn connect_all(&self) -> Result<(), RedisError> {
+        for slot in 0..self.slots.len() {
+            self.connect(slot).await?;
         }
         Ok(())
     }
 
+    /// The connection of `slot`, connecting it first if it has none.
+    async fn connect(&self, slot: usize) -> Result<Arc<Pooled>, RedisError> {
+        let _connecting = self.connecting[slot].lock().await;
+        if let Some(pooled) = self.slots[slot].load_full() {
+            return Ok(pooled);
+        }
+        let pooled = Arc::new(self.open().await?);
+        self.slots[slot].store(Some(pooled.clone()));
+        Ok(pooled)
+    }
+
     fn spawn_connect(self: &Arc<Self>, slot: usize) {
-        if self.connecting[slot].swap(true, Ordering::AcqRel) {
+        if self.connecting[slot].try_lock().is_err() {
             return;
         }
         let link = self.clone();
         tokio::spawn(async move {
-            match link.open().await {
-                Ok(pooled) => link.slots[slot].store(Some(Arc::new(pooled))),
-                Err(e) => tracing::debug!(error = %e, "redis connect failed"),
+            if let Err(e) = link.connect(slot).await {
+                tracing::debug!(error = %e, "redis connect failed");
             }
-            link.connecting[slot].store(false, Ordering::Release);
         });
     }
 
-    async fn open(&self) -> Result<Pooled, RedisError> {
+    /// A new connection (TCP, TLS, AUTH, SCRIPT LOAD) within the connect timeout, in no slot.
+    pub async fn open(&self) -> Result<Pooled, RedisError> {
         // A connection opened while its generation is dropped belongs to the older one.
         let generation = self.generation.load(Ordering::Acquire);
         let timeout = self.connect_timeout;

@@ -13,6 +13,7 @@ mod failover;
 mod keys;
 mod link;
 mod node;
+mod probe;
 mod scripts;
 mod sentinel;
 mod settings;
@@ -24,14 +25,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redis::Value;
 use tokio_util::sync::CancellationToken;
 
 use self::batch::{Batcher, Job};
 use self::breaker::{Breaker, Change};
 use self::cache::OverLimitCache;
 use self::keys::KeyLayout;
-use self::link::{Conn, Lease, Link};
+use self::link::Link;
 use self::target::Target;
 use super::{
     BackgroundTask, BadReply, Charge, LocalCacheStats, Outcome, Store, StoreError, StoreFuture,
@@ -47,6 +47,11 @@ pub use self::settings::{
     RedisSettings, local_cache_entries,
 };
 pub use self::url::describe as describe_url;
+
+/// Checks a Redis URL as `--redis-url` is checked (nothing is connected). For the fuzz targets.
+pub(crate) fn check_url(url: &str) -> Result<(), StoreError> {
+    Target::build(&RedisSettings::new(url)).map(drop)
+}
 
 /// A charge's Redis key, and its window when the key is in upstream's layout.
 type Placed = (Vec<u8>, Option<upstream::UpstreamWindow>);
@@ -179,13 +184,18 @@ impl Inner {
     /// One log line per breaker state change (never one per call).
     fn record(&self, change: Option<Change>, error: Option<&StoreError>) {
         match change {
-            Some(Change::Opened) => tracing::warn!(
-                redis = %self.described,
-                error = %error.map(ToString::to_string).unwrap_or_default(),
-                "redis circuit opened after {} consecutive failures: each rule's failure_mode \
-                 decides until redis answers",
-                breaker::FAILURES_TO_OPEN
-            ),
+            Some(Change::Opened) => {
+                tracing::warn!(
+                    redis = %self.described,
+                    error = %error.map(ToString::to_string).unwrap_or_default(),
+                    "redis circuit opened after {} consecutive failures: each rule's failure_mode \
+                     decides until redis answers",
+                    breaker::FAILURES_TO_OPEN
+                );
+                // Those connections may be stalled (a partition: commands stuck in TCP
+                // retransmission) or broken; the probe brings fresh ones.
+                self.link.discard_all();
+            }
             Some(Change::Closed) => {
                 tracing::info!(redis = %self.described, "redis answers again: circuit closed")
             }
@@ -274,42 +284,6 @@ impl Inner {
                     .pop()
                     .ok_or(StoreError::BadReply(BadReply::Missing))
             }
-        }
-    }
-
-    /// While the breaker is open, pings Redis every probe interval and closes it on an
-    /// answer; meanwhile keeps every pooled connection established.
-    async fn probe(self: Arc<Self>, shutdown: CancellationToken) {
-        let mut every = tokio::time::interval(PROBE_INTERVAL);
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = every.tick() => {}
-            }
-            let connected = self.link.connect_all().await;
-            if !self.breaker.is_open() {
-                continue;
-            }
-            let answered = match (connected, self.link.connection()) {
-                (Ok(()), Some((lease, conn))) => self.ping(lease, conn).await,
-                _ => false,
-            };
-            if answered {
-                self.record(self.breaker.probe_succeeded(), None);
-            }
-        }
-    }
-
-    async fn ping(&self, lease: Lease, mut conn: Conn) -> bool {
-        let ping = redis::cmd("PING");
-        match tokio::time::timeout(self.connect_timeout, conn.query(&ping)).await {
-            Ok(Ok(Value::SimpleString(_) | Value::Okay | Value::BulkString(_))) => true,
-            Ok(Err(e)) if link::is_lost(&e) => {
-                self.link.discard(lease);
-                false
-            }
-            _ => false,
         }
     }
 }

@@ -207,8 +207,12 @@ fn private_key(path: &Path) -> Result<Vec<u8>, StoreError> {
     }
 }
 
+/// The largest PEM file read (a system CA bundle is about 200 KB).
+const MAX_PEM_BYTES: u64 = 4 << 20;
+
+/// A regular file of at most [`MAX_PEM_BYTES`] (a FIFO or a device is refused, never read).
 fn read(flag: &'static str, path: &Path) -> Result<Vec<u8>, StoreError> {
-    std::fs::read(path).map_err(|error| StoreError::TlsFile {
+    crate::files::read(path, MAX_PEM_BYTES).map_err(|error| StoreError::TlsFile {
         flag,
         path: path.to_owned(),
         error: Arc::new(error),

@@ -3,6 +3,8 @@
 //! each node is reached (TLS, credentials that replace the URL's, as upstream's `REDIS_AUTH`
 //! beats URL credentials, the sentinels' own) is in `node.rs`.
 
+use std::future::Future;
+use std::pin::pin;
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
@@ -109,13 +111,43 @@ pub enum Conn {
     Cluster(ClusterConnection),
 }
 
+/// How sending a command went.
+pub enum Attempt {
+    /// Redis answered, or the command may have reached it before the failure.
+    Answered(RedisResult<Value>),
+    /// The connection was dead before the command left: sending it elsewhere is safe.
+    Unsent(RedisError),
+}
+
 impl Conn {
     /// Sends one command and reads its reply; a server error reply is an `Err`.
     pub async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        match self.try_query(cmd).await {
+            Attempt::Answered(reply) => reply,
+            Attempt::Unsent(e) => Err(e),
+        }
+    }
+
+    /// As [`Conn::query`], telling a connection that was already dead apart: a multiplexed
+    /// connection whose driver has ended fails on the first poll, when the command is handed
+    /// to the driver's closed channel, before anything is written.
+    pub async fn try_query(&mut self, cmd: &Cmd) -> Attempt {
         let reply = match self {
-            Conn::Single(c) => c.req_packed_command(cmd).await,
+            Conn::Single(c) => {
+                let mut reply = pin!(c.req_packed_command(cmd));
+                let mut polls = 0u32;
+                let reply = std::future::poll_fn(|cx| {
+                    polls += 1;
+                    reply.as_mut().poll(cx)
+                })
+                .await;
+                match reply {
+                    Err(e) if polls == 1 && e.is_connection_dropped() => return Attempt::Unsent(e),
+                    reply => reply,
+                }
+            }
             Conn::Cluster(c) => c.req_packed_command(cmd).await,
         };
-        reply.and_then(Value::extract_error)
+        Attempt::Answered(reply.and_then(Value::extract_error))
     }
 }

@@ -1,0 +1,4 @@
+//! Fuzz target: `sluice::harness::redis_url` (see src/harness.rs for what it feeds and checks).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| sluice::harness::redis_url(data));

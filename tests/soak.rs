@@ -1,0 +1,334 @@
+//! The soak: `sluice serve` on Redis for a chosen time at half its saturated rate, while its
+//! rules reload, Redis restarts and the server is SIGKILLed and restarted; every decision is
+//! checked against an exact model of a fixed window (no key ever gets more than its limit in
+//! one window), unexpected errors are counted, and the server's memory is sampled.
+//!
+//! `scripts/soak [SECONDS]` runs it (`SLUICE_SOAK_SECS`, default 120; `scripts/test` runs the
+//! 2-minute version with the other ignored tests).
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::process::{Serve, Sluice};
+use common::redis::RedisServer;
+use common::*;
+use parking_lot::Mutex;
+use tokio::sync::Semaphore;
+
+/// Keys the load spreads over.
+const KEYS: usize = 20;
+/// The fixed window, in milliseconds.
+const WINDOW_MS: u64 = 2_000;
+/// Calls in flight at most; past it a call is not sent (and counted as shed).
+const IN_FLIGHT: usize = 512;
+
+fn rules(limit: u64, generation: u64) -> String {
+    format!(
+        "# generation {generation}\ndomain: soak\ndescriptors:\n  - key: k\n    failure_mode: deny\n    rate_limit: {{ window: 2s, requests_per_unit: {limit}, algorithm: fixed_window }}\n"
+    )
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Admissions per key per window: those whose send and receive fall in one window, and
+/// those placed by the answer's reset hint (the call spanned a window edge).
+#[derive(Default)]
+struct Model {
+    admitted: HashMap<(usize, u64), (u64, u64)>,
+}
+
+impl Model {
+    /// Records an admission of `key` sent at `sent` and answered at `received` (Unix ms)
+    /// with `reset_ms` until the window's end.
+    fn admit(&mut self, key: usize, sent: u64, received: u64, reset_ms: u64) {
+        let entry = if sent / WINDOW_MS == received / WINDOW_MS {
+            let e = self.admitted.entry((key, sent / WINDOW_MS)).or_default();
+            &mut e.0
+        } else {
+            // The window ends at (received + reset) give or take the call's latency.
+            let end = (received + reset_ms + WINDOW_MS / 2) / WINDOW_MS;
+            let e = self
+                .admitted
+                .entry((key, end.saturating_sub(1)))
+                .or_default();
+            &mut e.1
+        };
+        *entry += 1;
+    }
+
+    /// Windows where a key got more than `limit`, and the most any key got in one window.
+    fn check(&self, limit: u64) -> (Vec<String>, u64) {
+        let mut most = 0;
+        let mut over = Vec::new();
+        for (&(key, window), &(sure, placed)) in &self.admitted {
+            most = most.max(sure + placed);
+            if sure + placed > limit {
+                over.push(format!(
+                    "key {key} window {window}: {sure} + {placed} > {limit}"
+                ));
+            }
+        }
+        (over, most)
+    }
+}
+
+/// What the load saw.
+#[derive(Default)]
+struct Totals {
+    calls: AtomicU64,
+    admitted: AtomicU64,
+    denied: AtomicU64,
+    errors_in_faults: AtomicU64,
+    errors: AtomicU64,
+    shed: AtomicU64,
+}
+
+/// The state the load and the fault injector share.
+struct Shared {
+    clients: Mutex<Vec<Client>>,
+    /// A fault is being injected (errors expected).
+    faulting: AtomicBool,
+    model: Mutex<Model>,
+    totals: Totals,
+    stop: AtomicBool,
+}
+
+async fn clients(addr: SocketAddr) -> Vec<Client> {
+    let mut all = Vec::new();
+    for _ in 0..8 {
+        all.push(connect(addr).await);
+    }
+    all
+}
+
+/// One call on key `key`, recorded in the model.
+async fn one_call(shared: &Shared, key: usize, n: u64) {
+    let mut client = {
+        let clients = shared.clients.lock();
+        clients[n as usize % clients.len()].clone()
+    };
+    let sent = unix_ms();
+    let faulting = shared.faulting.load(Ordering::SeqCst);
+    let value = format!("key-{key}");
+    let answer = client
+        .should_rate_limit(one_descriptor("soak", &[("k", &value)]))
+        .await;
+    let received = unix_ms();
+    let totals = &shared.totals;
+    totals.calls.fetch_add(1, Ordering::Relaxed);
+    match answer.map(tonic::Response::into_inner) {
+        Ok(r) if r.overall_code == OK => {
+            totals.admitted.fetch_add(1, Ordering::Relaxed);
+            shared
+                .model
+                .lock()
+                .admit(key, sent, received, reset_ms(&r, 0));
+        }
+        Ok(_) => {
+            totals.denied.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(status) => {
+            if faulting || shared.faulting.load(Ordering::SeqCst) {
+                totals.errors_in_faults.fetch_add(1, Ordering::Relaxed);
+            } else {
+                totals.errors.fetch_add(1, Ordering::Relaxed);
+                eprintln!("unexpected error: {status:?}");
+            }
+        }
+    }
+}
+
+/// Calls at `rate` per second (open loop) until stopped.
+async fn load(shared: Arc<Shared>, rate: f64) {
+    let gate = Arc::new(Semaphore::new(IN_FLIGHT));
+    let mut every = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    for n in 0u64.. {
+        every.tick().await;
+        if shared.stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let Ok(permit) = gate.clone().try_acquire_owned() else {
+            shared.totals.shed.fetch_add(1, Ordering::Relaxed);
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            one_call(&shared, (n as usize * 7) % KEYS, n).await;
+            drop(permit);
+        });
+    }
+    let _ = gate.acquire_many(IN_FLIGHT as u32).await;
+}
+
+/// Calls per second the server answers with 64 calls in flight, over `for_how_long`.
+async fn saturated_rate(addr: SocketAddr, for_how_long: Duration) -> f64 {
+    let calls = Arc::new(AtomicU64::new(0));
+    let until = Instant::now() + for_how_long;
+    let mut workers = Vec::new();
+    for w in 0..64 {
+        let (calls, mut client) = (calls.clone(), connect(addr).await);
+        workers.push(tokio::spawn(async move {
+            while Instant::now() < until {
+                let value = format!("warm-{w}");
+                let _ = client
+                    .should_rate_limit(one_descriptor("soak", &[("k", &value)]))
+                    .await;
+                calls.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    for w in workers {
+        let _ = w.await;
+    }
+    calls.load(Ordering::Relaxed) as f64 / for_how_long.as_secs_f64()
+}
+
+/// Resident memory of `pid` in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Marks a fault for its whole duration plus a second of settling.
+async fn fault<T>(shared: &Shared, action: impl AsyncFnOnce() -> T) -> T {
+    shared.faulting.store(true, Ordering::SeqCst);
+    let out = action().await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    shared.faulting.store(false, Ordering::SeqCst);
+    out
+}
+
+/// The soak (see the module comment).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "soak: needs redis-server; scripts/soak runs it for longer"]
+async fn soak() {
+    let secs: u64 = std::env::var("SLUICE_SOAK_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(120);
+    let mut redis = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let rules_dir = tempfile::tempdir().unwrap();
+    let rules_file = rules_dir.path().join("rules.yaml");
+    std::fs::write(&rules_file, rules(1_000_000, 0)).unwrap();
+    // The model places a call that spans a window edge by its reset hint: milliseconds, not
+    // the whole seconds (rounded up) that are the default.
+    let url = redis.url();
+    let args = [
+        "--store",
+        "redis",
+        "--redis-url",
+        &url,
+        "--reset-precision",
+        "milliseconds",
+    ];
+    let mut server: Sluice = Serve::new().config(rules_dir.path()).args(args).start();
+
+    let saturated = saturated_rate(server.grpc_addr, Duration::from_secs(5)).await;
+    let rate = (saturated / 2.0).max(50.0);
+    // Each key gets about twice its limit: half the calls are refused.
+    let limit = ((rate / KEYS as f64) * (WINDOW_MS as f64 / 1000.0) / 2.0).max(1.0) as u64;
+    std::fs::write(&rules_file, rules(limit, 1)).unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    eprintln!(
+        "saturated at {saturated:.0} calls/s; soaking {secs} s at {rate:.0}/s, limit {limit} per key per {WINDOW_MS} ms"
+    );
+
+    let shared = Arc::new(Shared {
+        clients: Mutex::new(clients(server.grpc_addr).await),
+        faulting: AtomicBool::new(false),
+        model: Mutex::default(),
+        totals: Totals::default(),
+        stop: AtomicBool::new(false),
+    });
+    let load = tokio::spawn(load(shared.clone(), rate));
+    let started = Instant::now();
+    let mut rss: Vec<(u64, u64)> = Vec::new();
+    let (mut reloads, mut redis_restarts, mut kills) = (0, 0, 0);
+    let mut second = 0u64;
+    while started.elapsed() < Duration::from_secs(secs) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        second += 1;
+        if second.is_multiple_of(10) {
+            rss.push((second, rss_kib(server.pid())));
+        }
+        if second.is_multiple_of(17) {
+            reloads += 1;
+            std::fs::write(&rules_file, rules(limit, 2 + reloads)).unwrap();
+        }
+        if second.is_multiple_of(29) {
+            redis_restarts += 1;
+            fault(&shared, async || redis.restart()).await;
+        }
+        if second.is_multiple_of(43) {
+            kills += 1;
+            server = fault(&shared, async || {
+                server.kill();
+                let server = server.restart(&args);
+                let fresh = clients(server.grpc_addr).await;
+                *shared.clients.lock() = fresh;
+                server
+            })
+            .await;
+            rss.push((second, 0));
+        }
+    }
+    shared.stop.store(true, Ordering::SeqCst);
+    let _ = load.await;
+
+    let totals = &shared.totals;
+    let get = |n: &AtomicU64| n.load(Ordering::Relaxed);
+    let (over, most) = shared.model.lock().check(limit);
+    let windows = shared.model.lock().admitted.len();
+    eprintln!(
+        "soak: {} calls, {} admitted, {} refused, {} errors during faults, {} unexpected errors, {} shed; \
+         {windows} key-windows checked, most admitted in one {most} (limit {limit}); \
+         {reloads} reloads, {redis_restarts} Redis restarts, {kills} SIGKILL restarts",
+        get(&totals.calls),
+        get(&totals.admitted),
+        get(&totals.denied),
+        get(&totals.errors_in_faults),
+        get(&totals.errors),
+        get(&totals.shed),
+    );
+    eprintln!("RSS (s, KiB; 0 marks a restart): {rss:?}");
+    assert!(over.is_empty(), "over-admission:\n{}", over.join("\n"));
+    assert_eq!(get(&totals.errors), 0, "errors outside the faults");
+    assert!(get(&totals.admitted) > 0 && get(&totals.denied) > 0);
+    assert_flat(&rss);
+}
+
+/// Within each process's life, after its first sample, memory stays within ±10 % of the
+/// mean of its samples.
+fn assert_flat(rss: &[(u64, u64)]) {
+    for life in rss.split(|&(_, kib)| kib == 0) {
+        let samples: Vec<u64> = life.iter().skip(1).map(|&(_, kib)| kib).collect();
+        if samples.len() < 3 {
+            continue;
+        }
+        let mean = samples.iter().sum::<u64>() as f64 / samples.len() as f64;
+        for &kib in &samples {
+            let off = (kib as f64 - mean).abs() / mean;
+            assert!(
+                off <= 0.10,
+                "RSS {kib} KiB is {:.0} % off the mean {mean:.0} KiB: {rss:?}",
+                off * 100.0
+            );
+        }
+    }
+}
