@@ -33,11 +33,17 @@ pub fn router(state: HttpState) -> Router {
         .with_state(state)
 }
 
-/// 200 `OK` while serving; 503 once draining, or while the counter store is unhealthy (for
-/// Redis: its circuit breaker has stayed open for a while, so a blip does not flap it).
+/// 200 `OK` while serving; 503 once draining, before the first rules arrive (xDS), or while
+/// the counter store is unhealthy (for Redis: its circuit breaker has stayed open for a while,
+/// so a blip does not flap it).
 async fn healthcheck(State(state): State<HttpState>) -> (StatusCode, &'static str) {
     if state.draining.load(Ordering::SeqCst) {
         (StatusCode::SERVICE_UNAVAILABLE, "draining")
+    } else if !state.limiter.has_rules() {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no rate limit configuration loaded",
+        )
     } else if !state.limiter.store_healthy() {
         (StatusCode::SERVICE_UNAVAILABLE, "counter store unavailable")
     } else {
@@ -84,15 +90,21 @@ async fn json(State(state): State<HttpState>, body: Bytes) -> Response {
             (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
         }
         Err(LimitError::Invalid(e)) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
-        Err(LimitError::Store(e)) => {
+        Err(e @ (LimitError::Store(_) | LimitError::NoRules)) => {
             (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response()
         }
     }
 }
 
-/// The loaded rules, one line per limited node.
+/// The loaded rules, one line per limited node; rules from xDS are preceded by a
+/// `# xds version <version>` line.
 async fn rlconfig(State(state): State<HttpState>) -> String {
-    let mut text = state.limiter.rules().rlconfig_lines().join("\n");
+    let rules = state.limiter.rules();
+    let mut text = String::new();
+    if let Some(version) = &rules.version {
+        text = format!("# xds version {version}\n");
+    }
+    text.push_str(&rules.rlconfig_lines().join("\n"));
     text.push('\n');
     text
 }

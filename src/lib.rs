@@ -14,8 +14,9 @@
 //! - [`proto`]: the generated Envoy RLS v3 types (client and server).
 //! - [`app`]: the whole server, in-process: `Settings` → `start` → `Running`.
 //!
-//! Inside, not API: `service` (gRPC ↔ limiter), `http` (the HTTP endpoints), `reload` (rule
-//! hot reload), `tls` (gRPC TLS, certificates reloaded), `watch` (the one file watcher).
+//! Inside, not API: `service` (gRPC ↔ limiter), `http` (the HTTP endpoints), `reload` (the
+//! rules in force and rule-file hot reload), `xds` (rules from an xDS control plane), `tls`
+//! (gRPC TLS, certificates reloaded), `watch` (the one file watcher).
 //!
 //! From rules to a decision, with a manual clock:
 //!
@@ -62,3 +63,4 @@ mod reload;
 mod service;
 mod tls;
 mod watch;
+mod xds;

@@ -1,6 +1,6 @@
 //! gRPC health for `""` and `ratelimit` (the name envoyproxy/ratelimit registers): SERVING once
-//! started, NOT_SERVING while the counter store reports a sustained outage, and from the moment
-//! shutdown is requested.
+//! started and rules are in force, NOT_SERVING before the first rules arrive (xDS), while the
+//! counter store reports a sustained outage, and from the moment shutdown is requested.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,11 +26,11 @@ pub(super) struct Health {
 }
 
 impl Health {
-    /// A health service reporting SERVING for both names.
-    pub(super) async fn serving() -> (Self, HealthServer<impl HealthApi>) {
+    /// A health service reporting `serving` for both names.
+    pub(super) async fn start(serving: bool) -> (Self, HealthServer<impl HealthApi>) {
         let (reporter, service) = tonic_health::server::health_reporter();
         let health = Self { reporter };
-        health.set(true).await;
+        health.set(serving).await;
         (health, service)
     }
 
@@ -47,7 +47,12 @@ impl Health {
     }
 }
 
-/// Mirrors the store's health into gRPC health until shutdown (which sets NOT_SERVING itself).
+/// Whether calls can be answered by rules: rules are in force and the store is healthy.
+pub(super) fn ready(limiter: &Limiter) -> bool {
+    limiter.has_rules() && limiter.store_healthy()
+}
+
+/// Mirrors [`ready`] into gRPC health until shutdown (which sets NOT_SERVING itself).
 pub(super) async fn follow_store(
     limiter: Arc<Limiter>,
     health: Health,
@@ -55,18 +60,23 @@ pub(super) async fn follow_store(
     shutdown: CancellationToken,
 ) {
     let mut every = tokio::time::interval(CHECK_INTERVAL);
-    let mut healthy = true;
+    let mut healthy = ready(&limiter);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = every.tick() => {}
         }
-        let now = limiter.store_healthy();
+        let now = ready(&limiter);
         if now == healthy || draining.load(Ordering::SeqCst) {
             continue;
         }
         healthy = now;
-        tracing::warn!(healthy, "counter store health changed");
+        tracing::warn!(
+            healthy,
+            rules = limiter.has_rules(),
+            store = limiter.store_healthy(),
+            "health changed"
+        );
         health.set(healthy).await;
     }
 }

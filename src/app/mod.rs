@@ -2,10 +2,11 @@
 //! [`Settings`], serves until shutdown, and owns the shutdown sequence (one cancellation token
 //! for every task).
 //!
-//! [`start`] loads the rules ([`Reloader::load`]) and the certificates, builds the store
-//! (`store::build`) and the [`Limiter`], binds both listeners (`listen::Listeners::bind`) and
-//! spawns the tasks: the gRPC and HTTP servers (`listen::spawn`), the rule and certificate
-//! watchers, the store's background work, housekeeping (`tasks::sweep`), gRPC health
+//! [`start`] loads the rules ([`Reloader::load`], or with an xDS source [`Reloader::pending`]
+//! until the control plane sends them) and the certificates, builds the store (`store::build`)
+//! and the [`Limiter`], binds both listeners (`listen::Listeners::bind`) and spawns the tasks:
+//! the gRPC and HTTP servers (`listen::spawn`), the rule watcher or the xDS client, the
+//! certificate watcher, the store's background work, housekeeping (`tasks::sweep`), gRPC health
 //! (`health::follow_store`) and the shutdown sequence (`shutdown`). [`Running::wait`] returns once
 //! the server has stopped and the store's last flush has run.
 
@@ -32,11 +33,13 @@ use crate::rules::ConfigErrors;
 use crate::store::persist::PersistError;
 use crate::store::{Store, StoreError};
 use crate::tls::TlsError;
+use crate::xds::{XdsError, XdsSource};
 
 pub use self::health::HEALTH_SERVICE;
 pub use self::settings::{MemorySettings, Settings, StoreSettings};
 pub use crate::reload::{Reloader, WatchError};
 pub use crate::tls::{ReloadOutcome, ServerTls, TlsSettings, TlsStatus};
+pub use crate::xds::{Backoff, XdsSettings, XdsTls};
 
 use self::listen::{Listeners, Serving};
 use self::shutdown::Lifecycle;
@@ -64,6 +67,9 @@ pub enum AppError {
     /// already holds the cause, and an error chain would print it twice.
     #[error("TLS: {0}")]
     Tls(TlsError),
+    /// The xDS rule source is misconfigured (address, headers, TLS files).
+    #[error("{0}")]
+    Xds(XdsError),
     /// The data directory could not be opened or locked.
     #[error(transparent)]
     Persist(#[from] PersistError),
@@ -128,6 +134,7 @@ struct Parts {
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
     reloader: Arc<Reloader>,
+    xds: Option<XdsSource>,
     tls: Option<ServerTls>,
     store: Arc<dyn Store>,
     limiter: Arc<Limiter>,
@@ -144,11 +151,15 @@ async fn start_inner(
         settings.near_limit_ratio,
         settings.max_metric_series,
     ));
-    let reloader = Arc::new(Reloader::load(
-        settings.config.clone(),
-        settings.load,
-        metrics.clone(),
-    )?);
+    let xds = (settings.xds.clone())
+        .map(|xds| XdsSource::new(xds, settings.load))
+        .transpose()
+        .map_err(AppError::Xds)?;
+    // Rules from xDS arrive once the stream is up; rule files load now.
+    let reloader = Arc::new(match &xds {
+        Some(source) => Reloader::pending(metrics.clone(), source.force_start()),
+        None => Reloader::load(settings.config.clone(), settings.load, metrics.clone())?,
+    });
     let tls = (settings.tls.clone().map(ServerTls::load).transpose()).map_err(AppError::Tls)?;
     let store = match store {
         Some(store) => store,
@@ -169,6 +180,7 @@ async fn start_inner(
         clock,
         metrics,
         reloader,
+        xds,
         tls,
         store,
         limiter,
@@ -183,6 +195,7 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
         clock,
         metrics,
         reloader,
+        xds,
         tls,
         store,
         limiter,
@@ -194,8 +207,13 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
     if let Some(tls) = &tls {
         tls.watch(&tasks, shutdown.clone()).map_err(AppError::Tls)?;
     }
-    if settings.watch_rules {
-        tasks.spawn(reloader.clone().watch(shutdown.clone())?);
+    if let Some(xds) = xds {
+        tasks.spawn(xds.run(reloader.clone(), metrics.clone(), shutdown.clone()));
+    }
+    if settings.watch_rules
+        && let Some(watch) = reloader.clone().watch(shutdown.clone())?
+    {
+        tasks.spawn(watch);
     }
     if let Some(background) = store.background(shutdown.clone()) {
         tasks.spawn(background);
@@ -207,7 +225,7 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
         metrics.clone(),
         shutdown.clone(),
     ));
-    let (health, health_service) = health::Health::serving().await;
+    let (health, health_service) = health::Health::start(health::ready(&limiter)).await;
     tasks.spawn(health::follow_store(
         limiter.clone(),
         health.clone(),

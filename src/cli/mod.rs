@@ -6,6 +6,7 @@
 
 pub mod check;
 pub mod serve;
+pub mod xds;
 
 use std::path::PathBuf;
 

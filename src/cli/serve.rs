@@ -14,6 +14,7 @@ use sluice::clock::duration::{self, DurationError, GoDuration};
 use sluice::limiter::LimiterOptions;
 use sluice::store::{PersistSettings, RedisSettings};
 
+use super::xds::XdsArgs;
 use super::{LogFormat, RuleArgs};
 
 /// Flags of `sluice serve`.
@@ -22,6 +23,9 @@ pub struct ServeArgs {
     /// Rule loading.
     #[command(flatten)]
     pub rules: RuleArgs,
+    /// Rules from an xDS control plane instead.
+    #[command(flatten)]
+    pub xds: XdsArgs,
     /// gRPC listen address (port 0 picks a free port).
     #[arg(long, env = "SLUICE_GRPC_ADDR", default_value_t = defaults::GRPC_ADDR)]
     pub grpc_addr: SocketAddr,
@@ -167,6 +171,7 @@ impl ServeArgs {
             watch_rules: !self.no_watch,
             tls: self.tls.settings(),
             store: self.store_settings(),
+            xds: self.xds.settings(),
             ..Settings::new(self.rules.config.clone())
         }
     }

@@ -60,6 +60,9 @@ pub enum LimitError {
     /// The counter store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// No rules have arrived yet (xDS before its first accepted response); upstream's words.
+    #[error("no rate limit configuration loaded")]
+    NoRules,
 }
 
 /// Decides rate-limit calls against the current rules and a store.
@@ -115,6 +118,11 @@ impl Limiter {
         self.rules.load_full()
     }
 
+    /// Whether a rule set is in force (false only while waiting for the first one from xDS).
+    pub fn has_rules(&self) -> bool {
+        !self.rules.load().awaiting
+    }
+
     /// Decides one call.
     pub async fn check(&self, request: &Request) -> Result<Decision, LimitError> {
         let started = Instant::now();
@@ -123,6 +131,10 @@ impl Limiter {
             return Err(invalid.into());
         }
         let rules = self.rules.load_full();
+        if rules.awaiting {
+            self.metrics.record_call_error(metrics::SERVICE_ERROR);
+            return Err(LimitError::NoRules);
+        }
         let plan = plan::Plan::build(&rules, request, &self.options, &self.metrics);
         let mut degraded = false;
         let outcomes = if plan.charges().is_empty() {
