@@ -190,49 +190,40 @@ async fn start_inner(
 
 /// Spawns every task of a server on one tracker, all stopping on one shutdown token.
 async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError> {
-    let Parts {
-        settings,
-        clock,
-        metrics,
-        reloader,
-        xds,
-        tls,
-        store,
-        limiter,
-    } = parts;
     let (grpc_addr, http_addr) = (listeners.grpc_addr, listeners.http_addr);
     let lifecycle = Lifecycle::default();
     let shutdown = lifecycle.requested.clone();
     let tasks = TaskTracker::new();
-    if let Some(tls) = &tls {
+    if let Some(tls) = &parts.tls {
         tls.watch(&tasks, shutdown.clone()).map_err(AppError::Tls)?;
     }
-    if let Some(xds) = xds {
-        tasks.spawn(xds.run(reloader.clone(), metrics.clone(), shutdown.clone()));
+    if let Some(xds) = parts.xds {
+        let (reloader, metrics) = (parts.reloader.clone(), parts.metrics.clone());
+        tasks.spawn(xds.run(reloader, metrics, shutdown.clone()));
     }
-    if settings.watch_rules
-        && let Some(watch) = reloader.clone().watch(shutdown.clone())?
+    if parts.settings.watch_rules
+        && let Some(watch) = parts.reloader.clone().watch(shutdown.clone())?
     {
         tasks.spawn(watch);
     }
-    if let Some(background) = store.background(shutdown.clone()) {
+    if let Some(background) = parts.store.background(shutdown.clone()) {
         tasks.spawn(background);
     }
     tasks.spawn(tasks::sweep(
-        store.clone(),
-        limiter.clone(),
-        clock.clone(),
-        metrics.clone(),
+        parts.store.clone(),
+        parts.limiter.clone(),
+        parts.clock.clone(),
+        parts.metrics.clone(),
         shutdown.clone(),
     ));
-    let (health, health_service) = health::Health::start(health::ready(&limiter)).await;
+    let (health, health_service) = health::Health::start(health::ready(&parts.limiter)).await;
     tasks.spawn(health::follow_store(
-        limiter.clone(),
+        parts.limiter.clone(),
         health.clone(),
         lifecycle.draining.clone(),
         shutdown.clone(),
     ));
-    let delay = settings.shutdown_delay;
+    let delay = parts.settings.shutdown_delay;
     tasks.spawn(shutdown::announce_then_close(
         lifecycle.clone(),
         health,
@@ -240,8 +231,8 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
     ));
     let (fail, failures) = mpsc::unbounded_channel();
     let serving = Serving {
-        limiter,
-        tls: tls.clone(),
+        limiter: parts.limiter,
+        tls: parts.tls.clone(),
         draining: lifecycle.draining,
         close: lifecycle.close,
         shutdown: shutdown.clone(),
@@ -253,12 +244,12 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
         grpc_addr,
         http_addr,
         shutdown,
-        reloader,
-        tls,
+        reloader: parts.reloader,
+        tls: parts.tls,
         tasks,
-        store: StoreHandle::start(store, clock, metrics),
+        store: StoreHandle::start(parts.store, parts.clock, parts.metrics),
         failures,
-        grace: settings.shutdown_grace,
+        grace: parts.settings.shutdown_grace,
         delay,
     })
 }

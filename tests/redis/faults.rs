@@ -209,7 +209,7 @@ async fn health_reports_a_sustained_outage() {
         .await;
     }
     let health_is = async |code| http(server.http_addr, "GET", "/healthcheck", "").await.0 == code;
-    let within = Duration::from_secs(5);
+    let within = Duration::from_secs(15);
     eventually(within, "health reports the outage", async || {
         health_is(503).await
     })
