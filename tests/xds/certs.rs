@@ -35,11 +35,11 @@ pub struct Leaf {
     pub key_pkcs1: String,
 }
 
-/// The CA, the control plane's certificate, and the `/certs` directory of the rate-limit pod.
+/// The CA, the control plane's certificate, and the `/certs` directory of the rate-limit pod
+/// (holding the `*` certificate).
 pub struct EgCerts {
     pub ca: String,
     pub gateway: Leaf,
-    pub envoy: Leaf,
     certs: tempfile::TempDir,
 }
 
@@ -76,17 +76,7 @@ impl EgCerts {
         std::fs::write(certs.path().join("tls.crt"), &envoy.cert).unwrap();
         std::fs::write(certs.path().join("tls.key"), &envoy.key_pkcs1).unwrap();
         std::fs::write(certs.path().join("ca.crt"), &ca).unwrap();
-        Self {
-            ca,
-            gateway,
-            envoy,
-            certs,
-        }
-    }
-
-    /// The directory standing for `/certs`.
-    pub fn dir(&self) -> &Path {
-        self.certs.path()
+        Self { ca, gateway, certs }
     }
 
     /// A file of the `/certs` directory.
