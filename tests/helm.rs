@@ -347,3 +347,61 @@ fn schema_rejects_unknown_keys_and_bad_values() {
         assert!(error.contains("schema"), "{bad}: {error}");
     }
 }
+
+/// With `xds.enabled` the rules come from the control plane: no rules ConfigMap or mount, the
+/// xDS flags (all real `sluice serve` flags) and the client TLS Secret mounted where they point;
+/// `xds.enabled` without a server fails to render and says why.
+#[test]
+#[ignore = "needs helm (scripts/test installs it)"]
+fn xds_values_take_rules_from_a_control_plane() {
+    let manifests = rendered(&[
+        "--set",
+        "xds.enabled=true",
+        "--set",
+        "xds.server=envoy-gateway.envoy-gateway-system:18001",
+        "--set",
+        "xds.nodeId=envoy-ratelimit",
+        "--set",
+        "xds.forceStart=true",
+        "--set",
+        "xds.tls.enabled=true",
+        "--set",
+        "xds.tls.secretName=envoy-rate-limit",
+    ]);
+    assert!(!kinds(&manifests).contains("ConfigMap"));
+    let args = args(&manifests);
+    for expected in [
+        "--xds-server=envoy-gateway.envoy-gateway-system:18001",
+        "--xds-node-id=envoy-ratelimit",
+        "--xds-force-start",
+        "--xds-tls",
+        "--xds-tls-cert=/etc/sluice/xds-tls/tls.crt",
+        "--xds-tls-key=/etc/sluice/xds-tls/tls.key",
+        "--xds-tls-ca=/etc/sluice/xds-tls/ca.crt",
+    ] {
+        assert!(args.contains(&expected), "{expected} missing from {args:?}");
+    }
+    assert!(!args.iter().any(|a| a.starts_with("--config")), "{args:?}");
+    let help = run(["serve", "--help"]).stdout;
+    for flag in flags(&args) {
+        assert!(help.contains(flag), "{flag} is not a flag of sluice serve");
+    }
+    let pod = &find(&manifests, "Deployment")["spec"]["template"]["spec"];
+    let volumes = pod["volumes"].as_array().unwrap();
+    assert!(volumes.iter().all(|v| v["name"] != "rules"), "{volumes:?}");
+    let tls = volumes
+        .iter()
+        .find(|v| v["name"] == "xds-tls")
+        .expect("TLS volume");
+    assert_eq!(tls["secret"]["secretName"], "envoy-rate-limit");
+    let mounts = container(&manifests)["volumeMounts"].as_array().unwrap();
+    assert!(
+        mounts
+            .iter()
+            .any(|m| m["mountPath"] == "/etc/sluice/xds-tls")
+    );
+    let error = render(&["--set", "xds.enabled=true"]).expect_err("no server");
+    assert!(error.contains("xds.enabled needs xds.server"), "{error}");
+    let error = render(&["--set", "xds.server=https://cp:1"]).expect_err("not host:port");
+    assert!(error.contains("schema"), "{error}");
+}

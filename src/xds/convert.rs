@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use prost::Message;
 
-use super::protocol::TYPE_URL;
+use super::TYPE_URL;
 use crate::proto::ratelimit::config::ratelimit::v3 as rls_conf;
 use crate::proto::well_known::{Any, Struct};
 use crate::rules::{ConfigError, ConfigErrors, DescriptorRule, LimitSpec, Location, RuleDocument};

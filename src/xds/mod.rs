@@ -25,6 +25,9 @@ use crate::metrics::Metrics;
 use crate::reload::Reloader;
 use crate::rules::LoadOptions;
 
+/// The resource type sluice subscribes to: envoyproxy/ratelimit's rule configuration.
+const TYPE_URL: &str = "type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig";
+
 /// The node id sent when none is given (upstream's default).
 pub const DEFAULT_NODE_ID: &str = "default";
 /// The largest response accepted, in bytes (gRPC's usual 4 MiB).

@@ -12,15 +12,12 @@
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
 
-use super::convert;
+use super::{TYPE_URL, convert};
 use crate::proto::envoy::config::core::v3::Node;
 use crate::proto::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use crate::proto::google::rpc::Status;
 use crate::proto::well_known::Struct;
 use crate::rules::{ConfigErrors, LoadOptions, RuleDocument, RuleSet, load_documents};
-
-/// The resource type sluice subscribes to: envoyproxy/ratelimit's rule configuration.
-pub const TYPE_URL: &str = "type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig";
 
 /// The first pause before answering a re-send of a rejected response.
 const FIRST_REPEAT_PAUSE: Duration = Duration::from_secs(1);

@@ -89,7 +89,10 @@ several replicas would each admit the full limit.
 {{- if and (eq .Values.store.type "redis") (not .Values.store.redis.url) (not .Values.store.redis.existingSecret) }}
 {{- fail "store.type=redis needs store.redis.url or store.redis.existingSecret." }}
 {{- end }}
-{{- if and (not .Values.existingConfigMap) (not .Values.rules) }}
-{{- fail "no rules: set rules (one key per file) or existingConfigMap." }}
+{{- if and (not .Values.existingConfigMap) (not .Values.rules) (not .Values.xds.enabled) }}
+{{- fail "no rules: set rules (one key per file) or existingConfigMap, or take them from xDS (xds.enabled)." }}
+{{- end }}
+{{- if and .Values.xds.enabled (not .Values.xds.server) }}
+{{- fail "xds.enabled needs xds.server (host:port of the control plane)." }}
 {{- end }}
 {{- end }}
