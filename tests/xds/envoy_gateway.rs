@@ -7,7 +7,8 @@
 use super::certs::{EgCerts, GATEWAY_NAME};
 use super::common::envoy::{Bootstrap, DOMAIN, Envoy};
 use super::common::http1::{self, Upstream};
-use super::common::process::poll;
+use super::common::process::{poll, repo_path};
+use super::common::yaml::document;
 use super::control_plane::ControlPlane;
 use super::process::Binary;
 use super::wire::{self, MINUTE, config, limited, parent};
@@ -130,4 +131,37 @@ fn envoy_enforces_rules_pushed_over_xds() {
     wait_for_version(&sluice, "1");
     assert_eq!(statuses(&envoy, 5, "c"), [200, 200, 200, 200, 429]);
     assert!(upstream.hits() >= 15, "allowed calls reached the upstream");
+}
+
+/// `examples/envoy-gateway/` stays consistent: both ways of swapping the image name the same
+/// image with a tag (Envoy Gateway requires one), both configure the Redis backend without which
+/// no rate-limit Deployment is made, and the policy is a global rate limit.
+#[test]
+fn the_envoy_gateway_example_swaps_the_image() {
+    let read = |name: &str| {
+        let path = repo_path(&format!("examples/envoy-gateway/{name}"));
+        document(&std::fs::read_to_string(&path).expect("example file"))
+    };
+    let helm = read("helm-values.yaml");
+    let config = read("envoy-gateway.yaml");
+    let helm_image = &helm["global"]["images"]["ratelimit"]["image"];
+    let config_image =
+        &config["provider"]["kubernetes"]["rateLimitDeployment"]["container"]["image"];
+    assert_eq!(helm_image, config_image);
+    let image = helm_image.as_str().expect("image");
+    assert!(
+        image.rsplit('/').next().unwrap().contains(':'),
+        "{image} has no tag"
+    );
+    for backend in [
+        &helm["config"]["envoyGateway"]["rateLimit"],
+        &config["rateLimit"],
+    ] {
+        assert_eq!(backend["backend"]["type"], "Redis");
+        assert!(backend["backend"]["redis"]["url"].is_string());
+    }
+    assert_eq!(config["kind"], "EnvoyGateway");
+    let policy = read("backend-traffic-policy.yaml");
+    assert_eq!(policy["kind"], "BackendTrafficPolicy");
+    assert_eq!(policy["spec"]["rateLimit"]["type"], "Global");
 }
