@@ -46,3 +46,10 @@ pub const XDS_BACKOFF_INITIAL: Duration = crate::xds::DEFAULT_BACKOFF_INITIAL;
 pub const XDS_BACKOFF_MAX: Duration = crate::xds::DEFAULT_BACKOFF_MAX;
 /// How far below its nominal length a jittered reconnection pause may fall.
 pub const XDS_BACKOFF_RANDOM_FACTOR: f64 = crate::xds::DEFAULT_BACKOFF_RANDOM_FACTOR;
+/// gRPC connections are closed gracefully after about this long (envoyproxy/ratelimit's
+/// `GRPC_MAX_CONNECTION_AGE`).
+pub const GRPC_MAX_CONNECTION_AGE: Duration = Duration::from_secs(24 * 3_600);
+/// In-flight calls of an aged connection may take this long (`GRPC_MAX_CONNECTION_AGE_GRACE`).
+pub const GRPC_MAX_CONNECTION_AGE_GRACE: Duration = Duration::from_secs(3_600);
+/// The path of the separate metrics listener.
+pub const METRICS_PATH: &str = "/metrics";

@@ -1,6 +1,9 @@
-//! gRPC health for `""` and `ratelimit` (the name envoyproxy/ratelimit registers): SERVING once
-//! started and rules are in force, NOT_SERVING before the first rules arrive (xDS), while the
-//! counter store reports a sustained outage, and from the moment shutdown is requested.
+//! Health, as `/healthcheck` and gRPC health (for `""` and `ratelimit`, the name
+//! envoyproxy/ratelimit registers) report it: healthy while sluice can answer calls by its rules —
+//! through a store outage too, where each rule's `failure_mode` answers — and unhealthy before the
+//! first rule set has loaded (from files, or over xDS unless `--xds-force-start`) and from the
+//! moment shutdown is requested. A sustained store outage and a rule set without domains count
+//! only when [`HealthOptions`] asks for them.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,13 +14,44 @@ use tonic_health::ServingStatus;
 use tonic_health::pb::health_server::{Health as HealthApi, HealthServer};
 use tonic_health::server::HealthReporter;
 
+use super::HealthOptions;
 use crate::limiter::Limiter;
+use crate::reload::Reloader;
 
 /// The gRPC health service name envoyproxy/ratelimit registers (besides `""`).
 pub const HEALTH_SERVICE: &str = "ratelimit";
 
-/// How often the store's health is mirrored into gRPC health.
+/// How often readiness is mirrored into gRPC health.
 const CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What decides health.
+pub(super) struct Readiness {
+    /// Set the moment shutdown is requested.
+    pub draining: Arc<AtomicBool>,
+    /// Whether (and which) rules are loaded.
+    pub reloader: Arc<Reloader>,
+    /// The store's health.
+    pub limiter: Arc<Limiter>,
+    /// What counts besides draining and rules.
+    pub options: HealthOptions,
+}
+
+impl Readiness {
+    /// `Ok` while healthy, else why not (the body of a 503).
+    pub(super) fn check(&self) -> Result<(), &'static str> {
+        if self.draining.load(Ordering::SeqCst) {
+            Err("draining")
+        } else if !self.reloader.has_rules() {
+            Err("no rules loaded yet")
+        } else if self.options.require_domains && self.reloader.rules().load().domains.is_empty() {
+            Err("no rate limit domain loaded")
+        } else if self.options.store && !self.limiter.store_healthy() {
+            Err("counter store unavailable")
+        } else {
+            Ok(())
+        }
+    }
+}
 
 /// The health both service names report.
 #[derive(Clone)]
@@ -27,7 +61,7 @@ pub(super) struct Health {
 
 impl Health {
     /// A health service reporting `serving` for both names.
-    pub(super) async fn start(serving: bool) -> (Self, HealthServer<impl HealthApi>) {
+    pub(super) async fn new(serving: bool) -> (Self, HealthServer<impl HealthApi>) {
         let (reporter, service) = tonic_health::server::health_reporter();
         let health = Self { reporter };
         health.set(serving).await;
@@ -47,36 +81,28 @@ impl Health {
     }
 }
 
-/// Whether calls can be answered by rules: rules are in force and the store is healthy.
-pub(super) fn ready(limiter: &Limiter) -> bool {
-    limiter.has_rules() && limiter.store_healthy()
-}
-
-/// Mirrors [`ready`] into gRPC health until shutdown (which sets NOT_SERVING itself).
-pub(super) async fn follow_store(
-    limiter: Arc<Limiter>,
+/// Mirrors readiness into gRPC health until shutdown (which sets NOT_SERVING itself).
+pub(super) async fn follow(
+    readiness: Arc<Readiness>,
     health: Health,
-    draining: Arc<AtomicBool>,
+    mut serving: bool,
     shutdown: CancellationToken,
 ) {
     let mut every = tokio::time::interval(CHECK_INTERVAL);
-    let mut healthy = ready(&limiter);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = every.tick() => {}
         }
-        let now = ready(&limiter);
-        if now == healthy || draining.load(Ordering::SeqCst) {
+        let now = readiness.check();
+        if now.is_ok() == serving || readiness.draining.load(Ordering::SeqCst) {
             continue;
         }
-        healthy = now;
-        tracing::warn!(
-            healthy,
-            rules = limiter.has_rules(),
-            store = limiter.store_healthy(),
-            "health changed"
-        );
-        health.set(healthy).await;
+        serving = now.is_ok();
+        match now {
+            Ok(()) => tracing::info!("health: serving"),
+            Err(why) => tracing::warn!(why, "health: not serving"),
+        }
+        health.set(serving).await;
     }
 }

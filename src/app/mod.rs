@@ -12,6 +12,7 @@
 
 pub mod defaults;
 mod health;
+mod lanes;
 mod listen;
 mod settings;
 mod shutdown;
@@ -36,8 +37,8 @@ use crate::tls::TlsError;
 use crate::xds::{XdsError, XdsSource};
 
 pub use self::health::HEALTH_SERVICE;
-pub use self::settings::{MemorySettings, Settings, StoreSettings};
-pub use crate::reload::{Reloader, WatchError};
+pub use self::settings::{HealthOptions, MemorySettings, MetricsListener, Settings, StoreSettings};
+pub use crate::reload::{Reloader, RuleSource, WatchError};
 pub use crate::tls::{ReloadOutcome, ServerTls, TlsSettings, TlsStatus};
 pub use crate::xds::{Backoff, XdsSettings, XdsTls};
 
@@ -63,6 +64,17 @@ pub enum AppError {
         /// The cause.
         error: std::io::Error,
     },
+    /// The gRPC unix socket could not be bound.
+    #[error("cannot listen on unix socket {}: {error}", path.display())]
+    BindUnix {
+        /// The socket's path.
+        path: std::path::PathBuf,
+        /// The cause.
+        error: std::io::Error,
+    },
+    /// TLS was asked for on a unix socket, which sluice serves in plaintext only.
+    #[error("gRPC TLS is not served on a unix socket: use a TCP address, or no TLS")]
+    TlsOnUnixSocket,
     /// The TLS certificates did not load or cannot be watched. Not a `source`: the message
     /// already holds the cause, and an error chain would print it twice.
     #[error("TLS: {0}")]
@@ -99,6 +111,10 @@ pub struct Running {
     pub grpc_addr: SocketAddr,
     /// The bound HTTP address.
     pub http_addr: SocketAddr,
+    /// The unix socket gRPC listens on instead of `grpc_addr`, if any.
+    pub grpc_socket: Option<std::path::PathBuf>,
+    /// The bound address of the separate metrics listener, if any.
+    pub metrics_addr: Option<SocketAddr>,
     /// Cancel to shut down.
     pub shutdown: CancellationToken,
     /// The rule loader (its generation tells how many rule sets have loaded).
@@ -155,10 +171,15 @@ async fn start_inner(
         .map(|xds| XdsSource::new(xds, settings.load))
         .transpose()
         .map_err(AppError::Xds)?;
+    let source = match &settings.runtime {
+        Some(layout) => RuleSource::Runtime(layout.clone()),
+        None => RuleSource::Files(settings.config.clone()),
+    };
     // Rules from xDS arrive once the stream is up; rule files load now.
     let reloader = Arc::new(match &xds {
-        Some(source) => Reloader::pending(metrics.clone(), source.force_start()),
-        None => Reloader::load(settings.config.clone(), settings.load, metrics.clone())?,
+        Some(xds) => Reloader::pending(metrics.clone(), xds.force_start()),
+        None if settings.rules_required => Reloader::load(source, settings.load, metrics.clone())?,
+        None => Reloader::load_or_wait(source, settings.load, metrics.clone()),
     });
     let tls = (settings.tls.clone().map(ServerTls::load).transpose()).map_err(AppError::Tls)?;
     let store = match store {
@@ -174,7 +195,7 @@ async fn start_inner(
         settings.limiter,
         metrics.clone(),
     ));
-    let listeners = Listeners::bind(settings.grpc_addr, settings.http_addr).await?;
+    let listeners = Listeners::bind(&settings).await?;
     let parts = Parts {
         settings,
         clock,
@@ -191,6 +212,7 @@ async fn start_inner(
 /// Spawns every task of a server on one tracker, all stopping on one shutdown token.
 async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError> {
     let (grpc_addr, http_addr) = (listeners.grpc_addr, listeners.http_addr);
+    let metrics_addr = listeners.metrics_addr;
     let lifecycle = Lifecycle::default();
     let shutdown = lifecycle.requested.clone();
     let tasks = TaskTracker::new();
@@ -216,11 +238,18 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
         parts.metrics.clone(),
         shutdown.clone(),
     ));
-    let (health, health_service) = health::Health::start(health::ready(&parts.limiter)).await;
-    tasks.spawn(health::follow_store(
-        parts.limiter.clone(),
+    let readiness = Arc::new(health::Readiness {
+        draining: lifecycle.draining.clone(),
+        reloader: parts.reloader.clone(),
+        limiter: parts.limiter.clone(),
+        options: parts.settings.health,
+    });
+    let serving_now = readiness.check().is_ok();
+    let (health, health_service) = health::Health::new(serving_now).await;
+    tasks.spawn(health::follow(
+        readiness.clone(),
         health.clone(),
-        lifecycle.draining.clone(),
+        serving_now,
         shutdown.clone(),
     ));
     let delay = parts.settings.shutdown_delay;
@@ -233,16 +262,22 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
     let serving = Serving {
         limiter: parts.limiter,
         tls: parts.tls.clone(),
-        draining: lifecycle.draining,
+        health: Arc::new(move || readiness.check()),
+        connection_age: (
+            parts.settings.grpc_max_connection_age,
+            parts.settings.grpc_max_connection_age_grace,
+        ),
         close: lifecycle.close,
         shutdown: shutdown.clone(),
         failures: fail,
     };
-    listen::spawn(listeners, serving, health_service, &tasks);
+    listen::spawn(listeners, serving, health_service, &tasks)?;
     tasks.close();
     Ok(Running {
         grpc_addr,
         http_addr,
+        grpc_socket: parts.settings.grpc_socket.clone(),
+        metrics_addr,
         shutdown,
         reloader: parts.reloader,
         tls: parts.tls,

@@ -118,11 +118,6 @@ impl Limiter {
         self.rules.load_full()
     }
 
-    /// Whether a rule set is in force (false only while waiting for the first one from xDS).
-    pub fn has_rules(&self) -> bool {
-        !self.rules.load().awaiting
-    }
-
     /// Decides one call.
     pub async fn check(&self, request: &Request) -> Result<Decision, LimitError> {
         let started = Instant::now();

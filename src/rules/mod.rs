@@ -6,7 +6,8 @@
 //! at once); `document` takes rules given as data (xDS's `RateLimitConfig`) through the same
 //! compiler; `matcher` walks a domain for a request descriptor; `view` prints a set for
 //! `sluice check` and `GET /rlconfig`; `duration` is the `window:` grammar; `error` holds the
-//! located errors. The types of a compiled set are defined here.
+//! located errors; `runtime` reads envoyproxy/ratelimit's own file layout. The types of a
+//! compiled set are defined here.
 
 mod compile;
 mod document;
@@ -14,6 +15,7 @@ mod duration;
 mod error;
 mod file;
 mod matcher;
+mod runtime;
 mod view;
 
 use std::collections::HashMap;
@@ -26,6 +28,7 @@ pub use document::{DescriptorRule, LimitSpec, RuleDocument, load_documents};
 pub use duration::parse as parse_window;
 pub use error::{ConfigError, ConfigErrors};
 pub use matcher::{Match, override_stats_key};
+pub use runtime::RuntimeLayout;
 
 /// A time unit of upstream's `rate_limit.unit` (epoch-aligned; month = 30 days, year = 365 days).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,60 +1,83 @@
-//! sluice deployed as Envoy Gateway deploys its rate-limit service: the binary fed by the test
-//! control plane over mutual TLS with Envoy Gateway's certificates, serving gRPC over TLS with
-//! the `/certs` pair, behind a real Envoy that talks TLS to it. Rules pushed over xDS enforce;
+//! sluice deployed as Envoy Gateway deploys its rate-limit service: the binary started as
+//! `ratelimit` with Envoy Gateway's environment, fed by the test control plane over mutual TLS
+//! with Envoy Gateway's certificates, counting in Redis, serving gRPC over TLS with the `/certs`
+//! pair, behind a real Envoy that talks TLS to it. Rules pushed over xDS enforce;
 //! a change applies without a restart; a bad push is NACKed with its error while enforcement
 //! goes on; a control-plane restart changes nothing for callers.
 
 use super::certs::{EgCerts, GATEWAY_NAME};
 use super::common::envoy::{Bootstrap, DOMAIN, Envoy};
 use super::common::http1::{self, Upstream};
-use super::common::process::{poll, repo_path};
+use super::common::process::{BIN, poll, repo_path};
+use super::common::redis::RedisServer;
 use super::common::yaml::document;
 use super::control_plane::ControlPlane;
 use super::process::Binary;
-use super::wire::{self, MINUTE, config, limited, parent};
+use super::wire::{self, DAY, MINUTE, config, limited, parent};
 use super::{DEADLINE, NODE};
 
-/// Envoy's `(generic_key=per_key, key=<x-key>)` route limited to `requests` per minute, and
-/// `extra` descriptors beside it.
+/// Envoy's `(generic_key=per_key, key=<x-key>)` route limited to `requests` a day (a window
+/// edge is as good as never crossed during the test), and `extra` descriptors beside it.
 fn rules(requests: u32, extra: Vec<wire::RateLimitDescriptor>) -> Vec<wire::RateLimitConfig> {
     let mut descriptors = vec![parent(
         "generic_key",
         "per_key",
-        vec![limited("key", "", requests, MINUTE)],
+        vec![limited("key", "", requests, DAY)],
     )];
     descriptors.extend(extra);
     vec![config(DOMAIN, descriptors)]
 }
 
-/// The binary with the settings Envoy Gateway's Deployment gives upstream's image: xDS from
-/// `cp` as node `envoy-ratelimit` over mutual TLS with the `/certs` files, gRPC TLS with the
-/// same pair, serving before the first rules (FORCE_START_WITHOUT_INITIAL_CONFIG=true).
-/// The control plane's address is a loopback port, so the name `envoy-gateway` is given as the
-/// name to check (the test cannot make `envoy-gateway` resolve).
-fn start_as_envoy_gateway(certs: &EgCerts, cp: &ControlPlane) -> Binary {
+/// The binary started as Envoy Gateway's Deployment starts upstream's image: as `ratelimit`
+/// (a symlink), no arguments, exactly Envoy Gateway's environment (drop-in.md §4.1, in its
+/// order), with the Redis `redis`. What a test on one machine must change is changed and
+/// nothing else: the ports (`HOST`/`PORT`/`GRPC_HOST`/`GRPC_PORT`, which Envoy Gateway leaves at
+/// their defaults, on loopback port 0, and `PROMETHEUS_ADDR` on port 0); `/certs` is a temporary
+/// directory; the control plane's address is a loopback port, so the name in its certificate,
+/// `envoy-gateway`, is given by upstream's `CONFIG_GRPC_XDS_SERVER_TLS_SAN` (the test cannot
+/// make `envoy-gateway` resolve).
+fn start_as_envoy_gateway(certs: &EgCerts, cp: &ControlPlane, redis: &RedisServer) -> Binary {
     let path = |name: &str| certs.path(name).display().to_string();
-    let server = cp.addr.to_string();
-    let args = [
-        "--xds-server",
-        &server,
-        "--xds-node-id",
-        NODE,
-        "--xds-tls-cert",
-        &path("tls.crt"),
-        "--xds-tls-key",
-        &path("tls.key"),
-        "--xds-tls-ca",
-        &path("ca.crt"),
-        "--xds-tls-server-name",
-        GATEWAY_NAME,
-        "--xds-force-start",
-        "--tls-cert",
-        &path("tls.crt"),
-        "--tls-key",
-        &path("tls.key"),
-        "--no-persist",
+    let (server, redis) = (cp.addr.to_string(), format!("127.0.0.1:{}", redis.port));
+    let env = [
+        ("RUNTIME_ROOT", "/data".to_string()),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit".into()),
+        ("RUNTIME_IGNOREDOTFILES", "true".into()),
+        ("RUNTIME_WATCH_ROOT", "false".into()),
+        ("LOG_LEVEL", "info".into()),
+        ("USE_STATSD", "false".into()),
+        ("CONFIG_TYPE", "GRPC_XDS_SOTW".into()),
+        ("CONFIG_GRPC_XDS_SERVER_URL", server),
+        ("CONFIG_GRPC_XDS_NODE_ID", NODE.into()),
+        ("GRPC_SERVER_USE_TLS", "true".into()),
+        ("GRPC_SERVER_TLS_CERT", path("tls.crt")),
+        ("GRPC_SERVER_TLS_KEY", path("tls.key")),
+        ("GRPC_SERVER_TLS_CA_CERT", path("ca.crt")),
+        ("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true".into()),
+        ("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", path("tls.crt")),
+        ("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", path("tls.key")),
+        ("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", path("ca.crt")),
+        ("FORCE_START_WITHOUT_INITIAL_CONFIG", "true".into()),
+        ("REDIS_SOCKET_TYPE", "tcp".into()),
+        ("REDIS_URL", redis),
+        ("USE_PROMETHEUS", "true".into()),
+        ("PROMETHEUS_ADDR", ":0".into()),
+        (
+            "PROMETHEUS_MAPPER_YAML",
+            "/etc/statsd-exporter/conf.yaml".into(),
+        ),
+        // The test's changes: free loopback ports, and the control plane's certificate name.
+        ("HOST", "127.0.0.1".into()),
+        ("PORT", "0".into()),
+        ("GRPC_HOST", "127.0.0.1".into()),
+        ("GRPC_PORT", "0".into()),
+        ("CONFIG_GRPC_XDS_SERVER_TLS_SAN", GATEWAY_NAME.into()),
     ];
-    Binary::serve(&args)
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let link = tempfile::tempdir().expect("temp dir");
+    let ratelimit = link.path().join("ratelimit");
+    std::os::unix::fs::symlink(BIN, &ratelimit).expect("symlink");
+    Binary::start(&ratelimit, &[], &env)
 }
 
 /// Waits until sluice serves the rules of xDS version `version`.
@@ -74,13 +97,14 @@ fn statuses(envoy: &Envoy, n: usize, key: &str) -> Vec<u16> {
 
 /// The whole path: control plane → (mTLS) → sluice → (TLS) ← Envoy ← client.
 #[test]
-#[ignore = "needs envoy (scripts/test installs it)"]
+#[ignore = "needs envoy and redis-server (scripts/test installs them)"]
 fn envoy_enforces_rules_pushed_over_xds() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let certs = EgCerts::new();
     let cp = runtime.block_on(ControlPlane::start(Some(certs.control_plane_tls())));
     cp.set_snapshot(NODE, "1", &rules(3, Vec::new()));
-    let sluice = start_as_envoy_gateway(&certs, &cp);
+    let redis = RedisServer::start();
+    let sluice = start_as_envoy_gateway(&certs, &cp, &redis);
     wait_for_version(&sluice, "1");
     let upstream = Upstream::start();
     let bootstrap = Bootstrap {
@@ -131,6 +155,18 @@ fn envoy_enforces_rules_pushed_over_xds() {
     wait_for_version(&sluice, "1");
     assert_eq!(statuses(&envoy, 5, "c"), [200, 200, 200, 200, 429]);
     assert!(upstream.hits() >= 15, "allowed calls reached the upstream");
+    // One line per version; every variable of Envoy Gateway's about xDS is honoured.
+    let log = sluice.log();
+    assert_eq!(log.matches("rules rejected").count(), 1, "{log}");
+    assert_eq!(log.matches("rules loaded").count(), 3, "{log}");
+    let warning = log
+        .lines()
+        .find(|l| l.contains("not honoured"))
+        .unwrap_or_default();
+    assert!(
+        !warning.contains("XDS") && !warning.contains("FORCE_START"),
+        "{warning}"
+    );
 }
 
 /// `examples/envoy-gateway/` stays consistent: both ways of swapping the image name the same

@@ -132,6 +132,8 @@ pub const TYPE_URL: &str = "type.googleapis.com/ratelimit.config.ratelimit.v3.Ra
 pub const SECOND: i32 = 1;
 /// `RateLimitUnit.MINUTE`.
 pub const MINUTE: i32 = 2;
+/// `RateLimitUnit.DAY`.
+pub const DAY: i32 = 4;
 
 /// A leaf descriptor `key`(=`value`) with `requests` per `unit` (unit 0: UNKNOWN, an error).
 pub fn limited(key: &str, value: &str, requests: u32, unit: i32) -> RateLimitDescriptor {
