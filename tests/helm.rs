@@ -470,3 +470,79 @@ fn xds_values_take_rules_from_a_control_plane() {
     let error = render(&["--set", "xds.server=https://cp:1"]).expect_err("not host:port");
     assert!(error.contains("schema"), "{error}");
 }
+
+/// `upstreamEnv` with `xds`: the container gets Envoy Gateway's variables for rules over xDS
+/// (CONFIG_TYPE=GRPC_XDS_SOTW and the CONFIG_GRPC_XDS_* it needs), each one the personality
+/// honours, and the TLS Secret mounted where they point.
+#[test]
+#[ignore = "needs helm (scripts/test installs it)"]
+fn upstream_env_with_xds_sets_the_xds_variables() {
+    let manifests = rendered(&[
+        "--set",
+        "upstreamEnv.enabled=true",
+        "--set",
+        "store.type=redis",
+        "--set",
+        "store.redis.url=redis://redis:6379",
+        "--set",
+        "xds.enabled=true",
+        "--set",
+        "xds.server=envoy-gateway:18001",
+        "--set",
+        "xds.nodeId=envoy-ratelimit",
+        "--set",
+        "xds.nodeMetadata.zone=eu",
+        "--set",
+        "xds.tls.enabled=true",
+        "--set",
+        "xds.tls.secretName=envoy-rate-limit",
+    ]);
+    let container = container(&manifests);
+    let env: Vec<(&str, &str)> = container["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap(),
+                e["value"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    for expected in [
+        ("CONFIG_TYPE", "GRPC_XDS_SOTW"),
+        ("CONFIG_GRPC_XDS_SERVER_URL", "envoy-gateway:18001"),
+        ("CONFIG_GRPC_XDS_NODE_ID", "envoy-ratelimit"),
+        ("CONFIG_GRPC_XDS_NODE_METADATA", "zone=eu"),
+        ("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true"),
+        (
+            "CONFIG_GRPC_XDS_CLIENT_TLS_CERT",
+            "/etc/sluice/xds-tls/tls.crt",
+        ),
+        (
+            "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
+            "/etc/sluice/xds-tls/tls.key",
+        ),
+        (
+            "CONFIG_GRPC_XDS_SERVER_TLS_CACERT",
+            "/etc/sluice/xds-tls/ca.crt",
+        ),
+        ("FORCE_START_WITHOUT_INITIAL_CONFIG", "false"),
+    ] {
+        assert!(env.contains(&expected), "{expected:?} missing from {env:?}");
+    }
+    let table = run(["upstream-env"]).stdout;
+    for (name, _) in &env {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{name}` ")))
+            .unwrap_or_else(|| panic!("{name} is not an upstream variable"));
+        assert!(!row.contains("not honoured"), "{row}");
+    }
+    let mounts = container["volumeMounts"].as_array().unwrap();
+    assert!(
+        mounts
+            .iter()
+            .any(|m| m["mountPath"] == "/etc/sluice/xds-tls")
+    );
+}
