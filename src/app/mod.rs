@@ -192,7 +192,7 @@ async fn start_inner(
         reloader.rules(),
         store.clone(),
         clock.clone(),
-        settings.limiter,
+        settings.limiter.clone(),
         metrics.clone(),
     ));
     let listeners = Listeners::bind(&settings).await?;

@@ -6,6 +6,7 @@
 
 pub mod check;
 pub mod prepare;
+pub mod response;
 pub mod serve;
 pub mod serving;
 pub mod upstream;

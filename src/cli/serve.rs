@@ -14,6 +14,7 @@ use sluice::clock::duration::{self, DurationError, GoDuration};
 use sluice::limiter::LimiterOptions;
 use sluice::store::{PersistSettings, RedisSettings};
 
+use super::response::ResponseArgs;
 use super::serving::ServingArgs;
 use super::xds::XdsArgs;
 use super::{LogFormat, RuleArgs};
@@ -66,6 +67,9 @@ pub struct ServeArgs {
     /// Listeners and health beyond the two addresses; the personality switch.
     #[command(flatten)]
     pub serving: ServingArgs,
+    /// Headers, dynamic metadata, quota mode and reset precision of the answers.
+    #[command(flatten)]
+    pub response: ResponseArgs,
     /// TLS on gRPC.
     #[command(flatten)]
     pub tls: TlsArgs,
@@ -169,8 +173,10 @@ impl ServeArgs {
             load: self.rules.load_options(),
             limiter: LimiterOptions {
                 global_shadow_mode: self.shadow_mode,
+                global_quota_mode: self.response.quota_mode,
                 default_algorithm: self.rules.default_algorithm.into(),
                 expected_replicas: self.redis.expected_replicas,
+                response: self.response.options(),
             },
             shutdown_grace: self.shutdown_grace.into(),
             shutdown_delay: self.shutdown_delay.into(),
