@@ -63,6 +63,19 @@ fn args(manifests: &[Value]) -> Vec<&str> {
         .collect()
 }
 
+/// Each of `names` is an upstream variable the personality honours (its row in
+/// `sluice upstream-env` does not say "not honoured").
+fn assert_honoured(names: &[&str]) {
+    let table = run(["upstream-env"]).stdout;
+    for name in names {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{name}` ")))
+            .unwrap_or_else(|| panic!("{name} is not an upstream variable"));
+        assert!(!row.contains("not honoured"), "{row}");
+    }
+}
+
 /// The `--flag` part of every argument after `serve`.
 fn flags<'a>(args: &[&'a str]) -> Vec<&'a str> {
     assert_eq!(args.first(), Some(&"serve"), "{args:?}");
@@ -383,14 +396,7 @@ fn upstream_env_mode_sets_upstream_variables_instead_of_flags() {
         assert!(env.contains(&name), "{name}: {env:?}");
     }
     assert!(env.iter().all(|n| !n.starts_with("SLUICE_")), "{env:?}");
-    let table = run(["upstream-env"]).stdout;
-    for name in &env {
-        let row = table
-            .lines()
-            .find(|l| l.starts_with(&format!("| `{name}` ")))
-            .unwrap_or_else(|| panic!("{name} is not an upstream variable"));
-        assert!(!row.contains("not honoured"), "{row}");
-    }
+    assert_honoured(&env);
     let mounts = container["volumeMounts"].as_array().unwrap();
     assert!(
         mounts
@@ -531,14 +537,8 @@ fn upstream_env_with_xds_sets_the_xds_variables() {
     ] {
         assert!(env.contains(&expected), "{expected:?} missing from {env:?}");
     }
-    let table = run(["upstream-env"]).stdout;
-    for (name, _) in &env {
-        let row = table
-            .lines()
-            .find(|l| l.starts_with(&format!("| `{name}` ")))
-            .unwrap_or_else(|| panic!("{name} is not an upstream variable"));
-        assert!(!row.contains("not honoured"), "{row}");
-    }
+    let names: Vec<&str> = env.iter().map(|(name, _)| *name).collect();
+    assert_honoured(&names);
     let mounts = container["volumeMounts"].as_array().unwrap();
     assert!(
         mounts
