@@ -46,6 +46,10 @@ pub fn fields(charge: &Charge, key_index: usize) -> Fields {
     ]
 }
 
+/// The script's algorithm code of a `fixed_window` counter in upstream's key layout (the
+/// four algorithms are 0 to 3).
+pub const UPSTREAM_FIXED_WINDOW: u64 = 4;
+
 /// Appends one call to a script run's ARGV: its time (`None` = Redis's clock), its number of
 /// charges, then their fields. Numbers go straight into the command buffer.
 pub fn push_call(cmd: &mut redis::Cmd, now_us: Option<u64>, charges: &[Fields]) {
