@@ -72,6 +72,10 @@ fn start_as_envoy_gateway(certs: &EgCerts, cp: &ControlPlane, redis: &RedisServe
         ("GRPC_HOST", "127.0.0.1".into()),
         ("GRPC_PORT", "0".into()),
         ("CONFIG_GRPC_XDS_SERVER_TLS_SAN", GATEWAY_NAME.into()),
+        // sluice's own per-call Redis timeout (10 ms) can pass on a test machine shared by many
+        // builds; a call is then answered by failure_mode and a count goes missing. A second
+        // instead (a `SLUICE_*` variable, as an operator would add in `container.env`).
+        ("SLUICE_REDIS_TIMEOUT", "1s".into()),
     ];
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let link = tempfile::tempdir().expect("temp dir");
@@ -86,6 +90,18 @@ fn wait_for_version(sluice: &Binary, version: &str) {
     poll(DEADLINE, &format!("xDS version {version} in force"), || {
         let rlconfig = http1::try_get(sluice.http_addr, "/rlconfig", &[]).ok()?;
         rlconfig.body.starts_with(&line).then_some(())
+    });
+}
+
+/// Waits until calls are decided by Redis: sluice listens before Redis is connected, and
+/// answers by failure_mode meanwhile, marked degraded (each warm-up call has a key of its own).
+fn wait_for_redis(envoy: &Envoy) {
+    let mut calls = 0;
+    poll(DEADLINE, "calls are decided by Redis", || {
+        calls += 1;
+        let key = format!("warm-up-{calls}");
+        let response = http1::get(envoy.listener, "/", &[("x-key", &key)]);
+        (response.status == 200 && response.header("x-ratelimit-mode").is_none()).then_some(())
     });
 }
 
@@ -119,6 +135,7 @@ fn envoy_enforces_rules_pushed_over_xds() {
         certs.path("tls.key"),
     );
     let envoy = Envoy::start(&bootstrap.yaml_with_tls(&ca, &cert, &key));
+    wait_for_redis(&envoy);
     assert_eq!(statuses(&envoy, 4, "a"), [200, 200, 200, 429]);
 
     // A change applies without a restart; key a's counter is kept.
