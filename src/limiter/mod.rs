@@ -7,6 +7,7 @@
 mod answer;
 mod decision;
 mod degraded;
+mod explain;
 pub mod headers;
 mod metadata;
 mod plan;
@@ -28,8 +29,11 @@ use crate::metrics::{self, Metrics};
 use crate::rules::RuleSet;
 use crate::store::{MemoryStore, Store, StoreError};
 
-pub use decision::{Code, Decision, DescriptorStatus, ReportedLimit};
+pub use decision::{Code, Decision, DescriptorStatus, ReportedLimit, StoreUse};
 pub use degraded::HEADER as DEGRADED_HEADER;
+pub use explain::{
+    CounterState, Explained, Explanation, LimitState, explain_with, parse_descriptor,
+};
 pub use request::{
     Descriptor, InvalidRequest, LimitOverride, MAX_DESCRIPTORS, MAX_ENTRIES, MAX_TEXT, Request,
 };
@@ -147,26 +151,30 @@ impl Limiter {
             return Err(LimitError::NoRules);
         }
         let plan = plan::Plan::build(&rules, request, &self.options, &self.metrics);
-        let mut degraded = false;
+        let mut store = StoreUse::Skipped;
         let outcomes = if plan.charges().is_empty() {
             Vec::new()
         } else {
             let now = self.clock.now();
             let store_started = Instant::now();
             let applied = self.store.apply(plan.charges(), now).await;
-            let seconds = store_started.elapsed().as_secs_f64();
+            let elapsed = store_started.elapsed();
             self.metrics
-                .record_store(self.store.name(), seconds, applied.is_err());
+                .record_store(self.store.name(), elapsed.as_secs_f64(), applied.is_err());
             match applied {
-                Ok(outcomes) => outcomes,
+                Ok(outcomes) => {
+                    store = StoreUse::Answered(elapsed);
+                    outcomes
+                }
                 Err(e) => {
-                    degraded = true;
+                    store = StoreUse::Failed(elapsed);
                     self.degrade(&plan, request, now, e)?
                 }
             }
         };
         let mut decision = answer::decide(request, &plan, &outcomes, &self.options, &self.metrics);
-        if degraded {
+        decision.store = store;
+        if let StoreUse::Failed(_) = store {
             let (name, value) = degraded::HEADER;
             decision.headers.push((name.into(), value.to_owned()));
         }
