@@ -45,8 +45,8 @@ async fn generation_reaches(server: &TestServer, generation: u64) {
 }
 
 /// Pushed rules enforce; the stream starts with no version and no nonce, names the node and the
-/// type, and ACKs the response with its version and nonce; metrics and /rlconfig show the
-/// version.
+/// type, and ACKs the response with its version and nonce; metrics, /rlconfig and the /ui page's
+/// rules show the version.
 #[tokio::test]
 async fn pushed_rules_enforce_and_are_acked() {
     let cp = ControlPlane::start(None).await;
@@ -84,6 +84,14 @@ async fn pushed_rules_enforce_and_are_acked() {
         ),
         "{rlconfig}"
     );
+    let (status, ui_rules) = http(server.http_addr, "GET", "/ui/api/rules", "").await;
+    assert_eq!(status, 200);
+    let ui_rules: serde_json::Value = serde_json::from_str(&ui_rules).expect("JSON");
+    assert_eq!(
+        ui_rules["version"], "1",
+        "/ui shows the version: {ui_rules}"
+    );
+    assert_eq!(ui_rules["domains"][0]["name"], "edge");
     server.stop().await;
 }
 
