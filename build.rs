@@ -1,14 +1,19 @@
-//! Compiles the vendored RLS v3 schema in `proto/` with protox (no system protoc needed), and
-//! generates protojson (serde) impls for the `/json` endpoint with pbjson.
+//! Compiles the vendored schemas in `proto/` with protox (no system protoc needed): the RLS v3
+//! service, and the xDS discovery service with envoyproxy/ratelimit's rule resource. Generates
+//! protojson (serde) impls of the RLS messages for the `/json` endpoint with pbjson.
 
 use std::path::PathBuf;
 
 use prost::Message;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = "proto/envoy/service/ratelimit/v3/rls.proto";
+    let roots = [
+        "proto/envoy/service/ratelimit/v3/rls.proto",
+        "proto/envoy/service/discovery/v3/ads.proto",
+        "proto/ratelimit/config/ratelimit/v3/rls_conf.proto",
+    ];
     println!("cargo:rerun-if-changed=proto");
-    let descriptors = protox::compile([root], ["proto"])?;
+    let descriptors = protox::compile(roots, ["proto"])?;
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
     let descriptor_bytes = descriptors.encode_to_vec();
     // Well-known types come from pbjson-types, which carry protojson impls (e.g. "1.5s" durations).
@@ -23,6 +28,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     pbjson_build::Builder::new()
         .register_descriptors(&descriptor_bytes)?
         .out_dir(&out)
-        .build(&[".envoy"])?;
+        // Only the RLS messages have a JSON API; xDS is spoken in protobuf only.
+        .build(&[
+            ".envoy.service.ratelimit",
+            ".envoy.extensions",
+            ".envoy.type",
+            ".envoy.config.core",
+        ])?;
     Ok(())
 }

@@ -108,15 +108,21 @@ async fn json(State(state): State<HttpState>, body: Bytes) -> Response {
             (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
         }
         Err(LimitError::Invalid(e)) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
-        Err(LimitError::Store(e)) => {
+        Err(e @ (LimitError::Store(_) | LimitError::NoRules)) => {
             (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response()
         }
     }
 }
 
-/// The loaded rules, one line per limited node.
+/// The loaded rules, one line per limited node; rules from xDS are preceded by a
+/// `# xds version <version>` line.
 async fn rlconfig(State(state): State<HttpState>) -> String {
-    let mut text = state.limiter.rules().rlconfig_lines().join("\n");
+    let rules = state.limiter.rules();
+    let mut text = String::new();
+    if let Some(version) = &rules.version {
+        text = format!("# xds version {version}\n");
+    }
+    text.push_str(&rules.rlconfig_lines().join("\n"));
     text.push('\n');
     text
 }

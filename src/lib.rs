@@ -17,8 +17,9 @@
 //! - [`app`]: the whole server, in-process: `Settings` → `start` → `Running`.
 //!
 //! Inside, not API: `service` (gRPC ↔ limiter), `http` (the HTTP endpoints), `ui` (the operator
-//! page `/ui`), `reload` (rule hot reload), `tls` (gRPC TLS, certificates reloaded), `watch` (the
-//! one file watcher), `files` (reading only regular files, bounded, never blocking on a FIFO).
+//! page `/ui`), `reload` (the rules in force and rule-file hot reload), `xds` (rules from an xDS
+//! control plane), `tls` (gRPC TLS, certificates reloaded), `watch` (the one file watcher),
+//! `files` (reading only regular files, bounded, never blocking on a FIFO).
 //!
 //! From rules to a decision, with a manual clock:
 //!
@@ -71,3 +72,4 @@ mod service;
 mod tls;
 mod ui;
 mod watch;
+mod xds;

@@ -1,4 +1,6 @@
-//! Generated Envoy RLS v3 types; the only module that allows lints for generated code.
+//! Generated types: Envoy's RLS v3 service, the xDS aggregated discovery service and
+//! envoyproxy/ratelimit's `RateLimitConfig` resource; the only module that allows lints for
+//! generated code.
 #![allow(missing_docs, clippy::all, clippy::pedantic)]
 
 pub mod codec;
@@ -16,6 +18,13 @@ pub mod envoy {
                     env!("OUT_DIR"),
                     "/envoy.service.ratelimit.v3.serde.rs"
                 ));
+            }
+        }
+        /// `envoy.service.discovery.*`
+        pub mod discovery {
+            /// `envoy.service.discovery.v3`: the aggregated discovery service (state of the world).
+            pub mod v3 {
+                tonic::include_proto!("envoy.service.discovery.v3");
             }
         }
     }
@@ -48,12 +57,34 @@ pub mod envoy {
     pub mod config {
         /// `envoy.config.core.*`
         pub mod core {
-            /// `envoy.config.core.v3`: header values.
+            /// `envoy.config.core.v3`: header values and the xDS node.
             pub mod v3 {
                 tonic::include_proto!("envoy.config.core.v3");
                 include!(concat!(env!("OUT_DIR"), "/envoy.config.core.v3.serde.rs"));
             }
         }
+    }
+}
+
+/// `ratelimit.*`: envoyproxy/ratelimit's own packages.
+pub mod ratelimit {
+    /// `ratelimit.config.*`
+    pub mod config {
+        /// `ratelimit.config.ratelimit.*`
+        pub mod ratelimit {
+            /// `ratelimit.config.ratelimit.v3`: the rule resource served over xDS.
+            pub mod v3 {
+                tonic::include_proto!("ratelimit.config.ratelimit.v3");
+            }
+        }
+    }
+}
+
+/// `google.rpc`: the status carried by an xDS NACK.
+pub mod google {
+    /// `google.rpc`
+    pub mod rpc {
+        tonic::include_proto!("google.rpc");
     }
 }
 

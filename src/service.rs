@@ -67,6 +67,9 @@ impl RlsService {
             // UNAVAILABLE, never UNKNOWN: Envoy's failure_mode_deny must decide a store outage,
             // transient or not (a bad script reply is the store failing as much as a timeout).
             Err(LimitError::Store(e)) => Err(Status::unavailable(e.to_string())),
+            // Before the first rules from xDS: Envoy's failure_mode_deny decides, as it would
+            // for upstream, which refuses connections until then.
+            Err(e @ LimitError::NoRules) => Err(Status::unavailable(e.to_string())),
         }
     }
 

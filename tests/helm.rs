@@ -79,6 +79,19 @@ fn args(manifests: &[Value]) -> Vec<&str> {
         .collect()
 }
 
+/// Each of `names` is an upstream variable the personality honours (its row in
+/// `sluice upstream-env` does not say "not honoured").
+fn assert_honoured(names: &[&str]) {
+    let table = run(["upstream-env"]).stdout;
+    for name in names {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{name}` ")))
+            .unwrap_or_else(|| panic!("{name} is not an upstream variable"));
+        assert!(!row.contains("not honoured"), "{row}");
+    }
+}
+
 /// The `--flag` part of every argument after `serve`.
 fn flags<'a>(args: &[&'a str]) -> Vec<&'a str> {
     assert_eq!(args.first(), Some(&"serve"), "{args:?}");
@@ -694,14 +707,7 @@ fn upstream_env_mode_sets_upstream_variables_instead_of_flags() {
         assert!(env.contains(&name), "{name}: {env:?}");
     }
     assert!(env.iter().all(|n| !n.starts_with("SLUICE_")), "{env:?}");
-    let table = run(["upstream-env"]).stdout;
-    for name in &env {
-        let row = table
-            .lines()
-            .find(|l| l.starts_with(&format!("| `{name}` ")))
-            .unwrap_or_else(|| panic!("{name} is not an upstream variable"));
-        assert!(!row.contains("not honoured"), "{row}");
-    }
+    assert_honoured(&env);
     let mounts = container["volumeMounts"].as_array().unwrap();
     assert!(
         mounts
@@ -721,5 +727,133 @@ fn upstream_env_mode_sets_upstream_variables_instead_of_flags() {
         lint.status.success(),
         "{}",
         String::from_utf8_lossy(&lint.stdout)
+    );
+}
+
+/// With `xds.enabled` the rules come from the control plane: no rules ConfigMap or mount, the
+/// xDS flags (all real `sluice serve` flags) and the client TLS Secret mounted where they point;
+/// `xds.enabled` without a server fails to render and says why.
+#[test]
+#[ignore = "needs helm (scripts/test installs it)"]
+fn xds_values_take_rules_from_a_control_plane() {
+    let manifests = rendered(&[
+        "--set",
+        "xds.enabled=true",
+        "--set",
+        "xds.server=envoy-gateway.envoy-gateway-system:18001",
+        "--set",
+        "xds.nodeId=envoy-ratelimit",
+        "--set",
+        "xds.forceStart=true",
+        "--set",
+        "xds.tls.enabled=true",
+        "--set",
+        "xds.tls.secretName=envoy-rate-limit",
+    ]);
+    assert!(!kinds(&manifests).contains("ConfigMap"));
+    let args = args(&manifests);
+    for expected in [
+        "--xds-server=envoy-gateway.envoy-gateway-system:18001",
+        "--xds-node-id=envoy-ratelimit",
+        "--xds-force-start",
+        "--xds-tls",
+        "--xds-tls-cert=/etc/sluice/xds-tls/tls.crt",
+        "--xds-tls-key=/etc/sluice/xds-tls/tls.key",
+        "--xds-tls-ca=/etc/sluice/xds-tls/ca.crt",
+    ] {
+        assert!(args.contains(&expected), "{expected} missing from {args:?}");
+    }
+    assert!(!args.iter().any(|a| a.starts_with("--config")), "{args:?}");
+    let help = run(["serve", "--help"]).stdout;
+    for flag in flags(&args) {
+        assert!(help.contains(flag), "{flag} is not a flag of sluice serve");
+    }
+    let pod = &find(&manifests, "Deployment")["spec"]["template"]["spec"];
+    let volumes = pod["volumes"].as_array().unwrap();
+    assert!(volumes.iter().all(|v| v["name"] != "rules"), "{volumes:?}");
+    let tls = volumes
+        .iter()
+        .find(|v| v["name"] == "xds-tls")
+        .expect("TLS volume");
+    assert_eq!(tls["secret"]["secretName"], "envoy-rate-limit");
+    let mounts = container(&manifests)["volumeMounts"].as_array().unwrap();
+    assert!(
+        mounts
+            .iter()
+            .any(|m| m["mountPath"] == "/etc/sluice/xds-tls")
+    );
+    let error = render(&["--set", "xds.enabled=true"]).expect_err("no server");
+    assert!(error.contains("xds.enabled needs xds.server"), "{error}");
+    let error = render(&["--set", "xds.server=https://cp:1"]).expect_err("not host:port");
+    assert!(error.contains("schema"), "{error}");
+}
+
+/// `upstreamEnv` with `xds`: the container gets Envoy Gateway's variables for rules over xDS
+/// (CONFIG_TYPE=GRPC_XDS_SOTW and the CONFIG_GRPC_XDS_* it needs), each one the personality
+/// honours, and the TLS Secret mounted where they point.
+#[test]
+#[ignore = "needs helm (scripts/test installs it)"]
+fn upstream_env_with_xds_sets_the_xds_variables() {
+    let manifests = rendered(&[
+        "--set",
+        "upstreamEnv.enabled=true",
+        "--set",
+        "store.type=redis",
+        "--set",
+        "store.redis.url=redis://redis:6379",
+        "--set",
+        "xds.enabled=true",
+        "--set",
+        "xds.server=envoy-gateway:18001",
+        "--set",
+        "xds.nodeId=envoy-ratelimit",
+        "--set",
+        "xds.nodeMetadata.zone=eu",
+        "--set",
+        "xds.tls.enabled=true",
+        "--set",
+        "xds.tls.secretName=envoy-rate-limit",
+    ]);
+    let container = container(&manifests);
+    let env: Vec<(&str, &str)> = container["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap(),
+                e["value"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    for expected in [
+        ("CONFIG_TYPE", "GRPC_XDS_SOTW"),
+        ("CONFIG_GRPC_XDS_SERVER_URL", "envoy-gateway:18001"),
+        ("CONFIG_GRPC_XDS_NODE_ID", "envoy-ratelimit"),
+        ("CONFIG_GRPC_XDS_NODE_METADATA", "zone=eu"),
+        ("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true"),
+        (
+            "CONFIG_GRPC_XDS_CLIENT_TLS_CERT",
+            "/etc/sluice/xds-tls/tls.crt",
+        ),
+        (
+            "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
+            "/etc/sluice/xds-tls/tls.key",
+        ),
+        (
+            "CONFIG_GRPC_XDS_SERVER_TLS_CACERT",
+            "/etc/sluice/xds-tls/ca.crt",
+        ),
+        ("FORCE_START_WITHOUT_INITIAL_CONFIG", "false"),
+    ] {
+        assert!(env.contains(&expected), "{expected:?} missing from {env:?}");
+    }
+    let names: Vec<&str> = env.iter().map(|(name, _)| *name).collect();
+    assert_honoured(&names);
+    let mounts = container["volumeMounts"].as_array().unwrap();
+    assert!(
+        mounts
+            .iter()
+            .any(|m| m["mountPath"] == "/etc/sluice/xds-tls")
     );
 }

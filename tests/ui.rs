@@ -241,6 +241,11 @@ async fn page_is_self_contained_under_a_strict_csp() {
     );
     let (_, rules) = http(addr, "GET", "/ui/api/rules", "").await;
     let rules: Value = serde_json::from_str(&rules).unwrap();
+    assert_eq!(
+        rules["version"],
+        Value::Null,
+        "rule files have no source version"
+    );
     let edge = &rules["domains"][0];
     assert_eq!(edge["name"], "edge");
     let keys: Vec<&str> = edge["nodes"]

@@ -40,6 +40,16 @@ pub const REDIS_CONNECTIONS: usize = crate::store::redis::DEFAULT_CONNECTIONS;
 pub const LOCAL_CACHE_SIZE: usize = crate::store::redis::DEFAULT_LOCAL_CACHE_SIZE;
 /// Replicas sharing a Redis store.
 pub const EXPECTED_REPLICAS: u64 = 1;
+/// The xDS node id (upstream's default).
+pub const XDS_NODE_ID: &str = crate::xds::DEFAULT_NODE_ID;
+/// The largest xDS response accepted, in bytes.
+pub const XDS_MAX_MESSAGE_SIZE: usize = crate::xds::DEFAULT_MAX_MESSAGE_SIZE;
+/// The first pause before reconnecting to the xDS control plane.
+pub const XDS_BACKOFF_INITIAL: Duration = crate::xds::DEFAULT_BACKOFF_INITIAL;
+/// The longest pause before reconnecting to the xDS control plane.
+pub const XDS_BACKOFF_MAX: Duration = crate::xds::DEFAULT_BACKOFF_MAX;
+/// How far below its nominal length a jittered reconnection pause may fall.
+pub const XDS_BACKOFF_RANDOM_FACTOR: f64 = crate::xds::DEFAULT_BACKOFF_RANDOM_FACTOR;
 /// gRPC connections are closed gracefully after about this long (envoyproxy/ratelimit's
 /// `GRPC_MAX_CONNECTION_AGE`).
 pub const GRPC_MAX_CONNECTION_AGE: Duration = Duration::from_secs(24 * 3_600);

@@ -1,8 +1,9 @@
 //! Health, as `/healthcheck` and gRPC health (for `""` and `ratelimit`, the name
 //! envoyproxy/ratelimit registers) report it: healthy while sluice can answer calls by its rules —
 //! through a store outage too, where each rule's `failure_mode` answers — and unhealthy before the
-//! first rule set has loaded and from the moment shutdown is requested. A sustained store outage
-//! and a rule set without domains count only when [`HealthOptions`] asks for them.
+//! first rule set has loaded (from files, or over xDS unless `--xds-force-start`) and from the
+//! moment shutdown is requested. A sustained store outage and a rule set without domains count
+//! only when [`HealthOptions`] asks for them.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,7 +41,7 @@ impl Readiness {
     pub(super) fn check(&self) -> Result<(), &'static str> {
         if self.draining.load(Ordering::SeqCst) {
             Err("draining")
-        } else if self.reloader.generation() == 0 {
+        } else if !self.reloader.has_rules() {
             Err("no rules loaded yet")
         } else if self.options.require_domains && self.reloader.rules().load().domains.is_empty() {
             Err("no rate limit domain loaded")

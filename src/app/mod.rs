@@ -2,10 +2,11 @@
 //! [`Settings`], serves until shutdown, and owns the shutdown sequence (one cancellation token
 //! for every task).
 //!
-//! [`start`] loads the rules ([`Reloader::load`]) and the certificates, builds the store
-//! (`store::build`) and the [`Limiter`], binds both listeners (`listen::Listeners::bind`) and
-//! spawns the tasks: the gRPC and HTTP servers (`listen::spawn`), the rule and certificate
-//! watchers, the store's background work, housekeeping (`tasks::sweep`), gRPC health
+//! [`start`] loads the rules ([`Reloader::load`], or with an xDS source [`Reloader::pending`]
+//! until the control plane sends them) and the certificates, builds the store (`store::build`)
+//! and the [`Limiter`], binds both listeners (`listen::Listeners::bind`) and spawns the tasks:
+//! the gRPC and HTTP servers (`listen::spawn`), the rule watcher or the xDS client, the
+//! certificate watcher, the store's background work, housekeeping (`tasks::sweep`), gRPC health
 //! (`health::follow_store`) and the shutdown sequence (`shutdown`). [`Running::wait`] returns once
 //! the server has stopped and the store's last flush has run.
 
@@ -34,6 +35,7 @@ use crate::store::persist::PersistError;
 use crate::store::{Store, StoreError};
 use crate::telemetry::{CallTracer, TraceError};
 use crate::tls::TlsError;
+use crate::xds::{XdsError, XdsSource};
 
 /// Longest wait for the trace exporter's last export at shutdown.
 const TRACE_FLUSH: Duration = Duration::from_secs(5);
@@ -42,6 +44,7 @@ pub use self::health::HEALTH_SERVICE;
 pub use self::settings::{HealthOptions, MemorySettings, MetricsListener, Settings, StoreSettings};
 pub use crate::reload::{Reloader, RuleSource, WatchError};
 pub use crate::tls::{ReloadOutcome, ServerTls, TlsSettings, TlsStatus};
+pub use crate::xds::{Backoff, XdsSettings, XdsTls};
 
 use self::listen::{Listeners, Serving};
 use self::shutdown::Lifecycle;
@@ -80,6 +83,9 @@ pub enum AppError {
     /// already holds the cause, and an error chain would print it twice.
     #[error("TLS: {0}")]
     Tls(TlsError),
+    /// The xDS rule source is misconfigured (address, headers, TLS files).
+    #[error("{0}")]
+    Xds(XdsError),
     /// The data directory could not be opened or locked.
     #[error(transparent)]
     Persist(#[from] PersistError),
@@ -145,6 +151,7 @@ struct Parts {
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
     reloader: Arc<Reloader>,
+    xds: Option<XdsSource>,
     tls: Option<ServerTls>,
     store: Arc<dyn Store>,
     limiter: Arc<Limiter>,
@@ -161,14 +168,19 @@ async fn start_inner(
         settings.near_limit_ratio,
         settings.max_metric_series,
     ));
+    let xds = (settings.xds.clone())
+        .map(|xds| XdsSource::new(xds, settings.load))
+        .transpose()
+        .map_err(AppError::Xds)?;
     let source = match &settings.runtime {
         Some(layout) => RuleSource::Runtime(layout.clone()),
         None => RuleSource::Files(settings.config.clone()),
     };
-    let reloader = Arc::new(if settings.rules_required {
-        Reloader::load(source, settings.load, metrics.clone())?
-    } else {
-        Reloader::load_or_wait(source, settings.load, metrics.clone())
+    // Rules from xDS arrive once the stream is up; rule files load now.
+    let reloader = Arc::new(match &xds {
+        Some(xds) => Reloader::pending(metrics.clone(), xds.force_start()),
+        None if settings.rules_required => Reloader::load(source, settings.load, metrics.clone())?,
+        None => Reloader::load_or_wait(source, settings.load, metrics.clone()),
     });
     let tls = (settings.tls.clone().map(ServerTls::load).transpose()).map_err(AppError::Tls)?;
     let store = match store {
@@ -191,6 +203,7 @@ async fn start_inner(
         clock,
         metrics,
         reloader,
+        xds,
         tls,
         store,
         limiter,
@@ -213,8 +226,14 @@ async fn launch(
     if let Some(tls) = &parts.tls {
         tls.watch(&tasks, shutdown.clone()).map_err(AppError::Tls)?;
     }
-    if parts.settings.watch_rules {
-        tasks.spawn(parts.reloader.clone().watch(shutdown.clone())?);
+    if let Some(xds) = parts.xds {
+        let (reloader, metrics) = (parts.reloader.clone(), parts.metrics.clone());
+        tasks.spawn(xds.run(reloader, metrics, shutdown.clone()));
+    }
+    if parts.settings.watch_rules
+        && let Some(watch) = parts.reloader.clone().watch(shutdown.clone())?
+    {
+        tasks.spawn(watch);
     }
     if let Some(background) = parts.store.background(shutdown.clone()) {
         tasks.spawn(background);

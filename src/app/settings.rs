@@ -11,12 +11,15 @@ use crate::rules::{LoadOptions, RuntimeLayout};
 use crate::store::{PersistSettings, RedisSettings};
 use crate::telemetry::TraceSettings;
 use crate::tls::TlsSettings;
+use crate::xds::XdsSettings;
 
 /// Everything `serve` needs.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// Rule files or directories.
+    /// Rule files or directories (unused when `xds` is set).
     pub config: Vec<PathBuf>,
+    /// Rules from an xDS control plane instead of files.
+    pub xds: Option<XdsSettings>,
     /// gRPC listen address (port 0 picks one).
     pub grpc_addr: SocketAddr,
     /// HTTP listen address (port 0 picks one).
@@ -34,7 +37,7 @@ pub struct Settings {
     pub near_limit_ratio: f64,
     /// Most per-rule metric series before new ones fold into an overflow series.
     pub max_metric_series: usize,
-    /// Reload rules when their files change.
+    /// Reload rules when their files change (rule files only).
     pub watch_rules: bool,
     /// TLS on gRPC; `None` serves plaintext.
     pub tls: Option<TlsSettings>,
@@ -118,6 +121,7 @@ impl Settings {
     pub fn new(config: Vec<PathBuf>) -> Self {
         Self {
             config,
+            xds: None,
             grpc_addr: defaults::GRPC_ADDR,
             http_addr: defaults::HTTP_ADDR,
             load: LoadOptions::default(),

@@ -13,6 +13,7 @@ pub mod serve;
 pub mod serving;
 pub mod trace;
 pub mod upstream;
+pub mod xds;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -17,6 +17,7 @@ use super::redis::RedisArgs;
 use super::response::ResponseArgs;
 use super::serving::ServingArgs;
 use super::trace::TraceArgs;
+use super::xds::XdsArgs;
 use super::{LogFormat, RuleArgs};
 
 /// Flags of `sluice serve`.
@@ -25,6 +26,9 @@ pub struct ServeArgs {
     /// Rule loading.
     #[command(flatten)]
     pub rules: RuleArgs,
+    /// Rules from an xDS control plane instead.
+    #[command(flatten)]
+    pub xds: XdsArgs,
     /// gRPC listen address (port 0 picks a free port).
     #[arg(long, env = "SLUICE_GRPC_ADDR", default_value_t = defaults::GRPC_ADDR)]
     pub grpc_addr: SocketAddr,
@@ -152,6 +156,7 @@ impl ServeArgs {
             tls: self.tls.settings(),
             store: self.store_settings(),
             tracing: self.trace.settings(),
+            xds: self.xds.settings(),
             ..Settings::new(self.rules.config.clone())
         };
         self.serving.apply(&mut settings);

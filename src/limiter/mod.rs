@@ -80,6 +80,9 @@ pub enum LimitError {
     /// The counter store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// No rules have arrived yet (xDS before its first accepted response); upstream's words.
+    #[error("no rate limit configuration loaded")]
+    NoRules,
 }
 
 /// Decides rate-limit calls against the current rules and a store.
@@ -143,6 +146,10 @@ impl Limiter {
             return Err(invalid.into());
         }
         let rules = self.rules.load_full();
+        if rules.awaiting {
+            self.metrics.record_call_error(metrics::SERVICE_ERROR);
+            return Err(LimitError::NoRules);
+        }
         let plan = plan::Plan::build(&rules, request, &self.options, &self.metrics);
         let mut store = StoreUse::Skipped;
         let outcomes = if plan.charges().is_empty() {

@@ -1,7 +1,7 @@
 //! Every metric name and label in one place (`names.rs`), with typed recording functions:
 //! envoyproxy/ratelimit's families and the hit split (`upstream.rs`), the capped per-rule
-//! series (`series.rs`), sluice's own decision and rule figures (`sluice.rs`) and the figures a
-//! store reports about itself (`store.rs`).
+//! series (`series.rs`), sluice's own decision and rule figures (`sluice.rs`), the figures a
+//! store reports about itself (`store.rs`) and the xDS stream's (`xds.rs`).
 //!
 //! Recording goes through handles resolved once (a rule's series, a family's fixed label),
 //! never by formatting label strings per call.
@@ -12,6 +12,7 @@ mod series;
 mod sluice;
 mod store;
 mod upstream;
+mod xds;
 
 use prometheus::core::Collector;
 use prometheus::{
@@ -35,6 +36,7 @@ pub struct Metrics {
     upstream: upstream::Upstream,
     sluice: sluice::Sluice,
     store: store::StoreFigures,
+    xds: xds::XdsFigures,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -58,6 +60,7 @@ impl Metrics {
             upstream,
             sluice: sluice::Sluice::new(&families, max_series, folded),
             store: store::StoreFigures::new(&families),
+            xds: xds::XdsFigures::new(&families),
             registry,
         }
     }

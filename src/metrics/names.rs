@@ -80,3 +80,14 @@ pub const SHOULD_RATE_LIMIT: &str = "ShouldRateLimit";
 pub const SERVICE_ERROR: &str = "service_error";
 /// `err_type` of store failures (upstream's name).
 pub const STORE_ERROR: &str = "redis_error";
+
+/// 1 while the xDS stream to the control plane is open, else 0.
+pub const XDS_CONNECTED: &str = "sluice_xds_connected";
+/// 1 for the `version` of the rules last accepted over xDS (one series; an info metric).
+pub const XDS_ACCEPTED_VERSION: &str = "sluice_xds_accepted_version_info";
+/// xDS responses accepted (ACKed).
+pub const XDS_ACKS: &str = "sluice_xds_acks_total";
+/// xDS responses rejected (NACKed), re-sends of an already rejected one included.
+pub const XDS_NACKS: &str = "sluice_xds_nacks_total";
+/// xDS streams re-opened after the previous one ended or failed to open.
+pub const XDS_RECONNECTS: &str = "sluice_xds_reconnects_total";

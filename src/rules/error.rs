@@ -18,12 +18,14 @@ impl ConfigError {
         Self::at(file, None, message)
     }
 
-    /// An error at a 1-based `(line, col)` of `file`, when known.
+    /// An error at a 1-based `(line, col)` of `file`, when known. Line 0 means "no position"
+    /// (rules given as data, not text), so the error prints as `<file>: <message>`.
     pub(super) fn at(
         file: &std::path::Path,
         pos: Option<(usize, usize)>,
         message: impl Into<String>,
     ) -> Self {
+        let pos = pos.filter(|&(line, _)| line > 0);
         Self {
             location: Location {
                 file: file.to_path_buf(),

@@ -3,12 +3,14 @@
 //!
 //! `file` reads one rule file into raw, positioned rules and checks upstream's schema; `compile`
 //! finds the files, validates them and builds the [`RuleSet`] (every error with its location, all
-//! at once); `matcher` walks a domain for a request descriptor; `view` prints a set for
+//! at once); `document` takes rules given as data (xDS's `RateLimitConfig`) through the same
+//! compiler; `matcher` walks a domain for a request descriptor; `view` prints a set for
 //! `sluice check` and `GET /rlconfig`; `explain` walks the tree step by step for `sluice explain`
 //! and `/ui`; `duration` is the `window:` grammar; `error` holds the located errors; `runtime`
 //! reads envoyproxy/ratelimit's own file layout. The types of a compiled set are defined here.
 
 mod compile;
+mod document;
 mod duration;
 mod error;
 mod explain;
@@ -26,6 +28,7 @@ pub use compile::{
     LoadOptions, MAX_FILE_BYTES, MAX_KEY_BYTES, MAX_LOAD_BYTES, is_rule_file, is_skipped, load,
     load_sources,
 };
+pub use document::{DescriptorRule, LimitSpec, RuleDocument, load_documents};
 pub use duration::{format as format_window, parse as parse_window};
 pub use error::{ConfigError, ConfigErrors};
 pub use explain::{Reached, Step, Walk, walk};
@@ -242,9 +245,22 @@ pub struct RuleSet {
     pub domains: HashMap<String, Domain, foldhash::fast::RandomState>,
     /// Non-fatal findings (e.g. a known key in a place where it has no effect).
     pub warnings: Vec<ConfigError>,
+    /// The version its source gave it: an xDS response's `version_info`; `None` for rule files.
+    pub version: Option<String>,
+    /// A stand-in for rules not received yet (xDS before its first accepted response): calls
+    /// fail as unavailable instead of finding no domain, and health reports not serving.
+    pub awaiting: bool,
 }
 
 impl RuleSet {
+    /// The stand-in used until a rule source delivers its first rule set.
+    pub fn awaiting() -> Self {
+        Self {
+            awaiting: true,
+            ..Self::default()
+        }
+    }
+
     /// The domain named `name`, if loaded.
     pub fn domain(&self, name: &str) -> Option<&Domain> {
         self.domains.get(name)

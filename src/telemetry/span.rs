@@ -97,6 +97,8 @@ impl CallSpan {
         let (code, degraded) = match error {
             LimitError::Invalid(_) => (tonic::Code::InvalidArgument, false),
             LimitError::Store(_) => (tonic::Code::Unavailable, true),
+            // Answered UNAVAILABLE (service.rs) before the first rules; no store was involved.
+            LimitError::NoRules => (tonic::Code::Unavailable, false),
         };
         let span = &mut self.span;
         span.set_attribute(KeyValue::new(RPC_STATUS, code as i64));

@@ -56,7 +56,8 @@ function tree(nodes, root) {
 
 async function loadRules() {
   const rules = await (await fetch(API + "rules")).json();
-  document.getElementById("summary").textContent = "rules: " + rules.summary;
+  const version = rules.version === null ? "" : " (xDS version " + rules.version + ")";
+  document.getElementById("summary").textContent = "rules: " + rules.summary + version;
   const box = document.getElementById("rules");
   const names = document.getElementById("domains");
   box.replaceChildren();

@@ -8,12 +8,13 @@ use crate::insight::{DecisionRates, HITTER_WINDOW_SECONDS, HITTER_WINDOWS, Limit
 use crate::limiter::{Explained, Explanation, LimitState};
 use crate::rules::{Level, LimitKind, LimitRule, MatchKind, Node, RuleSet};
 
-/// Every domain, sorted, with its tree.
+/// Every domain, sorted, with its tree; `version` is the source's (xDS), `null` for files.
 pub(super) fn rules(set: &RuleSet) -> Value {
     let mut domains: Vec<_> = set.domains.values().collect();
     domains.sort_by(|a, b| a.name.cmp(&b.name));
     json!({
         "summary": set.summary(),
+        "version": set.version,
         "domains": domains
             .iter()
             .map(|d| json!({ "name": d.name, "nodes": level(&d.root) }))

@@ -58,6 +58,34 @@ impl Bootstrap {
     ///
     /// A descriptor whose header is missing is not sent (Envoy's rule).
     pub fn yaml(&self) -> String {
+        self.render("")
+    }
+
+    /// As [`Bootstrap::yaml`], with TLS from Envoy to sluice as Envoy Gateway sets it up:
+    /// trusting `ca`, presenting `cert` and `key`, ALPN h2, no SNI and no name check.
+    pub fn yaml_with_tls(&self, ca: &Path, cert: &Path, key: &Path) -> String {
+        self.render(&format!(
+            r#"    transport_socket:
+      name: envoy.transport_sockets.tls
+      typed_config:
+        "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext
+        common_tls_context:
+          alpn_protocols: ["h2"]
+          tls_certificates:
+          - certificate_chain: {{ filename: "{cert}" }}
+            private_key: {{ filename: "{key}" }}
+          validation_context:
+            trusted_ca: {{ filename: "{ca}" }}
+"#,
+            ca = ca.display(),
+            cert = cert.display(),
+            key = key.display(),
+        ))
+    }
+
+    /// The bootstrap, with `sluice_transport` (YAML at the cluster's indentation, or empty)
+    /// in sluice's cluster.
+    fn render(&self, sluice_transport: &str) -> String {
         let Self {
             sluice,
             upstream,
@@ -122,7 +150,7 @@ static_resources:
   - name: sluice
     type: STATIC
     connect_timeout: 1s
-    typed_extension_protocol_options:
+{sluice_transport}    typed_extension_protocol_options:
       envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
         "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
         explicit_http_config: {{ http2_protocol_options: {{}} }}

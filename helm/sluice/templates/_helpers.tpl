@@ -92,8 +92,11 @@ several replicas would each admit the full limit.
 {{- if and .Values.upstreamEnv.enabled (ne .Values.store.type "redis") }}
 {{- fail "upstreamEnv.enabled=true configures sluice as envoyproxy/ratelimit, which counts in Redis: set store.type=redis and store.redis.url (redis://host:port), or store.redis.existingSecret holding upstream's REDIS_URL." }}
 {{- end }}
-{{- if and (not .Values.existingConfigMap) (not .Values.rules) }}
-{{- fail "no rules: set rules (one key per file) or existingConfigMap." }}
+{{- if and (not .Values.existingConfigMap) (not .Values.rules) (not .Values.xds.enabled) }}
+{{- fail "no rules: set rules (one key per file) or existingConfigMap, or take them from xDS (xds.enabled)." }}
+{{- end }}
+{{- if and .Values.xds.enabled (not .Values.xds.server) }}
+{{- fail "xds.enabled needs xds.server (host:port of the control plane)." }}
 {{- end }}
 {{- if and .Values.tracing.enabled (not .Values.tracing.endpoint) }}
 {{- fail "tracing.enabled needs tracing.endpoint (the OTLP/gRPC collector, e.g. http://otel-collector:4317)." }}
@@ -226,6 +229,36 @@ variables for what the chart's values say, in upstream's layout (the rules Confi
     secretKeyRef:
       name: {{ include "sluice.redisSecret" . }}
       key: {{ .Values.store.redis.existingSecretKey }}
+{{- with .Values.xds }}
+{{- if .enabled }}
+- name: CONFIG_TYPE
+  value: GRPC_XDS_SOTW
+- name: CONFIG_GRPC_XDS_SERVER_URL
+  value: {{ .server | quote }}
+- name: CONFIG_GRPC_XDS_NODE_ID
+  value: {{ .nodeId | quote }}
+{{- with .nodeMetadata }}
+- name: CONFIG_GRPC_XDS_NODE_METADATA
+  value: {{ include "sluice.pairs" . | quote }}
+{{- end }}
+- name: FORCE_START_WITHOUT_INITIAL_CONFIG
+  value: {{ .forceStart | quote }}
+- name: CONFIG_GRPC_XDS_SERVER_USE_TLS
+  value: {{ .tls.enabled | quote }}
+{{- if and .tls.enabled .tls.secretName }}
+- name: CONFIG_GRPC_XDS_CLIENT_TLS_CERT
+  value: /etc/sluice/xds-tls/tls.crt
+- name: CONFIG_GRPC_XDS_CLIENT_TLS_KEY
+  value: /etc/sluice/xds-tls/tls.key
+- name: CONFIG_GRPC_XDS_SERVER_TLS_CACERT
+  value: /etc/sluice/xds-tls/ca.crt
+{{- end }}
+{{- with .tls.serverName }}
+- name: CONFIG_GRPC_XDS_SERVER_TLS_SAN
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if .Values.tracing.enabled }}
 - name: TRACING_ENABLED
   value: "true"
@@ -248,4 +281,13 @@ variables for what the chart's values say, in upstream's layout (the rules Confi
 - name: {{ $name }}
   value: {{ $value | quote }}
 {{- end }}
+{{- end }}
+
+{{/* `k=v,k2=v2` from a map, sorted by key (upstream's CONFIG_GRPC_XDS_NODE_METADATA form). */}}
+{{- define "sluice.pairs" -}}
+{{- $pairs := list }}
+{{- range $key, $value := . }}
+{{- $pairs = append $pairs (printf "%s=%s" $key $value) }}
+{{- end }}
+{{- join "," $pairs }}
 {{- end }}

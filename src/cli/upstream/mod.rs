@@ -275,3 +275,5 @@ fn check_types(env: &Env) -> Result<(), EnvError> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod xds_tests;

@@ -19,7 +19,10 @@ fn command() -> clap::Command {
 
 /// The flags parsed from `argv` (after the program name), then the personality applied with
 /// `env`.
-fn personality(argv: &[&str], env: &[(&str, &str)]) -> Result<(ServeArgs, Outcome), EnvError> {
+pub(super) fn personality(
+    argv: &[&str],
+    env: &[(&str, &str)],
+) -> Result<(ServeArgs, Outcome), EnvError> {
     let matches = command()
         .try_get_matches_from(["ratelimit"].iter().chain(argv))
         .expect("flags parse");
@@ -193,7 +196,7 @@ fn malformed_values_are_errors() {
         ("EXTRA_TAGS", "a", "invalid map item"),
         ("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "x", "not a number"),
         ("CONFIG_TYPE", "file", "case-sensitive"),
-        ("CONFIG_TYPE", "GRPC_XDS_SOTW", "not supported yet"),
+        ("CONFIG_TYPE", "grpc_xds_sotw", "case-sensitive"),
         ("BACKEND_TYPE", "memcache", "memcached is not supported"),
         ("BACKEND_TYPE", "Redis", "case-sensitive"),
         ("LOG_LEVEL", "verbose", "not a log level"),
@@ -365,6 +368,7 @@ fn every_deferred_flag_exists() {
         include_str!("response.rs"),
         include_str!("health.rs"),
         include_str!("stats.rs"),
+        include_str!("xds.rs"),
     ];
     let mut seen = 0;
     for source in sources {

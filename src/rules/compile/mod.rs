@@ -14,7 +14,7 @@ use crate::rules::compile::sources::Collected;
 pub use crate::rules::compile::sources::{
     MAX_FILE_BYTES, MAX_LOAD_BYTES, is_rule_file, is_skipped,
 };
-use crate::rules::file::{self, Pos, RawDescriptor, RawFile};
+use crate::rules::file::{self, Parsed, Pos, RawDescriptor, RawFile};
 use crate::rules::matcher::{Pattern, find_exact};
 use crate::rules::{
     ConfigError, ConfigErrors, DEFAULT_ALGORITHM, Domain, FailureMode, Level, Location, Node,
@@ -132,11 +132,22 @@ impl Ctx<'_> {
 /// Compiles every source; returns the rule set (meaningful only without errors) and the errors,
 /// file by file, each file's in position order.
 fn compile(sources: &[(PathBuf, String)], opts: &LoadOptions) -> (RuleSet, Vec<ConfigError>) {
+    let read = sources
+        .iter()
+        .map(|(path, text)| (path.as_path(), file::read(path, text)));
+    compile_read(read, opts)
+}
+
+/// Compiles files already read into raw rules (from YAML text, or built from data by
+/// `rules::document`): the one path every rule set takes, so validation is the same for all.
+pub(super) fn compile_read<'p>(
+    files: impl Iterator<Item = (&'p Path, Parsed)>,
+    opts: &LoadOptions,
+) -> (RuleSet, Vec<ConfigError>) {
     let mut set = RuleSet::default();
     let mut errors = Vec::new();
     let mut key_bytes = 0;
-    for (path, text) in sources {
-        let parsed = file::read(path, text);
+    for (path, parsed) in files {
         let mut file_errors = parsed.errors;
         set.warnings.extend(parsed.warnings);
         if let Some(raw) = parsed.file {
@@ -256,8 +267,8 @@ fn build_node(ctx: &mut Ctx<'_>, parent: &str, mut raw: RawDescriptor) -> Option
         full_key,
         location: Location {
             file: ctx.path.to_path_buf(),
-            line: Some(raw.pos.0),
-            col: Some(raw.pos.1),
+            line: (raw.pos.0 > 0).then_some(raw.pos.0),
+            col: (raw.pos.0 > 0).then_some(raw.pos.1),
         },
         children,
     })
@@ -328,9 +339,10 @@ fn insert(ctx: &mut Ctx<'_>, level: &mut Level, node: Node) {
         Some(v) => find_exact(level, &node.key, v).is_some(),
     };
     if duplicate {
+        // A node without a position (rules given as data) reports none.
         let pos = (
-            node.location.line.unwrap_or(1),
-            node.location.col.unwrap_or(1),
+            node.location.line.unwrap_or(0),
+            node.location.col.unwrap_or(0),
         );
         ctx.error(
             pos,
