@@ -25,7 +25,7 @@ use crate::clock::Nanos;
 pub use error::{BadReply, StoreError, UrlProblem};
 pub use gate::Gate;
 pub use key::{CounterKey, CounterKeyBuilder};
-pub use memory::{MemoryOptions, MemoryStore};
+pub use memory::{Fingerprint, Fingerprinter, MemoryOptions, MemoryStore};
 pub use persist::{PersistSettings, PersistentStore};
 pub use redis::{RedisSettings, RedisStore};
 pub use stats::{LocalCacheStats, PersistStats, StoreStats};

@@ -13,6 +13,7 @@ mod compact;
 mod file;
 mod journal;
 mod restore;
+mod secret;
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -30,6 +31,7 @@ use crate::clock::Nanos;
 
 pub use self::codec::DecodeError;
 pub use self::file::VERSION as FORMAT_VERSION;
+pub use self::secret::FILE as FINGERPRINT_KEY_FILE;
 
 /// The name of the lock file that keeps a second sluice out of the data directory.
 pub const LOCK_FILE: &str = "LOCK";
@@ -146,8 +148,11 @@ impl PersistentStore {
             Err(std::fs::TryLockError::WouldBlock) => return Err(PersistError::Locked(dir)),
             Err(std::fs::TryLockError::Error(e)) => return Err(io(&lock_path)(e)),
         }
+        let key_file = dir.join(secret::FILE);
+        let fingerprint_key = secret::load_or_create(&dir).map_err(io(&key_file))?;
         let memory = Arc::new(MemoryStore::with_options(MemoryOptions {
             journal: true,
+            fingerprint_key: Some(fingerprint_key),
             ..memory
         }));
         let started = std::time::Instant::now();
