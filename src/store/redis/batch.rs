@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use redis::{ErrorKind, ServerErrorKind, Value};
+use redis::{ErrorKind, ServerErrorKind};
 use tokio::sync::oneshot;
 
 use super::link::Link;
@@ -190,7 +190,6 @@ pub async fn execute(
         for key in &keys {
             cmd.arg(*key);
         }
-        cmd.arg(jobs.len());
         for (job, map) in jobs.iter().zip(&remapped) {
             let charges: Vec<Fields> = job
                 .charges
@@ -218,13 +217,11 @@ pub async fn execute(
             link.discard(slot);
         }
     })?;
-    let Value::Array(items) = reply else {
-        return Err(BadReply::NotArray(reply).into());
-    };
-    let mut rest = items.as_slice();
+    let mut rest = scripts::reply_bytes(&reply)?;
     jobs.iter()
         .map(|job| {
-            let (mine, after) = rest.split_at(rest.len().min(job.costs.len() * 4));
+            let (mine, after) =
+                rest.split_at(rest.len().min(job.costs.len() * scripts::REPLY_BYTES));
             rest = after;
             scripts::outcomes(mine, &job.costs).map_err(StoreError::from)
         })
