@@ -1,7 +1,7 @@
-//! The HTTP endpoints (axum): `/healthcheck`, `/metrics`, `POST /json`, `/rlconfig`.
+//! The HTTP endpoints (axum): `/healthcheck`, `/metrics`, `POST /json`, `/rlconfig`; and the
+//! router of a separate metrics listener.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -14,45 +14,53 @@ use crate::limiter::{Code, LimitError, Limiter};
 use crate::proto::RateLimitRequest;
 use crate::service;
 
+/// Whether the server is healthy: `Ok`, or the reason it is not (the body of the 503).
+pub type HealthCheck = Arc<dyn Fn() -> Result<(), &'static str> + Send + Sync>;
+
 /// What the HTTP handlers read.
 #[derive(Clone)]
 pub struct HttpState {
     /// The limiter (its rules and metrics too).
     pub limiter: Arc<Limiter>,
-    /// Set once shutdown begins: health turns 503 at once.
-    pub draining: Arc<AtomicBool>,
+    /// Health, as `/healthcheck` reports it.
+    pub health: HealthCheck,
 }
 
 /// The HTTP router.
 pub fn router(state: HttpState) -> Router {
     Router::new()
         .route("/healthcheck", get(healthcheck))
-        .route("/metrics", get(metrics))
+        .route("/metrics", get(metrics_of))
         .route("/json", post(json))
         .route("/rlconfig", get(rlconfig))
         .with_state(state)
 }
 
-/// 200 `OK` while serving; 503 once draining, or while the counter store is unhealthy (for
-/// Redis: its circuit breaker has stayed open for a while, so a blip does not flap it).
+/// The router of a listener that serves only metrics, on `path`.
+pub fn metrics_router(limiter: Arc<Limiter>, path: &str) -> Router {
+    Router::new().route(path, get(metrics)).with_state(limiter)
+}
+
+/// 200 `OK` while healthy; 503 with the reason otherwise (see `app`'s health).
 async fn healthcheck(State(state): State<HttpState>) -> (StatusCode, &'static str) {
-    if state.draining.load(Ordering::SeqCst) {
-        (StatusCode::SERVICE_UNAVAILABLE, "draining")
-    } else if !state.limiter.store_healthy() {
-        (StatusCode::SERVICE_UNAVAILABLE, "counter store unavailable")
-    } else {
-        (StatusCode::OK, "OK")
+    match (state.health)() {
+        Ok(()) => (StatusCode::OK, "OK"),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
     }
 }
 
+async fn metrics_of(State(state): State<HttpState>) -> impl IntoResponse {
+    metrics(State(state.limiter)).await
+}
+
 /// Prometheus text format.
-async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
+async fn metrics(State(limiter): State<Arc<Limiter>>) -> impl IntoResponse {
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        state.limiter.metrics().render(),
+        limiter.metrics().render(),
     )
 }
 

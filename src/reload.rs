@@ -14,7 +14,7 @@ use arc_swap::ArcSwap;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
-use crate::rules::{self, ConfigErrors, LoadOptions, RuleSet};
+use crate::rules::{self, ConfigErrors, LoadOptions, RuleSet, RuntimeLayout};
 use crate::watch::{Changes, DirectoryRule};
 
 /// Quiet time after the last file event before reloading: editors and `kubectl` write in bursts.
@@ -26,6 +26,51 @@ const RULE_FILES: DirectoryRule = DirectoryRule {
     skip: rules::is_skipped,
     reads: rules::is_rule_file,
 };
+
+/// The files of a directory in envoyproxy/ratelimit's layout: every file, dot entries too.
+const EVERY_FILE: DirectoryRule = DirectoryRule {
+    skip: |_| false,
+    reads: |_| true,
+};
+
+/// The files of a directory in envoyproxy/ratelimit's layout with `RUNTIME_IGNOREDOTFILES`.
+const UNDOTTED_FILES: DirectoryRule = DirectoryRule {
+    skip: rules::is_skipped,
+    reads: |_| true,
+};
+
+/// Where rule sets come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleSource {
+    /// `--config`: files, or directories of `*.yaml`/`*.yml`.
+    Files(Vec<PathBuf>),
+    /// envoyproxy/ratelimit's layout (the `ratelimit` personality).
+    Runtime(RuntimeLayout),
+}
+
+impl RuleSource {
+    fn load(&self, options: &LoadOptions) -> Result<RuleSet, ConfigErrors> {
+        match self {
+            RuleSource::Files(paths) => rules::load(paths, options),
+            RuleSource::Runtime(layout) => layout.load(options),
+        }
+    }
+
+    /// What the watcher watches, and which entries of a watched directory are inputs.
+    fn watched(&self) -> (Vec<PathBuf>, DirectoryRule) {
+        match self {
+            RuleSource::Files(paths) => (paths.clone(), RULE_FILES),
+            RuleSource::Runtime(layout) => {
+                let rule = if layout.ignore_dotfiles {
+                    UNDOTTED_FILES
+                } else {
+                    EVERY_FILE
+                };
+                (layout.directory().into_iter().collect(), rule)
+            }
+        }
+    }
+}
 
 /// Why watching could not start.
 #[derive(Debug, thiserror::Error)]
@@ -40,7 +85,7 @@ impl From<notify::Error> for WatchError {
 
 /// Loads rule sets and keeps the current one.
 pub struct Reloader {
-    paths: Vec<PathBuf>,
+    source: RuleSource,
     options: LoadOptions,
     rules: Arc<ArcSwap<RuleSet>>,
     metrics: Arc<Metrics>,
@@ -50,21 +95,48 @@ pub struct Reloader {
 impl Reloader {
     /// Loads the initial rule set (generation 1); fails with every error if it does not load.
     pub fn load(
-        paths: Vec<PathBuf>,
+        source: RuleSource,
         options: LoadOptions,
         metrics: Arc<Metrics>,
     ) -> Result<Self, ConfigErrors> {
-        let initial =
-            rules::load(&paths, &options).inspect_err(|_| metrics.record_rules_failed())?;
+        let initial = source
+            .load(&options)
+            .inspect_err(|_| metrics.record_rules_failed())?;
         log_loaded(&initial, 1);
         metrics.record_rules_loaded(1, unix_now());
-        Ok(Self {
-            paths,
+        Ok(Self::with(source, options, metrics, initial, 1))
+    }
+
+    /// Loads the initial rule set like [`Reloader::load`], but a rule set that does not load
+    /// is only logged: the reloader starts with no rules (generation 0) and the first good
+    /// reload brings them, as envoyproxy/ratelimit starts.
+    pub fn load_or_wait(source: RuleSource, options: LoadOptions, metrics: Arc<Metrics>) -> Self {
+        match Self::load(source.clone(), options, metrics.clone()) {
+            Ok(loaded) => loaded,
+            Err(errors) => {
+                log_failed(
+                    &errors,
+                    "rules did not load; serving no rules until they do",
+                );
+                Self::with(source, options, metrics, RuleSet::default(), 0)
+            }
+        }
+    }
+
+    fn with(
+        source: RuleSource,
+        options: LoadOptions,
+        metrics: Arc<Metrics>,
+        rules: RuleSet,
+        generation: u64,
+    ) -> Self {
+        Self {
+            source,
             options,
-            rules: Arc::new(ArcSwap::from_pointee(initial)),
+            rules: Arc::new(ArcSwap::from_pointee(rules)),
             metrics,
-            generation: AtomicU64::new(1),
-        })
+            generation: AtomicU64::new(generation),
+        }
     }
 
     /// The swappable rule set readers load from.
@@ -72,7 +144,8 @@ impl Reloader {
         self.rules.clone()
     }
 
-    /// How many rule sets have loaded successfully (1 after start).
+    /// How many rule sets have loaded successfully (1 after a start with rules; 0 until the
+    /// first rule set loads after [`Reloader::load_or_wait`]).
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::SeqCst)
     }
@@ -80,7 +153,7 @@ impl Reloader {
     /// Re-reads every file and swaps the rules if they compile; otherwise keeps the current
     /// rules and logs every error. Returns whether the new rules are in force.
     pub fn reload(&self) -> bool {
-        match rules::load(&self.paths, &self.options) {
+        match self.source.load(&self.options) {
             Ok(loaded) => {
                 let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
                 log_loaded(&loaded, generation);
@@ -90,10 +163,9 @@ impl Reloader {
             }
             Err(errors) => {
                 self.metrics.record_rules_failed();
-                let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
-                tracing::error!(
-                    ?errors,
-                    "rules did not reload; the previous rules stay in force"
+                log_failed(
+                    &errors,
+                    "rules did not reload; the previous rules stay in force",
                 );
                 false
             }
@@ -105,7 +177,8 @@ impl Reloader {
         self: Arc<Self>,
         shutdown: CancellationToken,
     ) -> Result<impl Future<Output = ()>, WatchError> {
-        let mut changes = Changes::start(self.paths.clone(), RULE_FILES, DEBOUNCE, shutdown)?;
+        let (inputs, rule) = self.source.watched();
+        let mut changes = Changes::start(inputs, rule, DEBOUNCE, shutdown)?;
         Ok(async move {
             while changes.changed().await {
                 let reloader = self.clone();
@@ -121,6 +194,11 @@ fn log_loaded(rules: &RuleSet, generation: u64) {
     for warning in &rules.warnings {
         tracing::warn!(%warning, "rule file");
     }
+}
+
+fn log_failed(errors: &ConfigErrors, what: &str) {
+    let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    tracing::error!(?errors, "{what}");
 }
 
 fn unix_now() -> f64 {

@@ -121,7 +121,7 @@ pub fn to_proto(decision: Decision) -> RateLimitResponse {
         .headers
         .into_iter()
         .map(|(key, value)| HeaderValue {
-            key: key.to_owned(),
+            key: key.into_owned(),
             value,
             raw_value: Vec::new(),
         })
@@ -130,7 +130,30 @@ pub fn to_proto(decision: Decision) -> RateLimitResponse {
         overall_code: code(decision.code) as i32,
         statuses,
         response_headers_to_add,
+        dynamic_metadata: decision.dynamic_metadata.map(to_struct),
         ..RateLimitResponse::default()
+    }
+}
+
+/// JSON (the limiter's dynamic metadata) as a `google.protobuf.Struct`; every number becomes a
+/// double, as in any Struct.
+fn to_struct(fields: serde_json::Map<String, serde_json::Value>) -> pbjson_types::Struct {
+    fields
+        .into_iter()
+        .map(|(key, value)| (key, to_value(value)))
+        .collect()
+}
+
+fn to_value(value: serde_json::Value) -> pbjson_types::Value {
+    use serde_json::Value as Json;
+    match value {
+        Json::Null => ().into(),
+        Json::Bool(b) => b.into(),
+        // Always Some without serde_json's arbitrary_precision feature.
+        Json::Number(n) => n.as_f64().unwrap_or_default().into(),
+        Json::String(s) => s.into(),
+        Json::Array(items) => items.into_iter().map(to_value).collect::<Vec<_>>().into(),
+        Json::Object(fields) => to_struct(fields).into(),
     }
 }
 

@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use sluice::limiter::LimiterOptions;
+use sluice::limiter::{LimiterOptions, ResetPrecision};
 use sluice::proto::rate_limit_response::rate_limit::Unit;
 
 const RULES: &str = r#"
@@ -84,10 +84,13 @@ async fn fixed_window_statuses_and_headers() {
     server.stop().await;
 }
 
-/// The retry hint is exact: waiting it out admits the call, one millisecond less does not.
+/// With `--reset-precision milliseconds` the retry hint is exact: waiting it out admits the
+/// call, one millisecond less does not.
 #[tokio::test]
 async fn retry_hint_is_exact_for_every_algorithm() {
-    let server = TestServer::start(RULES).await;
+    let mut options = LimiterOptions::default();
+    options.response.reset_precision = ResetPrecision::Milliseconds;
+    let server = TestServer::start_with(RULES, options).await;
     let mut client = server.client().await;
     for key in ["fixed", "sliding", "log", "bucket", "window"] {
         let req = || one_descriptor("test", &[(key, "retry")]);

@@ -347,3 +347,68 @@ fn schema_rejects_unknown_keys_and_bad_values() {
         assert!(error.contains("schema"), "{bad}: {error}");
     }
 }
+
+/// `upstreamEnv.enabled`: the container runs `/bin/ratelimit` with envoyproxy/ratelimit's
+/// variables instead of flags, the rules ConfigMap in upstream's layout; every variable the chart
+/// sets is one the personality honours (the real binary warns about none of them); it needs
+/// Redis; `helm lint --strict` passes.
+#[test]
+#[ignore = "needs helm (scripts/test installs it)"]
+fn upstream_env_mode_sets_upstream_variables_instead_of_flags() {
+    let values = [
+        "--set",
+        "upstreamEnv.enabled=true",
+        "--set",
+        "store.type=redis",
+        "--set",
+        "store.redis.url=redis://redis:6379",
+    ];
+    let manifests = rendered(&values);
+    let container = container(&manifests);
+    assert_eq!(container["command"], json!(["/bin/ratelimit"]));
+    assert!(container["args"].is_null(), "no flags: {container:#}");
+    let env: Vec<&str> = container["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    for name in [
+        "RUNTIME_ROOT",
+        "RUNTIME_SUBDIRECTORY",
+        "REDIS_URL",
+        "HOST",
+        "LOG_LEVEL",
+    ] {
+        assert!(env.contains(&name), "{name}: {env:?}");
+    }
+    assert!(env.iter().all(|n| !n.starts_with("SLUICE_")), "{env:?}");
+    let table = run(["upstream-env"]).stdout;
+    for name in &env {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{name}` ")))
+            .unwrap_or_else(|| panic!("{name} is not an upstream variable"));
+        assert!(!row.contains("not honoured"), "{row}");
+    }
+    let mounts = container["volumeMounts"].as_array().unwrap();
+    assert!(
+        mounts
+            .iter()
+            .any(|m| m["name"] == "rules" && m["mountPath"] == "/data/ratelimit/config"),
+        "{mounts:?}"
+    );
+    let memory = render(&["--set", "upstreamEnv.enabled=true"]).expect_err("memory store");
+    assert!(memory.contains("store.type=redis"), "{memory}");
+    let lint = Command::new(tool("SLUICE_HELM", ".venv/bin/helm"))
+        .args(["lint", "--strict"])
+        .arg(repo_path("helm/sluice"))
+        .args(values)
+        .output()
+        .expect("run helm lint");
+    assert!(
+        lint.status.success(),
+        "{}",
+        String::from_utf8_lossy(&lint.stdout)
+    );
+}

@@ -36,3 +36,16 @@ pub const REDIS_CONNECTIONS: usize = crate::store::redis::DEFAULT_CONNECTIONS;
 pub const LOCAL_CACHE_SIZE: usize = crate::store::redis::DEFAULT_LOCAL_CACHE_SIZE;
 /// Replicas sharing a Redis store.
 pub const EXPECTED_REPLICAS: u64 = 1;
+/// gRPC connections are closed gracefully after about this long (envoyproxy/ratelimit's
+/// `GRPC_MAX_CONNECTION_AGE`).
+pub const GRPC_MAX_CONNECTION_AGE: Duration = Duration::from_secs(24 * 3_600);
+/// In-flight calls of an aged connection may take this long (`GRPC_MAX_CONNECTION_AGE_GRACE`).
+pub const GRPC_MAX_CONNECTION_AGE_GRACE: Duration = Duration::from_secs(3_600);
+/// The path of the separate metrics listener.
+pub const METRICS_PATH: &str = "/metrics";
+/// The names of envoyproxy/ratelimit's own rate-limit headers (`--response-headers upstream`).
+pub const LIMIT_HEADER: &str = crate::limiter::UPSTREAM_LIMIT_HEADER;
+/// See [`LIMIT_HEADER`].
+pub const REMAINING_HEADER: &str = crate::limiter::UPSTREAM_REMAINING_HEADER;
+/// See [`LIMIT_HEADER`].
+pub const RESET_HEADER: &str = crate::limiter::UPSTREAM_RESET_HEADER;

@@ -1,42 +1,77 @@
-//! The two listeners, bound before anything is served (a taken port stops the start), and the
-//! gRPC and HTTP servers on them, which stop accepting when `close` is cancelled.
+//! The listeners, bound before anything is served (a taken port stops the start), and the gRPC,
+//! HTTP and metrics servers on them, which stop accepting when `close` is cancelled.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::mpsc::UnboundedSender;
+use tokio_stream::wrappers::{ReceiverStream, UnixListenerStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tonic::transport::server::TcpIncoming;
+use tonic::transport::server::{Connected, TcpIncoming};
 use tonic_health::pb::health_server::{Health as HealthApi, HealthServer};
 
-use super::AppError;
-use crate::http::{self, HttpState};
+use super::{AppError, MetricsListener, Settings, lanes};
+use crate::http::{self, HealthCheck, HttpState};
 use crate::limiter::Limiter;
 use crate::service::RlsService;
 use crate::tls::{ServerTls, TlsIncoming};
 
-/// Both listeners, bound.
+/// Every listener, bound.
 pub(super) struct Listeners {
-    grpc: TcpListener,
+    grpc: GrpcListener,
     http: TcpListener,
-    /// The bound gRPC address (the real port when 0 was asked for).
+    metrics: Option<(TcpListener, String)>,
+    /// The bound gRPC address (the real port when 0 was asked for; the unspecified address
+    /// with port 0 when gRPC listens on a unix socket).
     pub grpc_addr: SocketAddr,
     /// The bound HTTP address.
     pub http_addr: SocketAddr,
+    /// The bound metrics address, when metrics have a listener of their own.
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+/// Where gRPC listens.
+enum GrpcListener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
 }
 
 impl Listeners {
-    /// Binds both addresses.
-    pub(super) async fn bind(grpc: SocketAddr, http: SocketAddr) -> Result<Self, AppError> {
-        let (grpc_listener, http_listener) = (bind(grpc).await?, bind(http).await?);
+    /// Binds every listener `settings` asks for.
+    pub(super) async fn bind(settings: &Settings) -> Result<Self, AppError> {
+        let (grpc, grpc_addr) = match &settings.grpc_socket {
+            Some(path) => (
+                GrpcListener::Unix(bind_unix(path)?),
+                SocketAddr::from(([0, 0, 0, 0], 0)),
+            ),
+            None => {
+                let listener = bind(settings.grpc_addr)?;
+                let addr = local_addr(&listener, settings.grpc_addr)?;
+                (GrpcListener::Tcp(listener), addr)
+            }
+        };
+        let http = bind(settings.http_addr)?;
+        let http_addr = local_addr(&http, settings.http_addr)?;
+        let (metrics, metrics_addr) = match &settings.metrics_listener {
+            Some(MetricsListener { addr, path }) => {
+                let listener = bind(*addr)?;
+                let bound = local_addr(&listener, *addr)?;
+                (Some((listener, path.clone())), Some(bound))
+            }
+            None => (None, None),
+        };
         Ok(Self {
-            grpc_addr: local_addr(&grpc_listener, grpc)?,
-            http_addr: local_addr(&http_listener, http)?,
-            grpc: grpc_listener,
-            http: http_listener,
+            grpc,
+            http,
+            metrics,
+            grpc_addr,
+            http_addr,
+            metrics_addr,
         })
     }
 }
@@ -48,8 +83,11 @@ pub(super) struct Serving {
     pub limiter: Arc<Limiter>,
     /// TLS on gRPC, when configured.
     pub tls: Option<ServerTls>,
-    /// Set when shutdown begins: `/healthcheck` answers 503.
-    pub draining: Arc<AtomicBool>,
+    /// Health, as `/healthcheck` reports it.
+    pub health: HealthCheck,
+    /// gRPC connections are closed gracefully after about this age (±10 %, see `lanes`), then
+    /// forcibly after the grace.
+    pub connection_age: (Duration, Duration),
     /// Cancelled when the listeners should stop accepting.
     pub close: CancellationToken,
     /// Cancelled to request shutdown (a server that fails does).
@@ -58,56 +96,106 @@ pub(super) struct Serving {
     pub failures: UnboundedSender<AppError>,
 }
 
-/// Serves gRPC (plain or TLS) and HTTP on `listeners` as tasks on `tasks`.
+/// Serves gRPC (plain, TLS or a unix socket), HTTP and metrics on `listeners` as tasks on
+/// `tasks`.
 pub(super) fn spawn(
     listeners: Listeners,
     serving: Serving,
     health: HealthServer<impl HealthApi>,
     tasks: &TaskTracker,
-) {
-    let grpc = match &serving.tls {
+) -> Result<(), AppError> {
+    let grpc = match (listeners.grpc, &serving.tls) {
         // Handshakes run in their own tasks (see tls::incoming).
-        Some(tls) => {
-            GrpcIncoming::Tls(tls.incoming(listeners.grpc, tasks, serving.shutdown.clone()))
+        (GrpcListener::Tcp(listener), Some(tls)) => {
+            GrpcIncoming::Tls(tls.incoming(listener, tasks, serving.shutdown.clone()))
         }
         // serve_with_incoming ignores the builder's tcp_nodelay (on by default), so set it here:
         // with Nagle on, small answers wait for the peer's delayed ACK.
-        None => GrpcIncoming::Plain(TcpIncoming::from(listeners.grpc).with_nodelay(Some(true))),
+        (GrpcListener::Tcp(listener), None) => {
+            GrpcIncoming::Plain(TcpIncoming::from(listener).with_nodelay(Some(true)))
+        }
+        (GrpcListener::Unix(_), Some(_)) => return Err(AppError::TlsOnUnixSocket),
+        (GrpcListener::Unix(listener), None) => {
+            GrpcIncoming::Unix(UnixListenerStream::new(listener))
+        }
     };
-    tasks.spawn(serve_grpc(grpc, health, serving.clone()));
-    tasks.spawn(serve_http(listeners.http, serving));
+    tasks.spawn(serve_grpc(grpc, health, serving.clone(), tasks.clone()));
+    if let Some((listener, path)) = listeners.metrics {
+        let router = http::metrics_router(serving.limiter.clone(), &path);
+        tasks.spawn(serve_http(listener, router, serving.clone()));
+    }
+    let router = http::router(HttpState {
+        limiter: serving.limiter.clone(),
+        health: serving.health.clone(),
+    });
+    tasks.spawn(serve_http(listeners.http, router, serving));
+    Ok(())
 }
 
-/// The gRPC connections: plain TCP, or TLS after the handshake.
+/// The gRPC connections: plain TCP, TLS after the handshake, or a unix socket.
 enum GrpcIncoming {
     Plain(TcpIncoming),
     Tls(TlsIncoming),
+    Unix(UnixListenerStream),
 }
 
-async fn serve_grpc(
+async fn serve_grpc<H: HealthApi>(
     incoming: GrpcIncoming,
-    health: HealthServer<impl HealthApi>,
+    health: HealthServer<H>,
     serving: Serving,
+    tasks: TaskTracker,
 ) {
-    let router = tonic::transport::Server::builder()
-        .add_service(health)
-        .add_service(RlsService::new(serving.limiter.clone()).into_server());
-    let close = serving.close.cancelled_owned();
-    let served = match incoming {
-        GrpcIncoming::Plain(incoming) => router.serve_with_incoming_shutdown(incoming, close).await,
-        GrpcIncoming::Tls(incoming) => router.serve_with_incoming_shutdown(incoming, close).await,
-    };
-    if let Err(e) = served {
-        let _ = serving.failures.send(AppError::Grpc(e));
-        serving.shutdown.cancel();
+    let (age, grace) = serving.connection_age;
+    let ages = lanes::ages(age);
+    // The hard limit of each lane: its age plus the grace (saturating: flags may be huge).
+    let limits = ages.iter().map(|age| age.saturating_add(grace)).collect();
+    let close = serving.close.clone();
+    match incoming {
+        GrpcIncoming::Plain(incoming) => {
+            let lanes = lanes::deal(incoming, limits, close, &tasks);
+            serve_lanes(lanes, ages, health, serving).await
+        }
+        GrpcIncoming::Tls(incoming) => {
+            let lanes = lanes::deal(incoming, limits, close, &tasks);
+            serve_lanes(lanes, ages, health, serving).await
+        }
+        GrpcIncoming::Unix(incoming) => {
+            let lanes = lanes::deal(incoming, limits, close, &tasks);
+            serve_lanes(lanes, ages, health, serving).await
+        }
     }
 }
 
-async fn serve_http(listener: TcpListener, serving: Serving) {
-    let router = http::router(HttpState {
-        limiter: serving.limiter,
-        draining: serving.draining,
+/// One tonic server per lane, each closing its connections gracefully at its own age (see
+/// `lanes`).
+async fn serve_lanes<H, IO, E>(
+    lanes: Vec<ReceiverStream<Result<IO, E>>>,
+    ages: Vec<Duration>,
+    health: HealthServer<H>,
+    serving: Serving,
+) where
+    H: HealthApi,
+    IO: AsyncRead + AsyncWrite + Connected + Unpin + Send + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let servers = lanes.into_iter().zip(ages).map(|(lane, age)| {
+        // No max_connection_age_grace: tonic would then close hard at age + grace instead of
+        // gracefully at age; the grace is `lanes::Aged`'s hard limit.
+        tonic::transport::Server::builder()
+            .max_connection_age(age)
+            .add_service(health.clone())
+            .add_service(RlsService::new(serving.limiter.clone()).into_server())
+            .serve_with_incoming_shutdown(lane, serving.close.clone().cancelled_owned())
     });
+    for served in futures_util::future::join_all(servers).await {
+        if let Err(e) = served {
+            let _ = serving.failures.send(AppError::Grpc(e));
+            serving.shutdown.cancel();
+        }
+    }
+}
+
+async fn serve_http(listener: TcpListener, router: axum::Router, serving: Serving) {
     let close = serving.close.cancelled_owned();
     if let Err(e) = axum::serve(listener, router)
         .with_graceful_shutdown(close)
@@ -118,10 +206,36 @@ async fn serve_http(listener: TcpListener, serving: Serving) {
     }
 }
 
-async fn bind(addr: SocketAddr) -> Result<TcpListener, AppError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|error| AppError::Bind { addr, error })
+/// Binds `addr`. The unspecified IPv6 address (`[::]`, upstream's `HOST=::`) accepts IPv4
+/// connections too, whatever the system's default for IPv6 sockets.
+fn bind(addr: SocketAddr) -> Result<TcpListener, AppError> {
+    let error = |error| AppError::Bind { addr, error };
+    let domain = socket2::Domain::for_address(addr);
+    let socket = socket2::Socket::new(domain, socket2::Type::STREAM, None).map_err(error)?;
+    if addr.is_ipv6() && addr.ip().is_unspecified() {
+        socket.set_only_v6(false).map_err(error)?;
+    }
+    socket.set_reuse_address(true).map_err(error)?;
+    socket.set_nonblocking(true).map_err(error)?;
+    socket.bind(&addr.into()).map_err(error)?;
+    socket.listen(1024).map_err(error)?;
+    TcpListener::from_std(socket.into()).map_err(error)
+}
+
+/// Binds a unix socket at `path`, replacing a stale socket left by an earlier run (never any
+/// other kind of file).
+fn bind_unix(path: &Path) -> Result<UnixListener, AppError> {
+    use std::os::unix::fs::FileTypeExt;
+    let error = |error| AppError::BindUnix {
+        path: PathBuf::from(path),
+        error,
+    };
+    if let Ok(meta) = std::fs::symlink_metadata(path)
+        && meta.file_type().is_socket()
+    {
+        std::fs::remove_file(path).map_err(error)?;
+    }
+    UnixListener::bind(path).map_err(error)
 }
 
 fn local_addr(listener: &TcpListener, addr: SocketAddr) -> Result<SocketAddr, AppError> {

@@ -11,6 +11,7 @@
 
 pub mod defaults;
 mod health;
+mod lanes;
 mod listen;
 mod settings;
 mod shutdown;
@@ -34,8 +35,8 @@ use crate::store::{Store, StoreError};
 use crate::tls::TlsError;
 
 pub use self::health::HEALTH_SERVICE;
-pub use self::settings::{MemorySettings, Settings, StoreSettings};
-pub use crate::reload::{Reloader, WatchError};
+pub use self::settings::{HealthOptions, MemorySettings, MetricsListener, Settings, StoreSettings};
+pub use crate::reload::{Reloader, RuleSource, WatchError};
 pub use crate::tls::{ReloadOutcome, ServerTls, TlsSettings, TlsStatus};
 
 use self::listen::{Listeners, Serving};
@@ -60,6 +61,17 @@ pub enum AppError {
         /// The cause.
         error: std::io::Error,
     },
+    /// The gRPC unix socket could not be bound.
+    #[error("cannot listen on unix socket {}: {error}", path.display())]
+    BindUnix {
+        /// The socket's path.
+        path: std::path::PathBuf,
+        /// The cause.
+        error: std::io::Error,
+    },
+    /// TLS was asked for on a unix socket, which sluice serves in plaintext only.
+    #[error("gRPC TLS is not served on a unix socket: use a TCP address, or no TLS")]
+    TlsOnUnixSocket,
     /// The TLS certificates did not load or cannot be watched. Not a `source`: the message
     /// already holds the cause, and an error chain would print it twice.
     #[error("TLS: {0}")]
@@ -93,6 +105,10 @@ pub struct Running {
     pub grpc_addr: SocketAddr,
     /// The bound HTTP address.
     pub http_addr: SocketAddr,
+    /// The unix socket gRPC listens on instead of `grpc_addr`, if any.
+    pub grpc_socket: Option<std::path::PathBuf>,
+    /// The bound address of the separate metrics listener, if any.
+    pub metrics_addr: Option<SocketAddr>,
     /// Cancel to shut down.
     pub shutdown: CancellationToken,
     /// The rule loader (its generation tells how many rule sets have loaded).
@@ -144,11 +160,15 @@ async fn start_inner(
         settings.near_limit_ratio,
         settings.max_metric_series,
     ));
-    let reloader = Arc::new(Reloader::load(
-        settings.config.clone(),
-        settings.load,
-        metrics.clone(),
-    )?);
+    let source = match &settings.runtime {
+        Some(layout) => RuleSource::Runtime(layout.clone()),
+        None => RuleSource::Files(settings.config.clone()),
+    };
+    let reloader = Arc::new(if settings.rules_required {
+        Reloader::load(source, settings.load, metrics.clone())?
+    } else {
+        Reloader::load_or_wait(source, settings.load, metrics.clone())
+    });
     let tls = (settings.tls.clone().map(ServerTls::load).transpose()).map_err(AppError::Tls)?;
     let store = match store {
         Some(store) => store,
@@ -160,10 +180,10 @@ async fn start_inner(
         reloader.rules(),
         store.clone(),
         clock.clone(),
-        settings.limiter,
+        settings.limiter.clone(),
         metrics.clone(),
     ));
-    let listeners = Listeners::bind(settings.grpc_addr, settings.http_addr).await?;
+    let listeners = Listeners::bind(&settings).await?;
     let parts = Parts {
         settings,
         clock,
@@ -178,43 +198,42 @@ async fn start_inner(
 
 /// Spawns every task of a server on one tracker, all stopping on one shutdown token.
 async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError> {
-    let Parts {
-        settings,
-        clock,
-        metrics,
-        reloader,
-        tls,
-        store,
-        limiter,
-    } = parts;
     let (grpc_addr, http_addr) = (listeners.grpc_addr, listeners.http_addr);
+    let metrics_addr = listeners.metrics_addr;
     let lifecycle = Lifecycle::default();
     let shutdown = lifecycle.requested.clone();
     let tasks = TaskTracker::new();
-    if let Some(tls) = &tls {
+    if let Some(tls) = &parts.tls {
         tls.watch(&tasks, shutdown.clone()).map_err(AppError::Tls)?;
     }
-    if settings.watch_rules {
-        tasks.spawn(reloader.clone().watch(shutdown.clone())?);
+    if parts.settings.watch_rules {
+        tasks.spawn(parts.reloader.clone().watch(shutdown.clone())?);
     }
-    if let Some(background) = store.background(shutdown.clone()) {
+    if let Some(background) = parts.store.background(shutdown.clone()) {
         tasks.spawn(background);
     }
     tasks.spawn(tasks::sweep(
-        store.clone(),
-        limiter.clone(),
-        clock.clone(),
-        metrics.clone(),
+        parts.store.clone(),
+        parts.limiter.clone(),
+        parts.clock.clone(),
+        parts.metrics.clone(),
         shutdown.clone(),
     ));
-    let (health, health_service) = health::Health::serving().await;
-    tasks.spawn(health::follow_store(
-        limiter.clone(),
+    let readiness = Arc::new(health::Readiness {
+        draining: lifecycle.draining.clone(),
+        reloader: parts.reloader.clone(),
+        limiter: parts.limiter.clone(),
+        options: parts.settings.health,
+    });
+    let serving_now = readiness.check().is_ok();
+    let (health, health_service) = health::Health::new(serving_now).await;
+    tasks.spawn(health::follow(
+        readiness.clone(),
         health.clone(),
-        lifecycle.draining.clone(),
+        serving_now,
         shutdown.clone(),
     ));
-    let delay = settings.shutdown_delay;
+    let delay = parts.settings.shutdown_delay;
     tasks.spawn(shutdown::announce_then_close(
         lifecycle.clone(),
         health,
@@ -222,25 +241,31 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
     ));
     let (fail, failures) = mpsc::unbounded_channel();
     let serving = Serving {
-        limiter,
-        tls: tls.clone(),
-        draining: lifecycle.draining,
+        limiter: parts.limiter,
+        tls: parts.tls.clone(),
+        health: Arc::new(move || readiness.check()),
+        connection_age: (
+            parts.settings.grpc_max_connection_age,
+            parts.settings.grpc_max_connection_age_grace,
+        ),
         close: lifecycle.close,
         shutdown: shutdown.clone(),
         failures: fail,
     };
-    listen::spawn(listeners, serving, health_service, &tasks);
+    listen::spawn(listeners, serving, health_service, &tasks)?;
     tasks.close();
     Ok(Running {
         grpc_addr,
         http_addr,
+        grpc_socket: parts.settings.grpc_socket.clone(),
+        metrics_addr,
         shutdown,
-        reloader,
-        tls,
+        reloader: parts.reloader,
+        tls: parts.tls,
         tasks,
-        store: StoreHandle::start(store, clock, metrics),
+        store: StoreHandle::start(parts.store, parts.clock, parts.metrics),
         failures,
-        grace: settings.shutdown_grace,
+        grace: parts.settings.shutdown_grace,
         delay,
     })
 }

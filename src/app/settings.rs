@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::defaults;
 use crate::limiter::LimiterOptions;
-use crate::rules::LoadOptions;
+use crate::rules::{LoadOptions, RuntimeLayout};
 use crate::store::{PersistSettings, RedisSettings};
 use crate::tls::TlsSettings;
 
@@ -39,6 +39,45 @@ pub struct Settings {
     pub tls: Option<TlsSettings>,
     /// Where counters live.
     pub store: StoreSettings,
+    /// Rules from envoyproxy/ratelimit's file layout instead of `config` (the `ratelimit`
+    /// personality).
+    pub runtime: Option<RuntimeLayout>,
+    /// A rule set that does not load stops the start (`sluice serve`); when false the server
+    /// starts without rules, unhealthy until a rule set loads (as envoyproxy/ratelimit starts).
+    pub rules_required: bool,
+    /// What health (`/healthcheck`, gRPC health) reports besides draining and rules loaded.
+    pub health: HealthOptions,
+    /// Serve gRPC on this unix socket instead of `grpc_addr`.
+    pub grpc_socket: Option<PathBuf>,
+    /// gRPC connections are closed gracefully (GOAWAY) after about this long (±10 %), so
+    /// clients reconnect and spread over replicas added since.
+    pub grpc_max_connection_age: Duration,
+    /// After the age, how long in-flight calls of a closing connection may take.
+    pub grpc_max_connection_age_grace: Duration,
+    /// A listener of its own serving only Prometheus metrics.
+    pub metrics_listener: Option<MetricsListener>,
+}
+
+/// What health reports as unhealthy besides draining and "no rules loaded yet".
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HealthOptions {
+    /// Unhealthy while the loaded rules hold no domain (upstream
+    /// `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`).
+    pub require_domains: bool,
+    /// Unhealthy during a sustained store outage (the Redis breaker open for a while). Off by
+    /// default: the rules' `failure_mode` answers calls through an outage, and a failing probe
+    /// would take the replicas out of service instead.
+    pub store: bool,
+}
+
+/// A separate Prometheus listener (upstream `USE_PROMETHEUS`, `PROMETHEUS_ADDR`,
+/// `PROMETHEUS_PATH`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsListener {
+    /// Where it listens (port 0 picks one).
+    pub addr: SocketAddr,
+    /// The path metrics are served on, e.g. `/metrics`.
+    pub path: String,
 }
 
 /// The counter store to build.
@@ -86,6 +125,13 @@ impl Settings {
             watch_rules: true,
             tls: None,
             store: StoreSettings::Memory(MemorySettings::default()),
+            runtime: None,
+            rules_required: true,
+            health: HealthOptions::default(),
+            grpc_socket: None,
+            grpc_max_connection_age: defaults::GRPC_MAX_CONNECTION_AGE,
+            grpc_max_connection_age_grace: defaults::GRPC_MAX_CONNECTION_AGE_GRACE,
+            metrics_listener: None,
         }
     }
 }

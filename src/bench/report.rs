@@ -68,6 +68,9 @@ impl Report {
     /// "load_before","load_after","quiet"}`, keys in that order (the load figures `null` where
     /// unknown).
     pub fn json(&self) -> String {
+        let [p50, p90, p99, p999, max] = self.percentiles();
+        let (calls, ok, over_limit, errors) = (self.calls, self.ok, self.over_limit, self.errors);
+        let per_sec = self.calls_per_sec();
         let (before, after) = match self.load {
             Some((a, b)) => (format!("{a:.2}"), format!("{b:.2}")),
             None => ("null".into(), "null".into()),
@@ -76,22 +79,26 @@ impl Report {
             .quiet()
             .map_or("null", |q| if q { "true" } else { "false" });
         format!(
-            r#"{{"calls":{},"ok":{},"over_limit":{},"errors":{},"calls_per_sec":{:.1},"latency_us":{{"p50":{:.1},"p90":{:.1},"p99":{:.1},"p999":{:.1},"max":{:.1}}},"load_before":{before},"load_after":{after},"quiet":{quiet}}}"#,
-            self.calls,
-            self.ok,
-            self.over_limit,
-            self.errors,
-            self.calls_per_sec(),
+            r#"{{"calls":{calls},"ok":{ok},"over_limit":{over_limit},"errors":{errors},"calls_per_sec":{per_sec:.1},"latency_us":{{"p50":{p50:.1},"p90":{p90:.1},"p99":{p99:.1},"p999":{p999:.1},"max":{max:.1}}},"load_before":{before},"load_after":{after},"quiet":{quiet}}}"#
+        )
+    }
+
+    /// p50, p90, p99, p99.9 and the maximum latency, in microseconds.
+    fn percentiles(&self) -> [f64; 5] {
+        [
             self.latency_us(0.5),
             self.latency_us(0.9),
             self.latency_us(0.99),
             self.latency_us(0.999),
-            self.max_us()
-        )
+            self.max_us(),
+        ]
     }
 
     /// A few lines for people.
     pub fn text(&self) -> String {
+        let [p50, p90, p99, p999, max] = self.percentiles();
+        let (calls, ok, over_limit, errors) = (self.calls, self.ok, self.over_limit, self.errors);
+        let (seconds, per_sec) = (self.elapsed.as_secs_f64(), self.calls_per_sec());
         let load = match (self.load, self.quiet()) {
             (Some((a, b)), Some(true)) => format!("load average {a:.2} before, {b:.2} after\n"),
             (Some((a, b)), _) => format!(
@@ -101,20 +108,9 @@ impl Report {
             (None, _) => String::new(),
         };
         format!(
-            "calls {}  ok {}  over_limit {}  errors {}  in {:.2}s\n\
-             calls/s {:.1}\n\
-             latency us  p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}\n{load}",
-            self.calls,
-            self.ok,
-            self.over_limit,
-            self.errors,
-            self.elapsed.as_secs_f64(),
-            self.calls_per_sec(),
-            self.latency_us(0.5),
-            self.latency_us(0.9),
-            self.latency_us(0.99),
-            self.latency_us(0.999),
-            self.max_us()
+            "calls {calls}  ok {ok}  over_limit {over_limit}  errors {errors}  in {seconds:.2}s\n\
+             calls/s {per_sec:.1}\n\
+             latency us  p50 {p50:.1}  p90 {p90:.1}  p99 {p99:.1}  p99.9 {p999:.1}  max {max:.1}\n{load}"
         )
     }
 }

@@ -5,11 +5,16 @@
 //! [`Settings`]: sluice::app::Settings
 
 pub mod check;
+pub mod prepare;
+pub mod response;
 pub mod serve;
+pub mod serving;
+pub mod upstream;
 
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use sluice::algorithm::Algorithm;
 use sluice::app::defaults;
 use sluice::rules::LoadOptions;
@@ -34,6 +39,48 @@ pub enum Command {
     Simulate(crate::simulate::SimulateArgs),
     /// Load-test an Envoy RLS v3 server (sluice or another): calls/s and latency percentiles.
     Bench(crate::bench::BenchArgs),
+    /// Print envoyproxy/ratelimit's environment variables and what the `ratelimit`
+    /// personality does with each (a Markdown table).
+    UpstreamEnv,
+}
+
+/// The name under which the binary is envoyproxy/ratelimit (the image's `/bin/ratelimit`).
+pub const PERSONALITY: &str = "ratelimit";
+
+/// What the command line asks for.
+pub struct Invocation {
+    /// The subcommand and its flags.
+    pub command: Command,
+    /// The parsed `serve` flags, which tell an explicit flag from a default.
+    pub serve_matches: Option<ArgMatches>,
+}
+
+/// Parses `argv`. Started as `ratelimit`, the binary is `sluice serve --upstream-env` (its
+/// arguments, if any, are `serve` flags); otherwise it is `sluice`. Exits with clap's message on
+/// a bad command line.
+pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Invocation {
+    let argv: Vec<OsString> = argv.into_iter().collect();
+    let name = argv.first().map(Path::new).and_then(Path::file_name);
+    if name.is_some_and(|n| n == PERSONALITY) {
+        let command = serve::ServeArgs::augment_args(
+            clap::Command::new(PERSONALITY)
+                .version(env!("CARGO_PKG_VERSION"))
+                .about("sluice as envoyproxy/ratelimit: configured by its environment variables"),
+        );
+        let matches = command.get_matches_from(argv);
+        let mut args = serve::ServeArgs::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        args.serving.upstream_env = true;
+        return Invocation {
+            command: Command::Serve(Box::new(args)),
+            serve_matches: Some(matches),
+        };
+    }
+    let matches = Cli::command().get_matches_from(argv);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    Invocation {
+        command: cli.command,
+        serve_matches: matches.subcommand_matches("serve").cloned(),
+    }
 }
 
 /// How rule files are read (shared by `serve` and `check`).
@@ -108,4 +155,7 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line.
     Json,
+    /// One JSON object per line with envoyproxy/ratelimit's keys: `@timestamp`, `level`,
+    /// `@message` (its LOG_FORMAT=json).
+    UpstreamJson,
 }

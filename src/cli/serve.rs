@@ -14,6 +14,8 @@ use sluice::clock::duration::{self, DurationError, GoDuration};
 use sluice::limiter::LimiterOptions;
 use sluice::store::{PersistSettings, RedisSettings};
 
+use super::serving::ServingArgs;
+use super::response::ResponseArgs;
 use super::{LogFormat, RuleArgs};
 
 /// Flags of `sluice serve`.
@@ -58,6 +60,12 @@ pub struct ServeArgs {
     /// Log level or filter (e.g. `info`, `sluice=debug`); RUST_LOG is used when unset.
     #[arg(long, env = "SLUICE_LOG_LEVEL")]
     pub log_level: Option<String>,
+    /// Listeners and health beyond the two addresses; the personality switch.
+    #[command(flatten)]
+    pub serving: ServingArgs,
+    /// Headers, dynamic metadata, quota mode and reset precision of the answers.
+    #[command(flatten)]
+    pub response: ResponseArgs,
     /// TLS on gRPC.
     #[command(flatten)]
     pub tls: TlsArgs,
@@ -90,6 +98,10 @@ pub struct TlsArgs {
     /// PEM CA certificates: require client certificates signed by them (mTLS; requires --tls-cert).
     #[arg(long, env = "SLUICE_TLS_CLIENT_CA", requires = "tls_cert")]
     pub tls_client_ca: Option<PathBuf>,
+    /// With --tls-client-ca: the client certificate must also be valid for this DNS name or IP
+    /// address (a subject alternative name), as envoyproxy/ratelimit's GRPC_CLIENT_TLS_SAN.
+    #[arg(long, env = "SLUICE_TLS_CLIENT_SAN", requires = "tls_client_ca")]
+    pub tls_client_san: Option<String>,
 }
 
 /// Flags of the embedded (memory) store.
@@ -151,14 +163,16 @@ pub struct RedisArgs {
 impl ServeArgs {
     /// The settings these flags describe.
     pub fn settings(&self) -> Settings {
-        Settings {
+        let mut settings = Settings {
             grpc_addr: self.grpc_addr,
             http_addr: self.http_addr,
             load: self.rules.load_options(),
             limiter: LimiterOptions {
                 global_shadow_mode: self.shadow_mode,
+                global_quota_mode: self.response.quota_mode,
                 default_algorithm: self.rules.default_algorithm.into(),
                 expected_replicas: self.redis.expected_replicas,
+                response: self.response.options(),
             },
             shutdown_grace: self.shutdown_grace.into(),
             shutdown_delay: self.shutdown_delay.into(),
@@ -168,7 +182,9 @@ impl ServeArgs {
             tls: self.tls.settings(),
             store: self.store_settings(),
             ..Settings::new(self.rules.config.clone())
-        }
+        };
+        self.serving.apply(&mut settings);
+        settings
     }
 
     fn store_settings(&self) -> StoreSettings {
@@ -188,6 +204,7 @@ impl TlsArgs {
                 cert: cert.clone(),
                 key: key.clone(),
                 client_ca: self.tls_client_ca.clone(),
+                client_san: self.tls_client_san.clone(),
             }),
             _ => None,
         }
@@ -222,15 +239,19 @@ impl RedisArgs {
 }
 
 /// Runs `sluice serve` until SIGTERM/SIGINT.
-pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
+pub async fn run(settings: Settings) -> anyhow::Result<()> {
     // Install the signal handlers before announcing readiness: a SIGTERM sent right after the
     // ready line must start a graceful shutdown, not kill the process.
     let signals = shutdown_signals()?;
-    let running = app::start(args.settings(), Arc::new(SystemClock)).await?;
-    println!(
-        "sluice ready grpc={} http={}",
-        running.grpc_addr, running.http_addr
-    );
+    let running = app::start(settings, Arc::new(SystemClock)).await?;
+    let grpc = match &running.grpc_socket {
+        Some(path) => format!("unix:{}", path.display()),
+        None => running.grpc_addr.to_string(),
+    };
+    println!("sluice ready grpc={grpc} http={}", running.http_addr);
+    if let Some(addr) = running.metrics_addr {
+        tracing::info!(%addr, "metrics listener");
+    }
     let token = running.shutdown.clone();
     tokio::spawn(async move {
         signals.await;

@@ -1,28 +1,34 @@
 //! Turning the store's outcomes for a planned call into its answer: one status per
-//! descriptor, the overall code (all-or-nothing, shadow modes) and the rate-limit headers.
+//! descriptor, the overall code (all-or-nothing, quota and shadow modes), the rate-limit
+//! headers in the configured style, and the dynamic metadata when asked for.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use super::LimiterOptions;
 use super::decision::{Code, Decision, DescriptorStatus, ReportedLimit};
-use super::headers;
-use super::plan::{Plan, Slot};
+use super::plan::{Plan, Slot, is_quota};
+use super::request::Request;
+use super::response::{HeaderStyle, ResetPrecision};
+use super::{headers, metadata, upstream_headers};
 use crate::algorithm::Verdict;
 use crate::metrics::{HitOutcome, Metrics, RuleCounters};
 use crate::rules::{LimitKind, LimitRule};
 use crate::store::{Gate, Outcome, gate};
 
-/// The answer to `plan` given the store's `outcomes` (one per charge), recording each
-/// descriptor's hits against its rule's statistics.
+/// The answer to `request`, planned as `plan`, given the store's `outcomes` (one per charge),
+/// recording each descriptor's hits against its rule's statistics.
 pub(super) fn decide(
+    request: &Request,
     plan: &Plan<'_>,
     outcomes: &[Outcome],
-    global_shadow_mode: bool,
+    options: &LimiterOptions,
     metrics: &Metrics,
 ) -> Decision {
     let slots = plan.slots();
+    let global_quota = options.global_quota_mode;
     let mut statuses = Vec::with_capacity(slots.len());
-    // (the rule's gate, whether the descriptor's limits all admitted the call)
+    // How each descriptor with a say gates the call, and whether it fits.
     let mut gates: Vec<(Gate, bool)> = Vec::new();
     // The limit chosen to describe each counted descriptor, with its verdict.
     let mut chosen: Vec<Option<(&LimitRule, Verdict)>> = Vec::with_capacity(slots.len());
@@ -31,6 +37,10 @@ pub(super) fn decide(
             Slot::Free => {
                 statuses.push(DescriptorStatus::unlimited_by_absence());
                 chosen.push(None);
+                // Upstream's global quota mode counts it as a quota descriptor that fits.
+                if global_quota {
+                    gates.push((Gate::Quota, true));
+                }
             }
             Slot::Unlimited => {
                 statuses.push(DescriptorStatus::unlimited());
@@ -38,70 +48,107 @@ pub(super) fn decide(
             }
             Slot::Counted {
                 gate,
+                quota,
                 limits,
                 cost,
                 stats,
                 ..
             } => {
                 let (rule, outcome) = binding_limit(limits, outcomes);
-                gates.push((*gate, outcome.verdict.admitted));
-                statuses.push(counted_status(rule, outcome, *gate, *cost, stats, metrics));
+                let counted = Counted {
+                    rule,
+                    outcome,
+                    gate: *gate,
+                    cost: *cost,
+                };
+                gates.push(counted.gating(*quota));
+                statuses.push(counted.status(options.response.reset_precision, stats, metrics));
                 chosen.push(Some((rule, outcome.verdict)));
             }
         }
     }
     // Under global shadow mode the statuses keep OVER_LIMIT and only the overall code flips.
     let over = gate::blocked(gates);
-    let code = if over && !global_shadow_mode {
+    let code = if over && !options.global_shadow_mode {
         Code::OverLimit
     } else {
         Code::Ok
     };
-    let headers = describe(&chosen, &statuses, over, code == Code::OverLimit);
+    let headers = match &options.response.headers {
+        HeaderStyle::Draft10 => describe(&chosen, &statuses, over, code == Code::OverLimit),
+        HeaderStyle::Upstream(names) => {
+            upstream_headers::build(names, &statuses, |i| is_quota(&slots[i], global_quota))
+        }
+        HeaderStyle::None => Vec::new(),
+    };
+    let dynamic_metadata = options
+        .response
+        .dynamic_metadata
+        .then(|| metadata::build(request, slots, &statuses));
     Decision {
         code,
         statuses,
         headers,
+        dynamic_metadata,
     }
 }
 
-/// The status of a counted descriptor described by `rule` and its `outcome`; records the
-/// descriptor's hits in `stats`.
-fn counted_status(
-    rule: &LimitRule,
+/// A counted descriptor: the limit that describes it and that limit's outcome.
+struct Counted<'a> {
+    rule: &'a LimitRule,
     outcome: Outcome,
     gate: Gate,
     cost: u64,
-    stats: &RuleCounters,
-    metrics: &Metrics,
-) -> DescriptorStatus {
-    let verdict = outcome.verdict;
-    let capacity = match rule.kind {
-        LimitKind::Counted(limit) => limit.capacity(),
-        LimitKind::Unlimited => 0,
-    };
-    let hits = HitOutcome {
-        hits: cost,
-        capacity,
-        available: outcome.available,
-        admitted: verdict.admitted,
-        shadowed: !verdict.admitted && gate == Gate::Advisory,
-    };
-    metrics.record_hits(stats, &hits);
-    let code = if verdict.admitted || gate == Gate::Advisory {
-        Code::Ok
-    } else {
-        Code::OverLimit
-    };
-    DescriptorStatus {
-        code,
-        limit: Some(reported(rule)),
-        remaining: if verdict.admitted {
-            clamp_u32(verdict.remaining)
+}
+
+impl Counted<'_> {
+    /// How the descriptor gates the call and whether it fits; in quota mode (`quota`) a
+    /// shadow rule is a quota descriptor that always fits.
+    fn gating(&self, quota: bool) -> (Gate, bool) {
+        let fits = self.outcome.verdict.admitted;
+        if quota {
+            (Gate::Quota, fits || self.gate == Gate::Advisory)
         } else {
-            0
-        },
-        reset_after: Some(verdict.reset_after),
+            (self.gate, fits)
+        }
+    }
+
+    /// The descriptor's status, its reset rounded to `precision`; records its hits in `stats`.
+    fn status(
+        &self,
+        precision: ResetPrecision,
+        stats: &RuleCounters,
+        metrics: &Metrics,
+    ) -> DescriptorStatus {
+        let (rule, outcome, gate) = (self.rule, self.outcome, self.gate);
+        let verdict = outcome.verdict;
+        let capacity = match rule.kind {
+            LimitKind::Counted(limit) => limit.capacity(),
+            LimitKind::Unlimited => 0,
+        };
+        let hits = HitOutcome {
+            hits: self.cost,
+            capacity,
+            available: outcome.available,
+            admitted: verdict.admitted,
+            shadowed: !verdict.admitted && gate == Gate::Advisory,
+        };
+        metrics.record_hits(stats, &hits);
+        let code = if verdict.admitted || gate == Gate::Advisory {
+            Code::Ok
+        } else {
+            Code::OverLimit
+        };
+        DescriptorStatus {
+            code,
+            limit: Some(reported(rule)),
+            remaining: if verdict.admitted {
+                clamp_u32(verdict.remaining)
+            } else {
+                0
+            },
+            reset_after: Some(precision.round(verdict.reset_after)),
+        }
     }
 }
 
@@ -144,7 +191,7 @@ fn describe(
     statuses: &[DescriptorStatus],
     over: bool,
     refused: bool,
-) -> Vec<(&'static str, String)> {
+) -> Vec<(Cow<'static, str>, String)> {
     let mut best: Option<(usize, &LimitRule, Verdict)> = None;
     for (i, c) in chosen.iter().enumerate() {
         let Some((rule, v)) = c else { continue };

@@ -1,5 +1,7 @@
-//! The outcome of one call: the overall code, one status per descriptor, and response headers.
+//! The outcome of one call: the overall code, one status per descriptor, response headers and
+//! dynamic metadata.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::clock::Nanos;
@@ -35,7 +37,8 @@ pub struct DescriptorStatus {
     /// Requests left (`u32::MAX` for unlimited, 0 when over or when no limit applied).
     pub remaining: u32,
     /// On OVER_LIMIT the time after which the same call is admitted; on OK the time until the
-    /// counter is back to full allowance. `None` when no limit applied.
+    /// counter is back to full allowance; rounded up as the response options say (whole
+    /// seconds by default). `None` when no limit applied.
     pub reset_after: Option<Nanos>,
 }
 
@@ -68,7 +71,11 @@ pub struct Decision {
     pub code: Code,
     /// One status per request descriptor, same order.
     pub statuses: Vec<DescriptorStatus>,
-    /// Headers for the response to the client (`RateLimit-Policy`, `RateLimit`, and on
-    /// OVER_LIMIT `Retry-After` and `cache-control`).
-    pub headers: Vec<(&'static str, String)>,
+    /// Headers for the response to the client, as the response options choose: draft-10
+    /// (`RateLimit-Policy`, `RateLimit`, and on OVER_LIMIT `Retry-After` and `cache-control`),
+    /// upstream's three, or none; plus `x-ratelimit-mode: degraded` on a fail-open answer.
+    pub headers: Vec<(Cow<'static, str>, String)>,
+    /// envoyproxy/ratelimit's `dynamic_metadata` Struct, as JSON; `None` unless the response
+    /// options ask for it.
+    pub dynamic_metadata: Option<serde_json::Map<String, serde_json::Value>>,
 }

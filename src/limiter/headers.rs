@@ -1,5 +1,7 @@
 //! Response headers: IETF draft-10 `RateLimit-Policy` / `RateLimit`, and `Retry-After` on refusal.
 
+use std::borrow::Cow;
+
 use crate::clock::{Nanos, SECOND};
 
 /// `RateLimit-Policy`: the policy of the status closest to exhaustion.
@@ -23,17 +25,17 @@ pub fn build(
     remaining: u32,
     reset_after: Nanos,
     over_limit: bool,
-) -> Vec<(&'static str, String)> {
+) -> Vec<(Cow<'static, str>, String)> {
     // The policy item starts with its quoted name; the RateLimit item repeats that name.
     let name = policy.rfind(";q=").map_or(policy, |at| &policy[..at]);
     let reset = whole_seconds_up(reset_after);
     let mut headers = vec![
-        (RATELIMIT_POLICY, policy.to_owned()),
-        (RATELIMIT, format!("{name};r={remaining};t={reset}")),
+        (RATELIMIT_POLICY.into(), policy.to_owned()),
+        (RATELIMIT.into(), format!("{name};r={remaining};t={reset}")),
     ];
     if over_limit {
-        headers.push((RETRY_AFTER, reset.to_string()));
-        headers.push((CACHE_CONTROL, "no-store".to_owned()));
+        headers.push((RETRY_AFTER.into(), reset.to_string()));
+        headers.push((CACHE_CONTROL.into(), "no-store".to_owned()));
     }
     headers
 }
@@ -49,8 +51,11 @@ mod tests {
         assert_eq!(
             h,
             vec![
-                (RATELIMIT_POLICY, "\"edge.api_key\";q=100;w=60".to_owned()),
-                (RATELIMIT, "\"edge.api_key\";r=42;t=2".to_owned()),
+                (
+                    RATELIMIT_POLICY.into(),
+                    "\"edge.api_key\";q=100;w=60".to_owned()
+                ),
+                (RATELIMIT.into(), "\"edge.api_key\";r=42;t=2".to_owned()),
             ]
         );
     }
@@ -59,7 +64,7 @@ mod tests {
     #[test]
     fn over_limit_headers() {
         let h = build("\"n\";q=1;w=1", 0, 1, true);
-        assert!(h.contains(&(RETRY_AFTER, "1".to_owned())));
-        assert!(h.contains(&(CACHE_CONTROL, "no-store".to_owned())));
+        assert!(h.contains(&(RETRY_AFTER.into(), "1".to_owned())));
+        assert!(h.contains(&(CACHE_CONTROL.into(), "no-store".to_owned())));
     }
 }

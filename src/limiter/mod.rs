@@ -8,9 +8,14 @@ mod answer;
 mod decision;
 mod degraded;
 pub mod headers;
+mod metadata;
 mod plan;
 mod request;
+mod response;
+#[cfg(test)]
+mod response_tests;
 mod shards;
+mod upstream_headers;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,25 +33,36 @@ pub use degraded::HEADER as DEGRADED_HEADER;
 pub use request::{
     Descriptor, InvalidRequest, LimitOverride, MAX_DESCRIPTORS, MAX_ENTRIES, MAX_TEXT, Request,
 };
+pub use response::{
+    HeaderStyle, ResetPrecision, ResponseOptions, UPSTREAM_LIMIT_HEADER, UPSTREAM_REMAINING_HEADER,
+    UPSTREAM_RESET_HEADER, UpstreamHeaderNames,
+};
 
 /// Behaviour switches of the limiter.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct LimiterOptions {
     /// Global shadow mode: the overall code is forced to OK; statuses keep OVER_LIMIT.
     pub global_shadow_mode: bool,
+    /// Global quota mode (upstream `QUOTA_MODE`): every descriptor but `unlimited` ones is a
+    /// quota descriptor, so the call is over only if all of them are over.
+    pub global_quota_mode: bool,
     /// The algorithm of request-side limit overrides (rules carry their own).
     pub default_algorithm: Algorithm,
     /// Replicas sharing the store: a `failure_mode: local` rule counts limit / this while
     /// the store is unreachable.
     pub expected_replicas: u64,
+    /// Headers, dynamic metadata and reset precision of the answers.
+    pub response: ResponseOptions,
 }
 
 impl Default for LimiterOptions {
     fn default() -> Self {
         Self {
             global_shadow_mode: false,
+            global_quota_mode: false,
             default_algorithm: crate::rules::DEFAULT_ALGORITHM,
             expected_replicas: 1,
+            response: ResponseOptions::default(),
         }
     }
 }
@@ -142,15 +158,10 @@ impl Limiter {
                 }
             }
         };
-        let mut decision = answer::decide(
-            &plan,
-            &outcomes,
-            self.options.global_shadow_mode,
-            &self.metrics,
-        );
+        let mut decision = answer::decide(request, &plan, &outcomes, &self.options, &self.metrics);
         if degraded {
             let (name, value) = degraded::HEADER;
-            decision.headers.push((name, value.to_owned()));
+            decision.headers.push((name.into(), value.to_owned()));
         }
         self.metrics
             .record_decision(started.elapsed().as_secs_f64());

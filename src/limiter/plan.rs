@@ -24,8 +24,14 @@ pub(super) enum Slot<'r> {
     Unlimited,
     /// Counted limits, with the indices of their charges.
     Counted {
-        /// Shadow, quota or ordinary, from the rule (global shadow mode is applied later).
+        /// Shadow, quota or ordinary, from the rule and global quota mode (global shadow mode
+        /// is applied later).
         gate: Gate,
+        /// Quota mode applies (the rule's `quota_mode` or global quota mode), even when the
+        /// gate is `Advisory` because the rule is also in shadow mode.
+        quota: bool,
+        /// The rule's `metadata` (`None` for a request-side override).
+        metadata: Option<&'r serde_json::Value>,
         /// Each limit and the index of its charge.
         limits: Vec<(Cow<'r, LimitRule>, usize)>,
         /// Hits charged.
@@ -65,7 +71,7 @@ impl<'r> Plan<'r> {
             metrics,
             charges: Vec::new(),
         };
-        let slots = request
+        let slots: Vec<Slot<'r>> = request
             .descriptors
             .iter()
             .zip(matched)
@@ -74,10 +80,20 @@ impl<'r> Plan<'r> {
                 planner.slot(descriptor, cost, m)
             })
             .collect();
-        Self {
-            slots,
-            charges: planner.charges,
+        let mut charges = planner.charges;
+        if slots
+            .iter()
+            .any(|slot| passes_quota(slot, options.global_quota_mode))
+        {
+            // One quota descriptor that always passes means quota never blocks this call, so
+            // the store must commit the admitted quota charges even if all of them are denied.
+            for charge in &mut charges {
+                if charge.gate == Gate::Quota {
+                    charge.gate = Gate::Advisory;
+                }
+            }
         }
+        Self { slots, charges }
     }
 
     /// What each descriptor resolved to, in request order.
@@ -105,6 +121,27 @@ impl<'r> Plan<'r> {
             }
         }
         modes
+    }
+}
+
+/// Whether `slot` is a quota descriptor: its rule's `quota_mode`, or global quota mode (which
+/// leaves out only `unlimited` descriptors).
+pub(super) fn is_quota(slot: &Slot<'_>, global_quota_mode: bool) -> bool {
+    match slot {
+        Slot::Free => global_quota_mode,
+        Slot::Unlimited => false,
+        Slot::Counted { quota, .. } => *quota,
+    }
+}
+
+/// Whether `slot` is a quota descriptor that can never be over its limit: a shadow-mode rule
+/// in quota mode, or under global quota mode a descriptor no limit applies to (upstream counts
+/// every descriptor but `unlimited` ones as quota descriptors then).
+fn passes_quota(slot: &Slot<'_>, global_quota_mode: bool) -> bool {
+    match slot {
+        Slot::Free => global_quota_mode,
+        Slot::Unlimited => false,
+        Slot::Counted { gate, quota, .. } => *quota && *gate == Gate::Advisory,
     }
 }
 
@@ -174,10 +211,13 @@ impl<'r> Planner<'_, 'r> {
         let (rules, counted, stats_key) = match m {
             Matched::Nothing => return Slot::Free,
             Matched::Override(o, stats_key) => {
+                let quota = self.options.global_quota_mode;
                 let counted = Counted {
                     key: counter_key(self.domain, descriptor, None),
                     cost,
-                    gate: gate_of(None),
+                    gate: if quota { Gate::Quota } else { Gate::Enforced },
+                    quota,
+                    metadata: None,
                     shards: None,
                     failure: None,
                 };
@@ -199,10 +239,13 @@ impl<'r> Planner<'_, 'r> {
                 if kept.iter().any(|l| l.kind == LimitKind::Unlimited) {
                     return Slot::Unlimited;
                 }
+                let quota = node.quota_mode || self.options.global_quota_mode;
                 let counted = Counted {
                     key: counter_key(self.domain, descriptor, Some(&found)),
                     cost,
-                    gate: gate_of(Some(node)),
+                    gate: gate_of(node, quota),
+                    quota,
+                    metadata: node.metadata.as_ref(),
                     shards: (node.shards > 1)
                         .then(|| (node.shards, shards::route(&descriptor.entries))),
                     failure: Some(node.failure_mode),
@@ -216,28 +259,32 @@ impl<'r> Planner<'_, 'r> {
     }
 }
 
-/// How a denial of a node's limits gates the call (a request-side override has no node).
-fn gate_of(node: Option<&Node>) -> Gate {
-    match node {
-        Some(n) if n.shadow_mode => Gate::Advisory,
-        Some(n) if n.quota_mode => Gate::Quota,
-        _ => Gate::Enforced,
+/// How a denial of a node's limits gates the call, `quota` saying whether quota mode applies.
+fn gate_of(node: &Node, quota: bool) -> Gate {
+    if node.shadow_mode {
+        Gate::Advisory
+    } else if quota {
+        Gate::Quota
+    } else {
+        Gate::Enforced
     }
 }
 
 /// The shared parameters of one counted descriptor's charges.
-struct Counted {
+struct Counted<'r> {
     key: CounterKeyBuilder,
     cost: u64,
     gate: Gate,
+    quota: bool,
+    metadata: Option<&'r serde_json::Value>,
     /// A sharded rule: its shard count and this call's routing hash.
     shards: Option<(u32, u64)>,
     failure: Option<FailureMode>,
 }
 
-impl Counted {
+impl<'r> Counted<'r> {
     /// One charge per counted limit; `Free` when every limit was replaced.
-    fn plan<'r>(
+    fn plan(
         self,
         rules: Vec<Cow<'r, LimitRule>>,
         stats: impl FnOnce() -> Arc<RuleCounters>,
@@ -284,6 +331,8 @@ impl Counted {
             .collect();
         Slot::Counted {
             gate: self.gate,
+            quota: self.quota,
+            metadata: self.metadata,
             limits,
             cost: self.cost,
             stats: stats(),

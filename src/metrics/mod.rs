@@ -49,6 +49,7 @@ impl Metrics {
     /// per-rule series.
     pub fn new(near_ratio: f64, max_series: usize) -> Self {
         let registry = Registry::new();
+        register_process_collector(&registry);
         let families = Families(&registry);
         Self {
             upstream: upstream::Upstream::new(&families, near_ratio, max_series),
@@ -65,6 +66,20 @@ impl Metrics {
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         String::from_utf8(out).unwrap_or_default()
     }
+}
+
+/// The standard `process_*` gauges (resident and virtual memory, CPU seconds, open and maximum
+/// file descriptors, start time, threads), which dashboards of envoyproxy/ratelimit read.
+/// Linux only: elsewhere there is nothing to register.
+fn register_process_collector(registry: &Registry) {
+    #[cfg(target_os = "linux")]
+    {
+        let collector = prometheus::process_collector::ProcessCollector::for_self();
+        // Registered once per registry, before anything else: it cannot clash.
+        let _ = registry.register(Box::new(collector));
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = registry;
 }
 
 /// Creates metrics and registers them in one registry.

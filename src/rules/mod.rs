@@ -5,13 +5,15 @@
 //! finds the files, validates them and builds the [`RuleSet`] (every error with its location, all
 //! at once); `matcher` walks a domain for a request descriptor; `view` prints a set for
 //! `sluice check` and `GET /rlconfig`; `duration` is the `window:` grammar; `error` holds the
-//! located errors. The types of a compiled set are defined here.
+//! located errors; `runtime` reads envoyproxy/ratelimit's own file layout. The types of a
+//! compiled set are defined here.
 
 mod compile;
 mod duration;
 mod error;
 mod file;
 mod matcher;
+mod runtime;
 mod view;
 
 use std::collections::HashMap;
@@ -23,6 +25,7 @@ pub use compile::{LoadOptions, is_rule_file, is_skipped, load, load_sources};
 pub use duration::parse as parse_window;
 pub use error::{ConfigError, ConfigErrors};
 pub use matcher::{Match, override_stats_key};
+pub use runtime::RuntimeLayout;
 
 /// A time unit of upstream's `rate_limit.unit` (epoch-aligned; month = 30 days, year = 365 days).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -47,8 +47,8 @@ impl Sources {
         let builder = match (&self.client_ca, &settings.client_ca) {
             (Some(pem), Some(path)) => {
                 let cas = certificates(pem, path)?;
-                let verifier =
-                    client_verifier(cas, provider).map_err(|source| TlsError::ClientCa {
+                let verifier = client_verifier(cas, provider, settings.client_san.as_deref())
+                    .map_err(|source| TlsError::ClientCa {
                         path: path.clone(),
                         source,
                     })?;
@@ -105,13 +105,19 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 fn client_verifier(
     cas: Vec<CertificateDer<'static>>,
     provider: Arc<CryptoProvider>,
+    name: Option<&str>,
 ) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, BoxError> {
     let mut roots = RootCertStore::empty();
     for ca in cas {
         roots.add(ca)?;
     }
     // Without `allow_unauthenticated`, a client without a certificate is refused.
-    Ok(WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider).build()?)
+    let verifier =
+        WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider).build()?;
+    Ok(match name {
+        Some(name) => Arc::new(super::san::RequireName::new(verifier, name)?),
+        None => verifier,
+    })
 }
 
 #[cfg(test)]
@@ -127,6 +133,7 @@ mod tests {
             cert: PathBuf::from("/certs/tls.crt"),
             key: PathBuf::from("/certs/tls.key"),
             client_ca: client_ca.then(|| PathBuf::from("/certs/ca.crt")),
+            client_san: None,
         }
     }
 
@@ -240,6 +247,7 @@ mod tests {
             cert: PathBuf::from("/nonexistent/tls.crt"),
             key: PathBuf::from("/nonexistent/tls.key"),
             client_ca: None,
+            client_san: None,
         })
         .expect_err("missing");
         assert!(

@@ -3,6 +3,7 @@
 
 mod config;
 mod incoming;
+mod san;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,6 +33,9 @@ pub struct TlsSettings {
     pub key: PathBuf,
     /// When set, clients must present a certificate that chains to one of these CAs (mTLS).
     pub client_ca: Option<PathBuf>,
+    /// With `client_ca`: the client certificate must also be valid for this DNS name or IP
+    /// address (a subject alternative name).
+    pub client_san: Option<String>,
 }
 
 /// Why certificates could not be loaded or watched. Every variant names the file.

@@ -193,23 +193,74 @@ async fn override_only_call_fails_unavailable() {
     server.stop().await;
 }
 
-/// Health turns 503 (HTTP) and NOT_SERVING (gRPC) only once the breaker has stayed open
-/// for a while, and recovers when Redis answers again.
+/// Two servers on one Redis: one with the defaults, one that asks health to include the store
+/// (`--health-checks-store`).
+async fn two_servers() -> (RedisServer, TestServer, TestServer) {
+    let redis = RedisServer::start();
+    let default = TestServer::start_on(RULES, crate::store(&redis.url()).await).await;
+    let checking = TestServer::start_adjusted(RULES, crate::store(&redis.url()).await, |s| {
+        s.health.store = true;
+    })
+    .await;
+    (redis, default, checking)
+}
+
+/// Opens both servers' breakers: calls while Redis is dead.
+async fn fail_calls(servers: [&TestServer; 2]) {
+    for server in servers {
+        let mut client = server.client().await;
+        for i in 0..5 {
+            call(
+                &mut client,
+                one_descriptor("faults", &[("open", &i.to_string())]),
+            )
+            .await;
+        }
+    }
+}
+
+/// Regression (probes defeated the rules' failure modes): through a sustained Redis outage —
+/// long enough for a server that checks the store to report it — `/healthcheck` stays 200 and
+/// gRPC health SERVING by default, because each rule's failure_mode still answers every call.
 #[tokio::test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
-async fn health_reports_a_sustained_outage() {
-    let (mut redis, server) = start().await;
-    let mut client = server.client().await;
+async fn health_stays_up_through_a_store_outage() {
+    let (mut redis, default, checking) = two_servers().await;
     redis.kill();
-    for i in 0..5 {
-        call(
-            &mut client,
-            one_descriptor("faults", &[("open", &i.to_string())]),
-        )
-        .await;
-    }
+    fail_calls([&default, &checking]).await;
+    let within = Duration::from_secs(10);
+    eventually(
+        within,
+        "the checking server reports the outage",
+        async || http(checking.http_addr, "GET", "/healthcheck", "").await.0 == 503,
+    )
+    .await;
+    // The default server's store has failed as long: its health must not have moved.
+    let (status, body) = http(default.http_addr, "GET", "/healthcheck", "").await;
+    assert_eq!((status, body.as_str()), (200, "OK"));
+    let mut health = health_client(default.grpc_addr).await;
+    assert_eq!(health_status(&mut health, "").await, ServingStatus::Serving);
+    assert_eq!(
+        health_status(&mut health, "ratelimit").await,
+        ServingStatus::Serving
+    );
+    let mut client = default.client().await;
+    let degraded = call(&mut client, one_descriptor("faults", &[("open", "x")])).await;
+    assert_eq!(degraded.overall_code, OK, "failure_mode: allow answers");
+    default.stop().await;
+    checking.stop().await;
+}
+
+/// With `--health-checks-store`, health turns 503 (HTTP) and NOT_SERVING (gRPC) once the
+/// breaker has stayed open for a while, and recovers when Redis answers again.
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn health_can_report_a_sustained_outage() {
+    let (mut redis, default, server) = two_servers().await;
+    redis.kill();
+    fail_calls([&default, &server]).await;
     let health_is = async |code| http(server.http_addr, "GET", "/healthcheck", "").await.0 == code;
-    let within = Duration::from_secs(5);
+    let within = Duration::from_secs(15);
     eventually(within, "health reports the outage", async || {
         health_is(503).await
     })
@@ -221,6 +272,7 @@ async fn health_reports_a_sustained_outage() {
     .await;
     redis.restart();
     eventually(within, "health recovers", async || health_is(200).await).await;
+    default.stop().await;
     server.stop().await;
 }
 

@@ -59,7 +59,12 @@ impl Ca {
 
     /// A client certificate.
     pub fn client(&self) -> Pair {
-        self.issue(&["client.test"], ExtendedKeyUsagePurpose::ClientAuth)
+        self.client_named("client.test")
+    }
+
+    /// A client certificate whose subject alternative name is `name`.
+    pub fn client_named(&self, name: &str) -> Pair {
+        self.issue(&[name], ExtendedKeyUsagePurpose::ClientAuth)
     }
 }
 
@@ -93,6 +98,7 @@ impl Files {
             cert: self.path("server.crt"),
             key: self.path("server.key"),
             client_ca: mtls.then(|| self.path("client-ca.crt")),
+            client_san: None,
         }
     }
 

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use certs::{Ca, Files, Pair};
 use common::*;
+use sluice::app::TlsSettings;
 use sluice::proto::RateLimitResponse;
 use sluice::proto::rate_limit_service_client::RateLimitServiceClient;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
@@ -156,5 +157,34 @@ async fn mtls_accepts_certificate_from_client_ca() {
     call_tls(&server, &ca, Some(&client))
         .await
         .expect("mTLS call");
+    server.stop().await;
+}
+
+/// With a required client name (`--tls-client-san`, upstream GRPC_CLIENT_TLS_SAN), a client
+/// certificate from the client CA is accepted only if it is valid for that name: its own name,
+/// or a wildcard covering it, as Go's x509 verification accepts.
+#[tokio::test]
+async fn mtls_requires_the_client_name() {
+    let (ca, client_ca) = (Ca::new("ca"), Ca::new("client-ca"));
+    let files = Files::new(&ca.server(), Some(&client_ca));
+    let settings = TlsSettings {
+        client_san: Some("envoy.mesh.test".into()),
+        ..files.settings(true)
+    };
+    let server = TestServer::start_tls(RULES, settings).await;
+    let other = client_ca.client_named("other.mesh.test");
+    let error = call_tls(&server, &ca, Some(&other))
+        .await
+        .expect_err("wrong name refused");
+    assert!(
+        error.contains("BadCertificate") || error.contains("NotValidForName"),
+        "{error}"
+    );
+    for name in ["envoy.mesh.test", "*.mesh.test"] {
+        let client = client_ca.client_named(name);
+        call_tls(&server, &ca, Some(&client))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
     server.stop().await;
 }

@@ -59,6 +59,7 @@ async fn kubernetes_secret_swap_reloads() {
         cert: dir.path().join("tls.crt"),
         key: dir.path().join("tls.key"),
         client_ca: None,
+        client_san: None,
     };
     let server = TestServer::start_tls(RULES, settings).await;
     call_tls(&server, &old, None)

@@ -89,7 +89,57 @@ several replicas would each admit the full limit.
 {{- if and (eq .Values.store.type "redis") (not .Values.store.redis.url) (not .Values.store.redis.existingSecret) }}
 {{- fail "store.type=redis needs store.redis.url or store.redis.existingSecret." }}
 {{- end }}
+{{- if and .Values.upstreamEnv.enabled (ne .Values.store.type "redis") }}
+{{- fail "upstreamEnv.enabled=true configures sluice as envoyproxy/ratelimit, which counts in Redis: set store.type=redis and store.redis.url (redis://host:port), or store.redis.existingSecret holding upstream's REDIS_URL." }}
+{{- end }}
 {{- if and (not .Values.existingConfigMap) (not .Values.rules) }}
 {{- fail "no rules: set rules (one key per file) or existingConfigMap." }}
+{{- end }}
+{{- end }}
+
+{{/*
+The environment of the `ratelimit` personality (upstreamEnv.enabled): envoyproxy/ratelimit's
+variables for what the chart's values say, in upstream's layout (the rules ConfigMap at
+/data/ratelimit/config, as Istio's sample mounts it), then upstreamEnv.extra.
+*/}}
+{{- define "sluice.upstreamEnv" -}}
+- name: RUNTIME_ROOT
+  value: /data
+- name: RUNTIME_SUBDIRECTORY
+  value: ratelimit
+- name: RUNTIME_WATCH_ROOT
+  value: "false"
+- name: RUNTIME_IGNOREDOTFILES
+  value: "true"
+- name: HOST
+  value: {{ .Values.server.bindAddress | quote }}
+- name: GRPC_HOST
+  value: {{ .Values.server.bindAddress | quote }}
+- name: PORT
+  value: "8080"
+- name: GRPC_PORT
+  value: "8081"
+- name: LOG_LEVEL
+  value: {{ .Values.server.logLevel | quote }}
+- name: LOG_FORMAT
+  value: {{ .Values.server.logFormat | quote }}
+- name: USE_STATSD
+  value: "false"
+- name: MERGE_DOMAIN_CONFIG
+  value: {{ .Values.server.mergeDomains | quote }}
+- name: SHADOW_MODE
+  value: {{ .Values.server.shadowMode | quote }}
+- name: REDIS_SOCKET_TYPE
+  value: tcp
+- name: REDIS_TYPE
+  value: {{ .Values.upstreamEnv.redisType | quote }}
+- name: REDIS_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "sluice.redisSecret" . }}
+      key: {{ .Values.store.redis.existingSecretKey }}
+{{- range $name, $value := .Values.upstreamEnv.extra }}
+- name: {{ $name }}
+  value: {{ $value | quote }}
 {{- end }}
 {{- end }}

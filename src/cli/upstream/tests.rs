@@ -1,0 +1,321 @@
+//! Tests of the personality: what each group makes of upstream's variables, precedence, the one
+//! warning, malformed values, and that the README's table is the groups' table.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{Args, FromArgMatches};
+
+use super::*;
+use crate::cli::LogFormat;
+use crate::cli::serve::{ServeArgs, StoreArg};
+
+fn command() -> clap::Command {
+    ServeArgs::augment_args(clap::Command::new("ratelimit"))
+}
+
+/// The flags parsed from `argv` (after the program name), then the personality applied with
+/// `env`.
+fn personality(argv: &[&str], env: &[(&str, &str)]) -> Result<(ServeArgs, Outcome), EnvError> {
+    let matches = command()
+        .try_get_matches_from(["ratelimit"].iter().chain(argv))
+        .expect("flags parse");
+    let mut args = ServeArgs::from_arg_matches(&matches).expect("flags");
+    let outcome = apply(
+        &mut args,
+        Some(&matches),
+        &Env::from_pairs(env.iter().copied()),
+    )?;
+    Ok((args, outcome))
+}
+
+fn addr(text: &str) -> SocketAddr {
+    text.parse().unwrap()
+}
+
+/// Istio's sample Deployment, variable by variable: listeners on `::` (both families), Redis
+/// over TCP, the ConfigMap layout, debug logs for sluice; nothing to warn about.
+#[test]
+fn istio_sample_environment() {
+    let env = [
+        ("LOG_LEVEL", "debug"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", "redis:6379"),
+        ("USE_STATSD", "false"),
+        ("RUNTIME_ROOT", "/data"),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+        ("RUNTIME_WATCH_ROOT", "false"),
+        ("RUNTIME_IGNOREDOTFILES", "true"),
+        ("HOST", "::"),
+        ("GRPC_HOST", "::"),
+    ];
+    let (args, outcome) = personality(&[], &env).unwrap();
+    assert_eq!(args.http_addr, addr("[::]:8080"));
+    assert_eq!(args.grpc_addr, addr("[::]:8081"));
+    assert!(matches!(args.store, StoreArg::Redis));
+    assert_eq!(args.redis.redis_url.as_deref(), Some("redis://redis:6379"));
+    assert_eq!(args.redis.redis_key_prefix, "");
+    assert_eq!(args.log_level.as_deref(), Some("info,sluice=debug"));
+    let layout = outcome.runtime.expect("upstream's layout");
+    assert_eq!(
+        layout.directory(),
+        Some("/data/ratelimit/config".into()),
+        "{layout:?}"
+    );
+    assert!(layout.ignore_dotfiles);
+    assert_eq!(outcome.warning, None);
+    assert_eq!(
+        args.serving.grpc_max_connection_age.0,
+        Duration::from_secs(86_400)
+    );
+}
+
+/// With nothing set, upstream's defaults: WARN logs, Redis on its unix socket (which this build
+/// refuses clearly), the classic layout.
+#[test]
+fn defaults_are_upstream_defaults() {
+    let error = personality(&[], &[]).unwrap_err();
+    assert_eq!(error.name, "REDIS_SOCKET_TYPE");
+    let (args, outcome) = personality(&[], &[("REDIS_SOCKET_TYPE", "tcp")]).unwrap();
+    assert_eq!(args.log_level.as_deref(), Some("warn"));
+    assert_eq!(
+        args.redis.redis_url.as_deref(),
+        Some("redis:///var/run/nutcracker/ratelimit.sock")
+    );
+    let layout = outcome.runtime.unwrap();
+    assert!(layout.watch_root);
+    assert_eq!(layout.directory(), None, "no subdirectory: nil loader");
+}
+
+/// A flag given on the command line wins over the upstream variable, which is then named in
+/// the warning as overridden.
+#[test]
+fn flags_win_over_upstream_variables() {
+    let env = [
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("PORT", "9999"),
+        ("RUNTIME_ROOT", "/data"),
+        ("LOG_LEVEL", "error"),
+        ("BACKEND_TYPE", "memcache"),
+    ];
+    let argv = [
+        "--http-addr",
+        "127.0.0.1:1",
+        "--config",
+        "rules",
+        "--log-level",
+        "info",
+        "--store",
+        "memory",
+    ];
+    let (args, outcome) = personality(&argv, &env).unwrap();
+    assert_eq!(args.http_addr, addr("127.0.0.1:1"));
+    assert!(outcome.runtime.is_none(), "--config wins");
+    assert_eq!(args.log_level.as_deref(), Some("info"));
+    assert!(matches!(args.store, StoreArg::Memory));
+    let warning = outcome.warning.unwrap();
+    for named in [
+        "PORT (overridden by --http-addr)",
+        "RUNTIME_ROOT (overridden by --config)",
+        "LOG_LEVEL (overridden by --log-level)",
+        "BACKEND_TYPE (overridden by --store)",
+    ] {
+        assert!(warning.contains(named), "{named}: {warning}");
+    }
+}
+
+/// Only variables that are set and not honoured are named, each once, in one line with the
+/// reason; unknown variables are ignored.
+#[test]
+fn one_warning_names_what_is_not_honoured() {
+    let env = [
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("USE_STATSD", "true"),
+        ("DEBUG_PORT", "6070"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+        ("GRPC_SERVER_TLS_CA_CERT", "/certs/ca.crt"),
+        ("REDIS_PERSECOND_URL", "x:1"),
+        ("PROMETHEUS_ADDR", ":19001"),
+        ("SOMETHING_ELSE", "1"),
+    ];
+    let (_, outcome) = personality(&[], &env).unwrap();
+    let warning = outcome.warning.unwrap();
+    assert!(!warning.contains('\n'));
+    for name in [
+        "USE_STATSD (no statsd sink",
+        "DEBUG_PORT (no debug listener",
+        "OTEL_EXPORTER_OTLP_ENDPOINT (tracing",
+        "GRPC_SERVER_TLS_CA_CERT (not an envoyproxy/ratelimit variable",
+        "REDIS_PERSECOND_URL (one Redis",
+        "PROMETHEUS_ADDR (no effect without USE_PROMETHEUS=true",
+    ] {
+        assert_eq!(warning.matches(name).count(), 1, "{name}: {warning}");
+    }
+    for absent in [
+        "SOMETHING_ELSE",
+        "DEBUG_HOST",
+        "STATSD_HOST",
+        "REDIS_SOCKET_TYPE",
+    ] {
+        assert!(!warning.contains(absent), "{absent}: {warning}");
+    }
+}
+
+/// Every malformed value stops the start with the variable and its value, honoured or not:
+/// empty booleans and numbers, bad ports, case-sensitive enumerations.
+#[test]
+fn malformed_values_are_errors() {
+    for (name, value, says) in [
+        ("PORT", "", "not an integer"),
+        ("GRPC_PORT", "70000", "not a port"),
+        ("USE_STATSD", "yes", "not a boolean"),
+        ("STATS_FLUSH_INTERVAL", "10", "missing unit"),
+        ("EXTRA_TAGS", "a", "invalid map item"),
+        ("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "x", "not a number"),
+        ("CONFIG_TYPE", "file", "case-sensitive"),
+        ("CONFIG_TYPE", "GRPC_XDS_SOTW", "not supported yet"),
+        ("BACKEND_TYPE", "memcache", "memcached is not supported"),
+        ("BACKEND_TYPE", "Redis", "case-sensitive"),
+        ("LOG_LEVEL", "verbose", "not a log level"),
+        (
+            "REDIS_TYPE",
+            "replicated",
+            "must be single, cluster or sentinel",
+        ),
+        ("NEAR_LIMIT_RATIO", "1.5", "between 0 and 1"),
+        ("LOCAL_CACHE_SIZE_IN_BYTES", "-1", "must not be negative"),
+        ("GRPC_SERVER_USE_TLS", "true", "needs GRPC_SERVER_TLS_CERT"),
+        ("PROMETHEUS_PATH", "metrics", "must start with /"),
+    ] {
+        let mut env = vec![("REDIS_SOCKET_TYPE", "tcp"), (name, value)];
+        if name == "PROMETHEUS_PATH" {
+            env.push(("USE_PROMETHEUS", "true"));
+        }
+        let error = personality(&[], &env).unwrap_err();
+        assert_eq!((error.name.as_str(), error.value.as_str()), (name, value));
+        assert!(error.to_string().contains(says), "{name}={value}: {error}");
+    }
+}
+
+/// REDIS_URL's forms become `--redis-url`: host:port, upstream's redis:// URL (REDIS_AUTH beats
+/// its credentials), TLS, and cluster seeds; REDIS_TYPE is case-insensitive.
+#[test]
+fn redis_urls() {
+    let url = |env: &[(&str, &str)]| {
+        let mut all = vec![("REDIS_SOCKET_TYPE", "tcp")];
+        all.extend_from_slice(env);
+        personality(&[], &all).unwrap().0.redis.redis_url.unwrap()
+    };
+    assert_eq!(url(&[("REDIS_URL", "r:6379")]), "redis://r:6379");
+    assert_eq!(
+        url(&[
+            ("REDIS_URL", "redis://u:p@r:6379/2"),
+            ("REDIS_AUTH", "a:b/c")
+        ]),
+        "redis://a:b%2Fc@r:6379/2"
+    );
+    assert_eq!(
+        url(&[("REDIS_URL", "redis://u:p@r:6379/2")]),
+        "redis://u:p@r:6379/2"
+    );
+    assert_eq!(
+        url(&[
+            ("REDIS_URL", "r:1"),
+            ("REDIS_TLS", "true"),
+            ("REDIS_AUTH", "pw")
+        ]),
+        "rediss://:pw@r:1"
+    );
+    assert_eq!(
+        url(&[("REDIS_URL", "a:1,b:2"), ("REDIS_TYPE", "Cluster")]),
+        "redis+cluster://a:1,b:2"
+    );
+}
+
+/// Listeners, TLS, metrics, health, logs and responses land on their flags.
+#[test]
+fn variables_land_on_their_flags() {
+    let env = [
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("HOST", "127.0.0.1"),
+        ("PORT", "0x1F90"),
+        ("GRPC_UDS", "/run/rl.sock"),
+        ("GRPC_MAX_CONNECTION_AGE", "1h30m"),
+        ("GRPC_SERVER_USE_TLS", "t"),
+        ("GRPC_SERVER_TLS_CERT", "/certs/tls.crt"),
+        ("GRPC_SERVER_TLS_KEY", "/certs/tls.key"),
+        ("GRPC_CLIENT_TLS_CACERT", "/certs/ca.crt"),
+        ("GRPC_CLIENT_TLS_SAN", "envoy.example"),
+        ("USE_PROMETHEUS", "1"),
+        ("PROMETHEUS_ADDR", ":19001"),
+        ("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true"),
+        ("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "True"),
+        ("LOG_FORMAT", "JSON"),
+        ("SHADOW_MODE", "TRUE"),
+        ("MERGE_DOMAIN_CONFIG", "T"),
+        ("CACHE_KEY_PREFIX", "rl_"),
+        ("NEAR_LIMIT_RATIO", "0.9"),
+        ("LOCAL_CACHE_SIZE_IN_BYTES", "0"),
+    ];
+    let (args, outcome) = personality(&[], &env).unwrap();
+    assert_eq!(args.redis.local_cache_size, 0, "0 turns the cache off");
+    assert_eq!(args.http_addr, addr("127.0.0.1:8080"));
+    assert_eq!(args.serving.grpc_socket, Some("/run/rl.sock".into()));
+    assert_eq!(
+        args.serving.grpc_max_connection_age.0,
+        Duration::from_secs(5_400)
+    );
+    assert_eq!(args.tls.tls_cert, Some("/certs/tls.crt".into()));
+    assert_eq!(args.tls.tls_key, Some("/certs/tls.key".into()));
+    assert_eq!(args.tls.tls_client_ca, Some("/certs/ca.crt".into()));
+    assert_eq!(args.tls.tls_client_san.as_deref(), Some("envoy.example"));
+    assert_eq!(args.serving.metrics_addr, Some(addr("[::]:19001")));
+    assert_eq!(args.serving.metrics_path, "/metrics");
+    assert!(args.serving.health_requires_domains && args.serving.health_checks_store);
+    assert!(matches!(args.log_format, LogFormat::UpstreamJson));
+    assert!(args.shadow_mode && args.rules.merge_domains);
+    assert_eq!(args.redis.redis_key_prefix, "rl_");
+    assert_eq!(args.near_limit_ratio, 0.9);
+    assert_eq!(outcome.warning, None);
+}
+
+/// Every flag id a group defers to is a real `serve` flag, so precedence cannot silently fail
+/// on a misspelt id.
+#[test]
+fn every_deferred_flag_exists() {
+    let command = command();
+    let sources = [
+        include_str!("listeners.rs"),
+        include_str!("tls.rs"),
+        include_str!("logs.rs"),
+        include_str!("rules.rs"),
+        include_str!("backend.rs"),
+        include_str!("redis.rs"),
+        include_str!("response.rs"),
+        include_str!("health.rs"),
+        include_str!("stats.rs"),
+    ];
+    let mut seen = 0;
+    for source in sources {
+        for part in source.split("unless_explicit(env, \"").skip(1) {
+            let id = &part[..part.find('"').unwrap()];
+            assert!(
+                command.get_arguments().any(|a| a.get_id() == id),
+                "no flag {id}"
+            );
+            seen += 1;
+        }
+    }
+    assert!(seen >= 20, "{seen}");
+}
+
+/// The README's migration table is exactly the table the groups declare.
+#[test]
+fn readme_holds_the_table() {
+    let readme = include_str!("../../../README.md");
+    assert!(
+        readme.contains(&table()),
+        "README.md must contain the output of `sluice upstream-env`:\n{}",
+        table()
+    );
+}

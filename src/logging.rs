@@ -1,0 +1,108 @@
+//! Logging set-up for `serve`: sluice's text or JSON lines, or JSON lines with
+//! envoyproxy/ratelimit's keys (`@timestamp`, `level`, `@message`, then the event's fields), as
+//! its `LOG_FORMAT=json` writes them. Logs go to stderr.
+
+use std::fmt;
+use std::io::IsTerminal;
+
+use serde_json::{Map, Value};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
+
+use crate::cli::LogFormat;
+
+/// Installs the global subscriber: `level` is a filter (`info`, `sluice=debug`); without one,
+/// `RUST_LOG`, else `info`.
+pub fn init(format: LogFormat, level: Option<&str>) {
+    let filter = match level {
+        Some(level) => EnvFilter::new(level),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    };
+    // Colour only for a person at a terminal; log collectors get plain text.
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+        LogFormat::UpstreamJson => builder.event_format(UpstreamJson).init(),
+    }
+}
+
+/// One JSON object per event, keyed as logrus's JSON formatter is configured upstream.
+struct UpstreamJson;
+
+impl<S, N> FormatEvent<S, N> for UpstreamJson
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        _ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        let mut fields = Fields(Map::new());
+        event.record(&mut fields);
+        let mut timestamp = String::new();
+        SystemTime.format_time(&mut Writer::new(&mut timestamp))?;
+        let message = fields.0.remove("message").unwrap_or(Value::Null);
+        let mut line = Map::new();
+        line.insert("@timestamp".into(), Value::String(timestamp));
+        line.insert(
+            "level".into(),
+            logrus_level(event.metadata().level()).into(),
+        );
+        line.insert("@message".into(), message);
+        line.extend(fields.0);
+        writeln!(writer, "{}", Value::Object(line))
+    }
+}
+
+/// logrus's name of a level.
+fn logrus_level(level: &Level) -> &'static str {
+    match *level {
+        Level::ERROR => "error",
+        Level::WARN => "warning",
+        Level::INFO => "info",
+        Level::DEBUG => "debug",
+        Level::TRACE => "trace",
+    }
+}
+
+/// An event's fields as JSON values.
+struct Fields(Map<String, Value>);
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().into(), value.into());
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.0.insert(field.name().into(), value.into());
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.0
+            .insert(field.name().into(), format!("{value:?}").into());
+    }
+}
