@@ -5,6 +5,7 @@
 //! the admitted charges only if the call as a whole is not blocked (see [`gate`]).
 
 mod error;
+mod fingerprint;
 pub mod gate;
 mod key;
 pub mod memory;
@@ -23,9 +24,10 @@ use crate::algorithm::{Limit, Verdict};
 use crate::clock::Nanos;
 
 pub use error::{BadReply, StoreError, UrlProblem};
+pub use fingerprint::{Fingerprint, Fingerprinter};
 pub use gate::Gate;
 pub use key::{CounterKey, CounterKeyBuilder};
-pub use memory::{Fingerprint, Fingerprinter, MemoryOptions, MemoryStore};
+pub use memory::{MemoryOptions, MemoryStore};
 pub use persist::{PersistSettings, PersistentStore};
 pub use redis::{RedisSettings, RedisStore};
 pub use stats::{LocalCacheStats, PersistStats, StoreStats};

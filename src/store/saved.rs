@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 
 use super::CounterKey;
-use super::memory::Fingerprint;
+use super::Fingerprint;
 use crate::algorithm::{LogEntry, State};
 use crate::clock::Nanos;
 

@@ -9,12 +9,11 @@
 //! drops idle counters shard by shard, and `max_counters` bounds the total: past it, a call
 //! that would create a counter is refused (OVER_LIMIT) rather than growing without bound.
 //!
-//! A counter is held as its 128-bit keyed fingerprint (`fingerprint.rs`) beside its packed
+//! A counter is held as its 128-bit keyed fingerprint (`store/fingerprint.rs`) beside its packed
 //! state in an open-addressed table (`table.rs`): 40 bytes a slot, about 50 to 63 bytes a
 //! counter all told, whatever the length of its key.
 
 mod apply;
-mod fingerprint;
 mod packed;
 mod shard;
 mod spill;
@@ -26,10 +25,8 @@ use parking_lot::Mutex;
 
 use self::shard::Shard;
 use super::saved::{CounterView, SavedCounter, SavedKey};
-use super::{Charge, Store, StoreFuture, StoreStats};
+use super::{Charge, Fingerprint, Fingerprinter, Store, StoreFuture, StoreStats};
 use crate::clock::{Nanos, SECOND};
-
-pub use self::fingerprint::{Fingerprint, Fingerprinter, random_key};
 
 /// The default bound on counters held: about 64 MB (a counter costs at most 63 bytes).
 pub const DEFAULT_MAX_COUNTERS: usize = 1_000_000;

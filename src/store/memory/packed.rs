@@ -181,7 +181,7 @@ mod tests {
     fn packed_is_small() {
         assert_eq!(std::mem::size_of::<Packed>(), 24);
         assert_eq!(
-            std::mem::size_of::<(super::super::fingerprint::Fingerprint, Packed)>(),
+            std::mem::size_of::<(crate::store::Fingerprint, Packed)>(),
             40
         );
     }

@@ -4,12 +4,12 @@
 
 use std::borrow::Cow;
 
-use super::fingerprint::Fingerprint;
 use super::packed::{Packed, algorithm_of};
 use super::spill::Spilled;
 use super::table::Table;
 use crate::algorithm::{Algorithm, State};
 use crate::clock::Nanos;
+use crate::store::Fingerprint;
 use crate::store::saved::{self, CounterView, SavedCounter};
 
 /// The counters of one shard. Every method runs under the shard's lock.

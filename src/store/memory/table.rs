@@ -8,7 +8,7 @@
 //! 64 % and 80 % full, and a 40-byte slot costs 50 to 63 bytes a counter. Fingerprints are
 //! keyed hashes (uniform and unpredictable), so probe sequences stay short.
 
-use super::fingerprint::Fingerprint;
+use crate::store::Fingerprint;
 
 /// A slot: its fingerprint ([`Fingerprint::EMPTY`] when free) and value.
 #[derive(Debug, Default)]

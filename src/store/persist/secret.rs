@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use super::compact::sync_dir;
-use crate::store::memory::random_key;
+use crate::store::fingerprint::random_key;
 
 /// The file holding the key, as 32 hexadecimal digits.
 pub const FILE: &str = "FINGERPRINT_KEY";

@@ -1,6 +1,6 @@
 //! A counter's identity in 16 bytes: the keyed 128-bit SipHash-1-3 of its key bytes.
 //!
-//! The memory store keeps this fingerprint instead of the key (40 bytes a counter instead of
+//! The memory store (`store/memory/`) keeps this fingerprint instead of the key (40 bytes a counter instead of
 //! the key's own allocation). Two distinct keys share a counter only if their fingerprints
 //! collide. The hash key is 128 random bits that never leave the server (kept in the data
 //! directory, so a restart finds its counters again), so a client cannot aim at a collision:
@@ -17,7 +17,7 @@ pub struct Fingerprint([u64; 2]);
 
 impl Fingerprint {
     /// The empty slot's marker.
-    pub(super) const EMPTY: Self = Self([0, 0]);
+    pub(crate) const EMPTY: Self = Self([0, 0]);
 
     /// The fingerprint with these 16 bytes (as written by [`Fingerprint::to_bytes`]); `None`
     /// for the reserved all-zero value.
@@ -32,12 +32,12 @@ impl Fingerprint {
     }
 
     /// Bits for choosing a slot in a table (independent of [`Fingerprint::shard_bits`]).
-    pub(super) fn slot_bits(self) -> u64 {
+    pub(crate) fn slot_bits(self) -> u64 {
         self.0[0]
     }
 
     /// Bits for choosing a lock shard.
-    pub(super) fn shard_bits(self) -> u64 {
+    pub(crate) fn shard_bits(self) -> u64 {
         self.0[1]
     }
 }
