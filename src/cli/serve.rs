@@ -14,8 +14,8 @@ use sluice::clock::duration::{self, DurationError, GoDuration};
 use sluice::limiter::LimiterOptions;
 use sluice::store::{PersistSettings, RedisSettings};
 
-use super::serving::ServingArgs;
 use super::response::ResponseArgs;
+use super::serving::ServingArgs;
 use super::{LogFormat, RuleArgs};
 
 /// Flags of `sluice serve`.
