@@ -9,7 +9,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use sluice::algorithm::{Algorithm, Limit};
 use sluice::clock::{MILLI, Nanos, SECOND};
-use sluice::store::redis::RedisClock;
+use sluice::store::redis::{RedisClock, RedisKeyLayout};
 use sluice::store::{Charge, Gate, MemoryStore, Outcome, RedisSettings, RedisStore, Store};
 
 use common::limit;
@@ -35,12 +35,13 @@ impl Backend {
         }
     }
 
-    /// A fresh redis-server and a store on it with the caller's clock.
-    async fn redis() -> Self {
+    /// A fresh redis-server and a store on it with the caller's clock, its keys in `layout`.
+    async fn redis(layout: RedisKeyLayout) -> Self {
         let server = RedisServer::start();
         let settings = RedisSettings {
             clock: RedisClock::Caller,
             timeout: std::time::Duration::from_secs(2),
+            key_layout: layout,
             ..RedisSettings::new(server.url())
         };
         let store = RedisStore::connect(settings).await.expect("redis store");
@@ -120,18 +121,21 @@ fn costing(charge: &Charge, cost: u64) -> Charge {
     }
 }
 
-/// The stores the contract runs on.
+/// The stores the contract runs on: memory, Redis, and Redis with upstream's key layout
+/// (its `fixed_window` counters are upstream's plain integers).
 #[derive(Debug, Clone, Copy)]
 enum Kind {
     Memory,
     Redis,
+    RedisUpstreamKeys,
 }
 
 /// Runs one scenario on a fresh store of `kind`.
 async fn run(kind: Kind, scenario: impl AsyncFn(&Backend)) {
     let backend = match kind {
         Kind::Memory => Backend::memory(),
-        Kind::Redis => Backend::redis().await,
+        Kind::Redis => Backend::redis(RedisKeyLayout::Sluice).await,
+        Kind::RedisUpstreamKeys => Backend::redis(RedisKeyLayout::Upstream).await,
     };
     scenario(&backend).await;
 }
@@ -167,6 +171,13 @@ macro_rules! contract {
             async fn redis() {
                 run(Kind::Redis, scenario).await;
             }
+
+            /// The scenario on a real redis-server, keys in upstream's layout.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            #[ignore = "needs redis-server (scripts/test installs it)"]
+            async fn redis_upstream_keys() {
+                run(Kind::RedisUpstreamKeys, scenario).await;
+            }
         }
     )*};
     (@run store $f:path, $b:ident) => {
@@ -185,6 +196,7 @@ contract!(
     per_algorithm checks_store_nothing,
     per_algorithm costs_above_one_and_capacity,
     store capacity_returns,
+    store room_reported_while_a_large_call_waits,
     per_algorithm huge_limits_stay_exact,
     store previous_day_weighs_on_sliding_window,
     per_algorithm concurrent_calls_are_exact,
@@ -320,6 +332,24 @@ async fn capacity_returns(b: &Backend) {
     let tb = charge("ret-bucket", bucket, 3, Gate::Enforced);
     b.one(&tb, T0).await;
     assert_eq!(b.exact_retry(&costing(&tb, 1), T0).await, 10 * SECOND);
+}
+
+/// A call of more hits than ever fit is denied until the bucket is full, while its report of
+/// what fits follows the refill: the same call a minute later finds one hit's room (the Redis
+/// store's local cache once answered it "nothing fits" until full).
+async fn room_reported_while_a_large_call_waits(b: &Backend) {
+    let bucket = Limit {
+        burst: 13,
+        ..limit(Algorithm::TokenBucket, 1, MINUTE)
+    };
+    let drain = charge("large", bucket, 13, Gate::Enforced);
+    assert!(b.one(&drain, T0).await.verdict.admitted);
+    let large = costing(&drain, 15);
+    let now = b.one(&large, T0).await;
+    assert_eq!((now.verdict.admitted, now.available), (false, 0));
+    let later = b.one(&large, T0 + MINUTE).await;
+    assert_eq!((later.verdict.admitted, later.available), (false, 1));
+    assert_eq!(later.verdict.reset_after, 12 * MINUTE);
 }
 
 /// One day.
@@ -460,9 +490,10 @@ fn agree(
     limits: impl Strategy<Value = Vec<Limit>>,
     ops: impl Strategy<Value = Vec<Op>>,
     cases: u32,
+    layout: RedisKeyLayout,
 ) {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let redis = runtime.block_on(Backend::redis());
+    let redis = runtime.block_on(Backend::redis(layout));
     let counter = std::sync::atomic::AtomicU64::new(0);
     let config = ProptestConfig {
         cases,
@@ -499,12 +530,20 @@ fn agree(
 #[test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
 fn lua_agrees_with_rust() {
-    agree(limits(), ops(), 64);
+    agree(limits(), ops(), 64, RedisKeyLayout::Sluice);
+}
+
+/// The same with keys in upstream's layout: its `fixed_window` counters (whole-second windows
+/// in `limits`) decide as the Rust algorithm does.
+#[test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+fn lua_agrees_with_rust_in_upstream_key_layout() {
+    agree(limits(), ops(), 64, RedisKeyLayout::Upstream);
 }
 
 /// The same with limits, costs and clock steps whose products pass 2^53.
 #[test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
 fn lua_agrees_with_rust_on_huge_limits() {
-    agree(big_limits(), big_ops(), 48);
+    agree(big_limits(), big_ops(), 48, RedisKeyLayout::Sluice);
 }

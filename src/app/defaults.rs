@@ -30,6 +30,10 @@ pub const PERSIST_INTERVAL: Duration = crate::store::persist::DEFAULT_INTERVAL;
 pub const REDIS_KEY_PREFIX: &str = crate::store::redis::DEFAULT_KEY_PREFIX;
 /// Longest wait for Redis on a call.
 pub const REDIS_TIMEOUT: Duration = crate::store::redis::DEFAULT_TIMEOUT;
+/// Longest time opening a Redis connection may take.
+pub const REDIS_CONNECT_TIMEOUT: Duration = crate::store::redis::DEFAULT_CONNECT_TIMEOUT;
+/// Most random extra expiry of upstream-layout Redis keys.
+pub const REDIS_EXPIRATION_JITTER: Duration = crate::store::redis::DEFAULT_EXPIRATION_JITTER;
 /// Multiplexed connections to a standalone Redis.
 pub const REDIS_CONNECTIONS: usize = crate::store::redis::DEFAULT_CONNECTIONS;
 /// Most over-limit counters answered from memory.

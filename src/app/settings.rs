@@ -85,8 +85,9 @@ pub struct MetricsListener {
 pub enum StoreSettings {
     /// The embedded in-process store.
     Memory(MemorySettings),
-    /// Redis (standalone or Cluster), shared by every replica.
-    Redis(RedisSettings),
+    /// Redis (standalone, Cluster or Sentinel), shared by every replica (boxed: its settings
+    /// are many times the size of the memory store's).
+    Redis(Box<RedisSettings>),
 }
 
 /// The embedded store: its bound and its persistence.

@@ -21,7 +21,7 @@ pub(super) async fn build(
 ) -> Result<Arc<dyn Store>, AppError> {
     match settings {
         StoreSettings::Memory(memory) => build_memory(memory, now).await,
-        StoreSettings::Redis(redis) => Ok(Arc::new(RedisStore::connect(redis.clone()).await?)),
+        StoreSettings::Redis(redis) => Ok(Arc::new(RedisStore::connect((**redis).clone()).await?)),
     }
 }
 

@@ -6,6 +6,7 @@
 
 pub mod check;
 pub mod prepare;
+pub mod redis;
 pub mod response;
 pub mod serve;
 pub mod serving;

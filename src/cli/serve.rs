@@ -6,14 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::builder::TypedValueParser;
 use clap::{Args, ValueEnum};
 use sluice::app::{self, MemorySettings, Settings, StoreSettings, TlsSettings, defaults};
 use sluice::clock::SystemClock;
 use sluice::clock::duration::{self, DurationError, GoDuration};
 use sluice::limiter::LimiterOptions;
-use sluice::store::{PersistSettings, RedisSettings};
+use sluice::store::PersistSettings;
 
+use super::redis::RedisArgs;
 use super::response::ResponseArgs;
 use super::serving::ServingArgs;
 use super::{LogFormat, RuleArgs};
@@ -126,40 +126,6 @@ pub struct MemoryArgs {
     pub max_counters: usize,
 }
 
-/// Redis flags of `sluice serve` (used with `--store redis`).
-#[derive(Debug, Args)]
-pub struct RedisArgs {
-    /// Redis URL: redis://[user:password@]host:port[/db], rediss:// for TLS, or
-    /// redis+cluster://host:port,host:port (rediss+cluster:// for TLS) for Redis Cluster.
-    #[arg(
-        long,
-        env = "SLUICE_REDIS_URL",
-        required_if_eq("store", "redis"),
-        hide_env_values = true
-    )]
-    pub redis_url: Option<String>,
-    /// PEM CA certificates to trust for rediss:// (default: the system's roots).
-    #[arg(long, env = "SLUICE_REDIS_CA")]
-    pub redis_ca: Option<PathBuf>,
-    /// Prefix of every Redis key (no braces).
-    #[arg(long, env = "SLUICE_REDIS_KEY_PREFIX", default_value = defaults::REDIS_KEY_PREFIX)]
-    pub redis_key_prefix: String,
-    /// Longest wait for Redis on a call (e.g. 10ms, 250us, 1s); then the rule's failure_mode
-    /// decides.
-    #[arg(long, env = "SLUICE_REDIS_TIMEOUT", default_value_t = GoDuration(defaults::REDIS_TIMEOUT), value_parser = parse_redis_timeout)]
-    pub redis_timeout: GoDuration,
-    /// Multiplexed connections to a standalone Redis (calls are pipelined on each).
-    #[arg(long, env = "SLUICE_REDIS_CONNECTIONS", default_value_t = defaults::REDIS_CONNECTIONS, value_parser = clap::value_parser!(u16).range(1..).map(usize::from))]
-    pub redis_connections: usize,
-    /// Most over-limit counters answered locally without a Redis round trip (0 disables).
-    #[arg(long, env = "SLUICE_LOCAL_CACHE_SIZE", default_value_t = defaults::LOCAL_CACHE_SIZE)]
-    pub local_cache_size: usize,
-    /// Replicas sharing the store: while it is unreachable a `failure_mode: local` rule
-    /// allows its limit divided by this number in each replica.
-    #[arg(long, env = "SLUICE_EXPECTED_REPLICAS", default_value_t = defaults::EXPECTED_REPLICAS, value_parser = clap::value_parser!(u64).range(1..))]
-    pub expected_replicas: u64,
-}
-
 impl ServeArgs {
     /// The settings these flags describe.
     pub fn settings(&self) -> Settings {
@@ -189,7 +155,9 @@ impl ServeArgs {
 
     fn store_settings(&self) -> StoreSettings {
         match (self.store, &self.redis.redis_url) {
-            (StoreArg::Redis, Some(url)) => StoreSettings::Redis(self.redis.settings(url)),
+            (StoreArg::Redis, Some(url)) => {
+                StoreSettings::Redis(Box::new(self.redis.settings(url)))
+            }
             // clap requires --redis-url with --store redis.
             _ => StoreSettings::Memory(self.memory.settings()),
         }
@@ -221,19 +189,6 @@ impl MemoryArgs {
         MemorySettings {
             max_counters: self.max_counters,
             persist,
-        }
-    }
-}
-
-impl RedisArgs {
-    fn settings(&self, url: &str) -> RedisSettings {
-        RedisSettings {
-            key_prefix: self.redis_key_prefix.clone(),
-            ca: self.redis_ca.clone(),
-            timeout: self.redis_timeout.into(),
-            connections: self.redis_connections,
-            local_cache_size: self.local_cache_size,
-            ..RedisSettings::new(url)
         }
     }
 }
@@ -276,10 +231,6 @@ fn shutdown_signals() -> anyhow::Result<impl Future<Output = ()>> {
 
 fn parse_persist_interval(text: &str) -> Result<GoDuration, DurationError> {
     duration::parse_in(text, Duration::from_millis(1)..=Duration::from_secs(60)).map(GoDuration)
-}
-
-fn parse_redis_timeout(text: &str) -> Result<GoDuration, DurationError> {
-    duration::parse_in(text, Duration::from_micros(1)..=duration::MAX).map(GoDuration)
 }
 
 fn parse_ratio(text: &str) -> Result<f64, String> {

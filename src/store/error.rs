@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{RedisError, RetryMethod, Value};
+use redis::{ErrorKind, RedisError, RetryMethod, ServerErrorKind, Value};
 
 /// A store failure. `Clone`: a failed batched script run fails every call in it.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -43,14 +43,23 @@ pub enum StoreError {
     /// `--redis-key-prefix` holds a brace, which would change what Redis Cluster hashes.
     #[error("counter store configuration: redis key prefix '{0}' must not contain '{{' or '}}'")]
     BadKeyPrefix(String),
-    /// `--redis-ca` cannot be read.
-    #[error("counter store configuration: cannot read --redis-ca {}: {error}", path.display())]
-    CaFile {
+    /// A Redis TLS file (`--redis-ca`, `--redis-client-cert`, `--redis-client-key`) cannot be
+    /// read.
+    #[error("counter store configuration: cannot read {flag} {}: {error}", path.display())]
+    TlsFile {
+        /// The flag that names it.
+        flag: &'static str,
         /// The file.
         path: PathBuf,
         /// Why it cannot be read.
         error: Arc<std::io::Error>,
     },
+    /// The TLS material cannot be used (a file that holds no PEM certificate or key).
+    #[error("counter store configuration: redis TLS: {0}")]
+    Tls(String),
+    /// Redis settings that do not go together (e.g. a client certificate without TLS).
+    #[error("counter store configuration: {0}")]
+    Conflict(&'static str),
 }
 
 impl StoreError {
@@ -61,11 +70,18 @@ impl StoreError {
     pub fn is_transient(&self) -> bool {
         match self {
             Self::Timeout(_) | Self::CircuitOpen | Self::NotConnected | Self::Abandoned => true,
-            Self::Redis(e) => !matches!(e.retry_method(), RetryMethod::NoRetry),
+            // READONLY: the master this connection reached was demoted (a failover); the
+            // connections are replaced and the next call reaches the new master.
+            Self::Redis(e) => {
+                e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
+                    || !matches!(e.retry_method(), RetryMethod::NoRetry)
+            }
             Self::BadReply(_)
             | Self::BadUrl { .. }
             | Self::BadKeyPrefix(_)
-            | Self::CaFile { .. } => false,
+            | Self::TlsFile { .. }
+            | Self::Tls(_)
+            | Self::Conflict(_) => false,
         }
     }
 }
@@ -82,18 +98,38 @@ impl From<BadReply> for StoreError {
     }
 }
 
-/// What is wrong with a `--redis-url`.
+/// What is wrong with a `--redis-url` (or the settings that go with it).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum UrlProblem {
-    /// No `scheme://`.
-    #[error("no scheme")]
+    /// Credentials, a database or a node list without a `scheme://` to say what they mean.
+    #[error(
+        "no scheme (use redis://, rediss://, redis+unix://, redis+cluster:// or redis+sentinel://)"
+    )]
     NoScheme,
     /// A scheme sluice does not speak.
-    #[error("unknown scheme '{0}' (use redis, rediss, redis+cluster or rediss+cluster)")]
+    #[error(
+        "unknown scheme '{0}' (use redis, rediss, redis+unix, unix, redis+cluster, rediss+cluster, \
+         redis+sentinel or rediss+sentinel)"
+    )]
     UnknownScheme(String),
-    /// A cluster URL without a seed node.
+    /// A cluster or sentinel URL without a node.
     #[error("no nodes")]
     NoNodes,
+    /// A sentinel URL without the master's name.
+    #[error("no master name (redis+sentinel://host:port[,host:port]/<master>[/db])")]
+    NoMaster,
+    /// A node that is not `host:port`.
+    #[error("'{0}' is not host:port")]
+    BadNode(String),
+    /// A `#fragment` (redis-rs reads `#insecure` as "check no certificate at all").
+    #[error("a '#' fragment is not supported (see --redis-tls-skip-hostname-verification)")]
+    Fragment,
+    /// A query parameter that is not understood, or holds a bad value.
+    #[error("{0}")]
+    Parameter(String),
+    /// TLS asked for a unix socket.
+    #[error("TLS over a unix socket is not supported")]
+    TlsOverUnix,
     /// redis-rs refused it (host, port, database, TLS settings …).
     #[error("{0}")]
     Refused(RedisError),
@@ -132,9 +168,15 @@ mod tests {
         assert!(StoreError::Redis(io).is_transient());
         assert!(StoreError::Timeout(Duration::from_millis(10)).is_transient());
         assert!(StoreError::CircuitOpen.is_transient());
+        let demoted = RedisError::from((
+            ErrorKind::Server(ServerErrorKind::ReadOnly),
+            "You can't write against a read only replica.",
+        ));
+        assert!(StoreError::Redis(demoted).is_transient(), "a failover");
         assert!(!StoreError::BadReply(BadReply::Missing).is_transient());
         assert!(!StoreError::BadKeyPrefix("a{".into()).is_transient());
-        let ca = StoreError::CaFile {
+        let ca = StoreError::TlsFile {
+            flag: "--redis-ca",
             path: "/nowhere/ca.pem".into(),
             error: Arc::new(std::io::Error::from(std::io::ErrorKind::NotFound)),
         };
@@ -160,7 +202,8 @@ mod tests {
         assert_eq!(
             url.to_string(),
             "counter store configuration: invalid redis url 'mysql://***@x': unknown scheme \
-             'mysql' (use redis, rediss, redis+cluster or rediss+cluster)"
+             'mysql' (use redis, rediss, redis+unix, unix, redis+cluster, rediss+cluster, \
+             redis+sentinel or rediss+sentinel)"
         );
         let reply = StoreError::from(BadReply::Length {
             expected: 8,

@@ -37,6 +37,52 @@ impl CounterKey {
     }
 }
 
+/// A counter key read back into its parts (for a key layout that spells them out, such as
+/// upstream's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyParts<'a> {
+    /// The domain.
+    pub domain: &'a str,
+    /// Each descriptor entry: its key and value (the shared pattern for `share_threshold`).
+    pub entries: Vec<(&'a str, &'a str)>,
+    /// The limit's position on its node (0: the first or only one).
+    pub index: u8,
+    /// Whether it is one sub-counter of a rule split with `shards:`.
+    pub sharded: bool,
+}
+
+impl CounterKey {
+    /// The key's parts, or `None` for bytes [`CounterKeyBuilder`] did not make.
+    pub fn parts(&self) -> Option<KeyParts<'_>> {
+        let bytes = &self.0;
+        let text = |at: usize| -> Option<(&str, usize)> {
+            let end = skip_str(bytes, at)?;
+            Some((std::str::from_utf8(&bytes[at + 4..end]).ok()?, end))
+        };
+        let (domain, mut at) = text(0)?;
+        let mut entries = Vec::new();
+        while *bytes.get(at)? != 0xff {
+            let (key, after_key) = text(at + 1)?;
+            let (value, after_value) = text(after_key)?;
+            entries.push((key, value));
+            at = after_value;
+        }
+        // 0xff, index, algorithm, window (8 bytes), then a shard number (4) or nothing.
+        let index = *bytes.get(at + 1)?;
+        let sharded = match bytes.len() - at {
+            11 => false,
+            15 => true,
+            _ => return None,
+        };
+        Some(KeyParts {
+            domain,
+            entries,
+            index,
+            sharded,
+        })
+    }
+}
+
 /// The offset just past the length-prefixed string starting at `at`, if it is all there.
 fn skip_str(bytes: &[u8], at: usize) -> Option<usize> {
     let len: [u8; 4] = bytes.get(at..at + 4)?.try_into().ok()?;
@@ -156,6 +202,31 @@ mod tests {
         assert_ne!(key(&[("user", "u1_")]).family(), one.family());
         let bare = CounterKeyBuilder::new("d").finish(0, Algorithm::FixedWindow, 60);
         assert!(bare.as_bytes().starts_with(bare.family()));
+    }
+
+    /// A key reads back into its domain, entries (shared patterns as written), position and
+    /// whether it is sharded; foreign bytes do not.
+    #[test]
+    fn parts_read_back() {
+        let mut b = CounterKeyBuilder::new("edge");
+        b.entry("user", "a_b").shared_entry("path", "/api/*");
+        let key = b.finish(2, Algorithm::FixedWindow, 60);
+        let parts = key.parts().unwrap();
+        assert_eq!(
+            parts,
+            KeyParts {
+                domain: "edge",
+                entries: vec![("user", "a_b"), ("path", "/api/*")],
+                index: 2,
+                sharded: false,
+            }
+        );
+        let shard = b.finish_shard(0, Algorithm::FixedWindow, 60, 3);
+        let shard = shard.parts().unwrap();
+        assert!(shard.sharded && shard.index == 0);
+        let bare = CounterKeyBuilder::new("d").finish(0, Algorithm::SlidingLog, 1);
+        assert_eq!(bare.parts().unwrap().entries, vec![]);
+        assert_eq!(CounterKey::from_bytes(b"\x01\x00").parts(), None);
     }
 
     /// Window, algorithm and limit position are part of the identity.

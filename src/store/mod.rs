@@ -26,7 +26,7 @@ use crate::clock::Nanos;
 pub use error::{BadReply, StoreError, UrlProblem};
 pub use fingerprint::{Fingerprint, Fingerprinter};
 pub use gate::Gate;
-pub use key::{CounterKey, CounterKeyBuilder};
+pub use key::{CounterKey, CounterKeyBuilder, KeyParts};
 pub use memory::{MemoryOptions, MemoryStore};
 pub use persist::{PersistSettings, PersistentStore};
 pub use redis::{RedisSettings, RedisStore};

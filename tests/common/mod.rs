@@ -7,6 +7,7 @@ pub mod envoy;
 pub mod http1;
 pub mod process;
 pub mod redis;
+pub mod sentinel;
 pub mod yaml;
 
 use std::net::SocketAddr;

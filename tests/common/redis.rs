@@ -186,7 +186,7 @@ impl RedisCluster {
 }
 
 /// A Redis tool: `$REDIS_BIN_DIR/<name>` if set, else `<name>` on PATH.
-fn binary(name: &str) -> PathBuf {
+pub fn binary(name: &str) -> PathBuf {
     std::env::var_os("REDIS_BIN_DIR")
         .map_or_else(|| PathBuf::from(name), |d| PathBuf::from(d).join(name))
 }

@@ -7,8 +7,12 @@ mod common;
 
 mod cluster;
 mod faults;
+mod pool;
 mod replicas;
 mod secure;
+mod sentinel;
+mod unix;
+mod upstream_keys;
 
 use std::sync::Arc;
 use std::time::Duration;

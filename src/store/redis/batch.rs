@@ -204,7 +204,7 @@ pub async fn execute(
         }
         cmd
     };
-    let (slot, mut conn) = link.connection().ok_or(StoreError::NotConnected)?;
+    let (lease, mut conn) = link.connection().ok_or(StoreError::NotConnected)?;
     let reply = match conn.query(&command("EVALSHA", sha)).await {
         // First use on this server (or after a restart / SCRIPT FLUSH): EVAL loads it.
         Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
@@ -213,8 +213,8 @@ pub async fn execute(
         other => other,
     };
     let reply = reply.inspect_err(|e| {
-        if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
-            link.discard(slot);
+        if super::link::is_lost(e) {
+            link.discard(lease);
         }
     })?;
     let mut rest = scripts::reply_bytes(&reply)?;

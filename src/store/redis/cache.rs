@@ -1,9 +1,11 @@
 //! The local over-limit cache: a counter Redis denied with "retry after T" is answered from
 //! memory until T, without a round trip.
 //!
-//! Only denials where not even one hit fits (`available == 0`) are cached, keyed by counter,
-//! limit and cost, so a cached answer is the answer Redis would give: other replicas can only
-//! add hits, which moves T later, never earlier. T is measured from when the call was sent
+//! Only denials of one hit (or a check) where not even one hit fits (`available == 0`) are
+//! cached, keyed by counter and limit, so a cached answer is the answer Redis would give: other
+//! replicas can only add hits, which moves T later, never earlier. (A call of several hits is
+//! denied until all of them fit, while one hit may fit sooner: its "nothing fits" would go
+//! stale before T.) T is measured from when the call was sent
 //! (before Redis decided), so an entry never outlives Redis's own denial. A limit changed by a
 //! reload is a different entry. The cache is bounded: when a shard is full, expired entries
 //! are dropped, and if it is still full the new denial is simply not cached.
@@ -18,6 +20,13 @@ use crate::clock::Nanos;
 use crate::store::{Charge, CounterKey, Outcome};
 
 type Hasher = foldhash::fast::RandomState;
+
+/// What one entry may take in memory, for sizing the cache in bytes (upstream's
+/// `LOCAL_CACHE_SIZE_IN_BYTES`): the key's handle and the entry (64 bytes, checked below) and
+/// a control byte, doubled because a hash table may be half empty just after it grows, plus
+/// the key's own bytes on the heap (a domain and one or two descriptor entries: about 48):
+/// 178, rounded up.
+pub const ENTRY_BYTES: usize = 192;
 
 /// A cached denial.
 #[derive(Debug, Clone, Copy)]
@@ -68,9 +77,13 @@ impl OverLimitCache {
     }
 
     /// Remembers `outcome` of `charge`, decided by Redis after `sent_at`, if it is a denial
-    /// where not even one hit fits.
+    /// of one hit (or a check) where not even one hit fits.
     pub fn remember(&self, charge: &Charge, sent_at: Nanos, outcome: &Outcome) {
-        if self.per_shard == 0 || outcome.verdict.admitted || outcome.available > 0 {
+        if self.per_shard == 0
+            || charge.cost > 1
+            || outcome.verdict.admitted
+            || outcome.available > 0
+        {
             return;
         }
         let entry = Entry {
@@ -158,6 +171,23 @@ mod tests {
         cache.remember(&charge(5, 1), 0, &denied(50, 0));
         assert_eq!(cache.lookup(&charge(6, 1), 1), None);
         assert_eq!(cache.lookup(&charge(5, 2), 1), None);
+    }
+
+    /// A denial of several hits is not cached: one hit may fit before all of them do, and
+    /// its cached "nothing fits" would be stale (found by the Lua/Rust property test).
+    #[test]
+    fn denials_of_several_hits_are_not_cached() {
+        let cache = OverLimitCache::new(10);
+        cache.remember(&charge(5, 3), 0, &denied(50, 0));
+        assert_eq!(cache.lookup(&charge(5, 3), 1), None);
+    }
+
+    /// The per-entry size behind [`ENTRY_BYTES`] holds.
+    #[test]
+    fn entry_size() {
+        let table = std::mem::size_of::<(CounterKey, Entry)>() + 1;
+        assert!(table <= 65, "{table}");
+        assert!(2 * table + 48 <= ENTRY_BYTES);
     }
 
     /// A denial with room for a smaller call is not cached; nor anything when disabled.

@@ -10,8 +10,10 @@
 -- so clock skew between replicas cannot over-admit; with a caller's clock, used by tests, keys
 -- expire an hour of Redis time after their state goes idle, at the earliest); the number of
 -- charges; then 7 fields per charge: key index (into KEYS), algorithm (0 fixed_window,
--- 1 sliding_window, 2 sliding_log, 3 token_bucket), requests, window (us), burst, cost
--- (0 = check), gate (0 enforced, 1 quota, 2 advisory).
+-- 1 sliding_window, 2 sliding_log, 3 token_bucket, 4 fixed_window in upstream's key layout),
+-- requests, window (us), burst, cost (0 = check), gate (0 enforced, 1 quota, 2 advisory).
+-- For 4 the key names the window (upstream.rs), so window is the key's expiry in seconds and
+-- burst the microseconds left in the window.
 -- Reply: one binary string, 4 little-endian 64-bit integers per charge, calls in order:
 --        admitted (1/0), remaining, reset_after (us), available (the hits that would have
 --        fit; meaningful for denied charges).
@@ -19,7 +21,8 @@
 -- State per key: fixed_window hash {s = window start, n = count}; sliding_window hash
 -- {s = window start, p = previous, c = current}; token_bucket string "hi:lo" (theoretical
 -- arrival time hi + lo/requests us); sliding_log sorted set, score = admission time, member
--- "cum:hits" (cum = hits logged up to and including the entry, so a total is two lookups).
+-- "cum:hits" (cum = hits logged up to and including the entry, so a total is two lookups);
+-- upstream's fixed window a plain integer (INCRBY), as envoyproxy/ratelimit keeps it.
 
 local R = 16777216              -- 2^24: limb base of the exact wide arithmetic below
 local EXACT = 9007199254740992  -- 2^53: doubles hold every integer below it exactly
@@ -109,6 +112,17 @@ local function fixed(st, now, n, w, b, cost)
   local next
   if cost > 0 then next = { s = start, n = count } end
   return true, n - count, reset, next
+end
+
+-- Upstream's layout: the key is this window's counter; `left` is the time left in it (us).
+local function upstream_fixed(st, now, n, ttl, left, cost)
+  local count = 0
+  if st then count = st.n end
+  if count + max(cost, 1) > n then return false, 0, left end
+  count = count + cost
+  local next
+  if cost > 0 then next = { n = count } end
+  return true, n - count, left, next
 end
 
 -- Smallest offset x in [0, w) at which p * (w - x) <= left * w; nil if none.
@@ -234,6 +248,11 @@ local function fixed_load(key)
   if v[1] then return { s = tonumber(v[1]), n = tonumber(v[2]) } end
 end
 
+local function upstream_load(key)
+  local v = redis.call('GET', key)
+  if v then return { n = tonumber(v) } end
+end
+
 local function sliding_load(key)
   local v = redis.call('HMGET', key, 's', 'p', 'c')
   if v[1] then return { s = tonumber(v[1]), p = tonumber(v[2]), c = tonumber(v[3]) } end
@@ -286,6 +305,15 @@ local function fixed_store(key, old, st, now, w)
     redis.call('HSET', key, 's', format('%d', st.s), 'n', format('%d', st.n))
     redis.call('PEXPIRE', key, ms(st.s + w - now))
   end
+end
+
+-- As upstream: INCRBY by the hits, then EXPIRE (w = window + jitter, in seconds) on every hit.
+local function upstream_store(key, old, st, now, w)
+  local before = 0
+  if old then before = old.n end
+  redis.call('INCRBY', key, format('%d', st.n - before))
+  if CALLER_CLOCK and w < 3600 then w = 3600 end
+  redis.call('EXPIRE', key, format('%d', w))
 end
 
 local function sliding_store(key, old, st, now, w)
@@ -347,12 +375,14 @@ for call = 1, #ARGV do
     local key = KEYS[k]
     local decide
     if alg == 0 then decide = fixed elseif alg == 1 then decide = sliding
-    elseif alg == 2 then decide = sliding_log else decide = bucket end
+    elseif alg == 2 then decide = sliding_log elseif alg == 4 then decide = upstream_fixed
+    else decide = bucket end
     if stored[k] == nil then
       local loaded = latest[k]
       if loaded == nil then
         if alg == 0 then loaded = fixed_load(key) elseif alg == 1 then loaded = sliding_load(key)
-        elseif alg == 2 then loaded = log_load(key, now, w) else loaded = bucket_load(key) end
+        elseif alg == 2 then loaded = log_load(key, now, w) elseif alg == 4 then loaded = upstream_load(key)
+        else loaded = bucket_load(key) end
         loaded = loaded or false
         if alg ~= 2 then latest[k] = loaded end
       end
@@ -381,6 +411,7 @@ for call = 1, #ARGV do
       if alg == 0 then fixed_store(key, old, st, now, w)
       elseif alg == 1 then sliding_store(key, old, st, now, w)
       elseif alg == 2 then log_store(key, old, st, now, w)
+      elseif alg == 4 then upstream_store(key, old, st, now, w)
       else bucket_store(key, old, st, now, w) end
       -- A log is read afresh by the next call that names it (its summary is derived).
       if alg == 2 then latest[k] = nil else latest[k] = st end

@@ -1,30 +1,52 @@
-//! Redis key layout: `<prefix>{<family tag>}<counter key bytes>`.
+//! Redis key layout: `<prefix>{<family tag>}<counter key bytes>`; or, with
+//! `--redis-key-layout upstream`, upstream's keys for the counters it could have made
+//! (`upstream.rs`).
 //!
 //! The counter key bytes are collision-free (length-prefixed fields, see `store/key.rs`) and
 //! the prefix may not contain braces, so distinct counters never share a Redis key. The hash
 //! tag is a stable 64-bit hash of the counter's family (domain and first descriptor entry),
 //! so related counters land in one Redis Cluster slot and are decided by one script call.
 
+use std::time::Duration;
+
 use redis::cluster_routing::Slot;
 
-use crate::store::{CounterKey, StoreError};
+use super::settings::RedisKeyLayout;
+use super::upstream::{self, UpstreamWindow};
+use crate::clock::Nanos;
+use crate::store::{Charge, CounterKey, StoreError};
 
 /// Builds Redis keys from counter keys.
 #[derive(Debug, Clone)]
 pub struct KeyLayout {
     prefix: Box<[u8]>,
+    /// With upstream's layout: the most expiry jitter of its keys.
+    upstream: Option<Duration>,
 }
 
 impl KeyLayout {
     /// A layout with `prefix` (`--redis-key-prefix`); braces are refused, as they would
-    /// change which part of the key Redis Cluster hashes.
-    pub fn new(prefix: &str) -> Result<Self, StoreError> {
+    /// change which part of the key Redis Cluster hashes. `jitter` is the most random extra
+    /// expiry of upstream-layout keys.
+    pub fn new(prefix: &str, layout: RedisKeyLayout, jitter: Duration) -> Result<Self, StoreError> {
         if prefix.contains(['{', '}']) {
             return Err(StoreError::BadKeyPrefix(prefix.to_owned()));
         }
         Ok(Self {
             prefix: prefix.as_bytes().into(),
+            upstream: (layout == RedisKeyLayout::Upstream).then_some(jitter),
         })
+    }
+
+    /// The Redis key of `charge` at `now` (the caller's clock, which names upstream's
+    /// windows), and its window when it is in upstream's layout.
+    pub fn place(&self, charge: &Charge, now: Nanos) -> (Vec<u8>, Option<UpstreamWindow>) {
+        if let Some(jitter) = self.upstream
+            && let Some((key, window)) = upstream::key(&self.prefix, charge, now, jitter)
+        {
+            return (key, Some(window));
+        }
+        (self.key(&charge.key), None)
     }
 
     /// The Redis key of `counter`.
@@ -74,7 +96,7 @@ mod tests {
     /// Limits of one descriptor and nested descriptors share a slot; keys stay distinct.
     #[test]
     fn one_family_one_slot() {
-        let layout = KeyLayout::new("sluice:").unwrap();
+        let layout = KeyLayout::new("sluice:", RedisKeyLayout::Sluice, Duration::ZERO).unwrap();
         let a = layout.key(&counter(&[("user", "u1")], 0));
         let b = layout.key(&counter(&[("user", "u1")], 1));
         let c = layout.key(&counter(&[("user", "u1"), ("path", "/x")], 0));
@@ -85,7 +107,7 @@ mod tests {
     /// The tag is a fixed hash: the same counter gets the same key in every process.
     #[test]
     fn keys_are_stable() {
-        let layout = KeyLayout::new("").unwrap();
+        let layout = KeyLayout::new("", RedisKeyLayout::Sluice, Duration::ZERO).unwrap();
         let key = layout.key(&counter(&[("user", "u1")], 0));
         assert_eq!(&key[..18], b"{2dc5be2ef4cac05b}");
     }
@@ -93,7 +115,8 @@ mod tests {
     /// A prefix with braces is refused.
     #[test]
     fn braces_in_prefix_are_refused() {
-        assert!(KeyLayout::new("a{b}").is_err());
-        assert!(KeyLayout::new("app:").is_ok());
+        let layout = |prefix| KeyLayout::new(prefix, RedisKeyLayout::Sluice, Duration::ZERO);
+        assert!(layout("a{b}").is_err());
+        assert!(layout("app:").is_ok());
     }
 }

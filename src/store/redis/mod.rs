@@ -9,9 +9,15 @@
 mod batch;
 mod breaker;
 mod cache;
+mod failover;
 mod keys;
 mod link;
+mod node;
 mod scripts;
+mod sentinel;
+mod settings;
+mod target;
+mod upstream;
 mod url;
 
 use std::sync::Arc;
@@ -25,7 +31,8 @@ use self::batch::{Batcher, Job};
 use self::breaker::{Breaker, Change};
 use self::cache::OverLimitCache;
 use self::keys::KeyLayout;
-use self::link::{Conn, Link, Target};
+use self::link::{Conn, Lease, Link};
+use self::target::Target;
 use super::{
     BackgroundTask, BadReply, Charge, LocalCacheStats, Outcome, Store, StoreError, StoreFuture,
     StoreStats,
@@ -34,62 +41,15 @@ use crate::clock::Nanos;
 
 pub use self::breaker::{FAILURES_TO_OPEN, PROBE_INTERVAL, UNHEALTHY_AFTER};
 pub use self::scripts::{DECIDE as SCRIPT, MAX_PARAM};
+pub use self::settings::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_CONNECTIONS, DEFAULT_EXPIRATION_JITTER, DEFAULT_KEY_PREFIX,
+    DEFAULT_LOCAL_CACHE_SIZE, DEFAULT_TIMEOUT, LOCAL_CACHE_ENTRY_BYTES, RedisClock, RedisKeyLayout,
+    RedisSettings, local_cache_entries,
+};
 pub use self::url::describe as describe_url;
 
-/// Whose clock decides.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RedisClock {
-    /// Redis's own (`TIME` inside the script): replicas' clocks do not matter. Production.
-    Server,
-    /// The `now` each call passes (microsecond resolution): for tests with a manual clock.
-    Caller,
-}
-
-/// The default key prefix.
-pub const DEFAULT_KEY_PREFIX: &str = "sluice:";
-/// The default longest wait for Redis on a call (well inside Envoy's 20 ms RLS timeout).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(10);
-/// The default number of multiplexed connections to a standalone Redis.
-pub const DEFAULT_CONNECTIONS: usize = 2;
-/// The default size of the local over-limit cache.
-pub const DEFAULT_LOCAL_CACHE_SIZE: usize = 100_000;
-
-/// How to reach and use Redis.
-#[derive(Debug, Clone)]
-pub struct RedisSettings {
-    /// `--redis-url` (may hold credentials: never log it, see [`describe_url`]).
-    pub url: String,
-    /// `--redis-key-prefix`.
-    pub key_prefix: String,
-    /// `--redis-ca`: PEM CA certificates to trust for `rediss://` instead of the system roots.
-    pub ca: Option<std::path::PathBuf>,
-    /// `--redis-timeout`: the longest a call waits for Redis.
-    pub timeout: Duration,
-    /// `--redis-connections`: multiplexed connections to a standalone Redis.
-    pub connections: usize,
-    /// `--local-cache-size`: most over-limit counters remembered locally (0 disables).
-    pub local_cache_size: usize,
-    /// Whose clock decides.
-    pub clock: RedisClock,
-    /// How long the circuit breaker stays open before health reports the store unhealthy.
-    pub unhealthy_after: Duration,
-}
-
-impl RedisSettings {
-    /// The defaults of `sluice serve --store redis` for `url`.
-    pub fn new(url: impl Into<String>) -> Self {
-        Self {
-            url: url.into(),
-            key_prefix: DEFAULT_KEY_PREFIX.into(),
-            ca: None,
-            timeout: DEFAULT_TIMEOUT,
-            connections: DEFAULT_CONNECTIONS,
-            local_cache_size: DEFAULT_LOCAL_CACHE_SIZE,
-            clock: RedisClock::Server,
-            unhealthy_after: UNHEALTHY_AFTER,
-        }
-    }
-}
+/// A charge's Redis key, and its window when the key is in upstream's layout.
+type Placed = (Vec<u8>, Option<upstream::UpstreamWindow>);
 
 /// The Redis store.
 pub struct RedisStore {
@@ -109,23 +69,27 @@ struct Inner {
     sha: String,
     /// Calls answered from `cache` so far.
     cache_hits: AtomicU64,
+    /// Bounds the probe's ping as it bounds a connect.
+    connect_timeout: Duration,
     described: String,
 }
 
 impl RedisStore {
     /// A store for `settings` (the URL and prefix are checked; nothing is connected yet).
     pub fn new(settings: RedisSettings) -> Result<Self, StoreError> {
-        let ca = match &settings.ca {
-            Some(path) => Some(std::fs::read(path).map_err(|e| StoreError::CaFile {
-                path: path.clone(),
-                error: Arc::new(e),
-            })?),
-            None => None,
-        };
-        let target = url::parse(&settings.url, settings.timeout, ca.as_deref())?;
-        let layout = KeyLayout::new(&settings.key_prefix)?;
-        let cluster = matches!(target, Target::Cluster(_));
-        let link = Link::new(target, settings.connections, SCRIPT);
+        let target = Target::build(&settings)?;
+        let layout = KeyLayout::new(
+            &settings.key_prefix,
+            settings.key_layout,
+            settings.expiration_jitter,
+        )?;
+        let cluster = target.is_cluster();
+        let link = Link::new(
+            target,
+            settings.connections,
+            SCRIPT,
+            settings.connect_timeout,
+        );
         let sha = redis::Script::new(SCRIPT).get_hash().to_owned();
         // Up to four runs in flight per connection: light load goes straight through, heavier
         // load queues and shares runs (measured: a quarter less CPU per call at saturation).
@@ -143,17 +107,20 @@ impl RedisStore {
                 epoch: Instant::now(),
                 sha,
                 cache_hits: AtomicU64::new(0),
+                connect_timeout: settings.connect_timeout,
                 described: url::describe(&settings.url),
             }),
         })
     }
 
-    /// As [`RedisStore::new`], then connects (waiting up to a second). An unreachable Redis is
-    /// not fatal: calls are decided by each rule's `failure_mode` until it answers.
+    /// As [`RedisStore::new`], then connects (waiting up to the connect timeout). An
+    /// unreachable Redis is not fatal: calls are decided by each rule's `failure_mode` until
+    /// it answers.
     pub async fn connect(settings: RedisSettings) -> Result<Self, StoreError> {
         let store = Self::new(settings)?;
         let inner = &store.inner;
-        match inner.link.connect_all().await {
+        let connected = node::within(inner.connect_timeout, inner.link.connect_all());
+        match connected.await {
             Ok(()) => tracing::info!(redis = %inner.described, "connected to redis"),
             Err(e) => tracing::warn!(
                 redis = %inner.described, error = %e,
@@ -228,7 +195,7 @@ impl Inner {
 
     /// Runs the script once per slot group (once in all for a standalone Redis).
     async fn decide(&self, charges: &[Charge], now: Nanos) -> Result<Vec<Outcome>, StoreError> {
-        let keys: Vec<Vec<u8>> = charges.iter().map(|c| self.layout.key(&c.key)).collect();
+        let keys: Vec<Placed> = charges.iter().map(|c| self.layout.place(c, now)).collect();
         let now_us = match self.clock {
             RedisClock::Caller => Some(now / scripts::MICRO),
             RedisClock::Server => None,
@@ -236,7 +203,7 @@ impl Inner {
         // A cluster (no batcher) splits the call by slot; a standalone Redis takes it whole.
         let groups: Vec<Vec<usize>> = if self.batcher.is_none() {
             let mut groups: Vec<(redis::cluster_routing::Slot, Vec<usize>)> = Vec::new();
-            for (i, key) in keys.iter().enumerate() {
+            for (i, (key, _)) in keys.iter().enumerate() {
                 let slot = keys::slot(key);
                 match groups.iter_mut().find(|(s, _)| *s == slot) {
                     Some((_, members)) => members.push(i),
@@ -274,7 +241,7 @@ impl Inner {
     async fn run(
         &self,
         group: &[usize],
-        keys: &[Vec<u8>],
+        keys: &[Placed],
         charges: &[Charge],
         now_us: Option<u64>,
     ) -> Result<Vec<Outcome>, StoreError> {
@@ -285,14 +252,18 @@ impl Inner {
             now_us,
         };
         for &i in group {
-            let at = match job.keys.iter().position(|k| *k == keys[i]) {
+            let (key, upstream) = &keys[i];
+            let at = match job.keys.iter().position(|k| k == key) {
                 Some(at) => at,
                 None => {
-                    job.keys.push(keys[i].clone());
+                    job.keys.push(key.clone());
                     job.keys.len() - 1
                 }
             };
-            job.charges.push(scripts::fields(&charges[i], at + 1));
+            job.charges.push(match upstream {
+                Some(window) => upstream::fields(&charges[i], at + 1, window),
+                None => scripts::fields(&charges[i], at + 1),
+            });
             job.costs.push(charges[i].cost);
         }
         match &self.batcher {
@@ -321,7 +292,7 @@ impl Inner {
                 continue;
             }
             let answered = match (connected, self.link.connection()) {
-                (Ok(()), Some((slot, conn))) => self.ping(slot, conn).await,
+                (Ok(()), Some((lease, conn))) => self.ping(lease, conn).await,
                 _ => false,
             };
             if answered {
@@ -330,12 +301,12 @@ impl Inner {
         }
     }
 
-    async fn ping(&self, slot: usize, mut conn: Conn) -> bool {
+    async fn ping(&self, lease: Lease, mut conn: Conn) -> bool {
         let ping = redis::cmd("PING");
-        match tokio::time::timeout(link::CONNECT_TIMEOUT, conn.query(&ping)).await {
+        match tokio::time::timeout(self.connect_timeout, conn.query(&ping)).await {
             Ok(Ok(Value::SimpleString(_) | Value::Okay | Value::BulkString(_))) => true,
-            Ok(Err(e)) if e.is_io_error() || e.is_connection_dropped() => {
-                self.link.discard(slot);
+            Ok(Err(e)) if link::is_lost(&e) => {
+                self.link.discard(lease);
                 false
             }
             _ => false,
@@ -357,7 +328,11 @@ impl Store for RedisStore {
     }
 
     fn background(&self, shutdown: CancellationToken) -> Option<BackgroundTask> {
-        Some(Box::pin(self.inner.clone().probe(shutdown)))
+        let probe = self.inner.clone().probe(shutdown.clone());
+        let follow = failover::follow(self.inner.link.clone(), shutdown);
+        Some(Box::pin(async move {
+            futures_util::future::join(probe, follow).await;
+        }))
     }
 
     fn sweep(&self, now: Nanos) {

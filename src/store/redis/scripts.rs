@@ -46,6 +46,10 @@ pub fn fields(charge: &Charge, key_index: usize) -> Fields {
     ]
 }
 
+/// The script's algorithm code of a `fixed_window` counter in upstream's key layout (the
+/// four algorithms are 0 to 3).
+pub const UPSTREAM_FIXED_WINDOW: u64 = 4;
+
 /// Appends one call to a script run's ARGV, as one binary argument of little-endian 64-bit
 /// integers (the script reads it with `struct.unpack`): its time in microseconds (-1 = Redis's
 /// clock), its number of charges, then their fields.

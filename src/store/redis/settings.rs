@@ -1,0 +1,187 @@
+//! How to reach and use Redis: [`RedisSettings`], the library side of the `--redis-*` flags,
+//! with their defaults.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::breaker::UNHEALTHY_AFTER;
+use super::cache;
+
+/// Whose clock decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RedisClock {
+    /// Redis's own (`TIME` inside the script): replicas' clocks do not matter. Production.
+    Server,
+    /// The `now` each call passes (microsecond resolution): for tests with a manual clock.
+    Caller,
+}
+
+/// How counters are named in Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RedisKeyLayout {
+    /// sluice's own: collision-free (length-prefixed) keys with a Redis Cluster hash tag.
+    #[default]
+    Sluice,
+    /// envoyproxy/ratelimit's keys and values for `fixed_window` rules (see `upstream.rs`), so
+    /// upstream and sluice replicas on one Redis share their counts during a migration; every
+    /// other counter keeps sluice's layout.
+    Upstream,
+}
+
+/// The default key prefix.
+pub const DEFAULT_KEY_PREFIX: &str = "sluice:";
+/// The default longest wait for Redis on a call (well inside Envoy's 20 ms RLS timeout).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(10);
+/// The default bound on opening a connection (TCP, TLS, AUTH; each step with Sentinel).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// The default number of multiplexed connections to a standalone Redis.
+pub const DEFAULT_CONNECTIONS: usize = 2;
+/// The default size of the local over-limit cache.
+pub const DEFAULT_LOCAL_CACHE_SIZE: usize = 100_000;
+/// The default most extra expiry of an upstream-layout key (upstream's
+/// `EXPIRATION_JITTER_MAX_SECONDS`).
+pub const DEFAULT_EXPIRATION_JITTER: Duration = Duration::from_secs(300);
+/// What one local-cache entry may take in memory, for sizing the cache in bytes.
+pub const LOCAL_CACHE_ENTRY_BYTES: usize = cache::ENTRY_BYTES;
+
+/// How to reach and use Redis. `Debug` hides the credentials.
+#[derive(Clone)]
+pub struct RedisSettings {
+    /// `--redis-url` (may hold credentials: never log it, see
+    /// [`describe_url`](super::describe_url)).
+    pub url: String,
+    /// `--redis-username`: replaces the URL's user, with `password`.
+    pub username: Option<String>,
+    /// `--redis-password`: replaces the URL's credentials (with `username`, or the default
+    /// user); for the data nodes (standalone, cluster nodes, the sentinels' master).
+    pub password: Option<String>,
+    /// `--redis-sentinel-username`: the sentinels' own user, with `sentinel_password`.
+    pub sentinel_username: Option<String>,
+    /// `--redis-sentinel-password`: the sentinels' own password (sentinels get no credentials
+    /// without it).
+    pub sentinel_password: Option<String>,
+    /// `--redis-tls`: TLS even for a `redis://`, bare `host:port`, cluster or sentinel URL.
+    pub tls: bool,
+    /// `--redis-ca`: PEM CA certificates to trust instead of the system roots.
+    pub ca: Option<PathBuf>,
+    /// `--redis-client-cert`: a PEM certificate chain to present (with `client_key`).
+    pub client_cert: Option<PathBuf>,
+    /// `--redis-client-key`: the PEM private key of `client_cert`.
+    pub client_key: Option<PathBuf>,
+    /// `--redis-tls-skip-hostname-verification`: verify the chain, not the name.
+    pub tls_skip_hostname_verification: bool,
+    /// `--redis-key-prefix`.
+    pub key_prefix: String,
+    /// `--redis-key-layout`.
+    pub key_layout: RedisKeyLayout,
+    /// `--redis-expiration-jitter`: an upstream-layout key expires a window plus a random
+    /// part of this after its last hit, as upstream's do.
+    pub expiration_jitter: Duration,
+    /// `--redis-timeout`: the longest a call waits for Redis.
+    pub timeout: Duration,
+    /// `--redis-connect-timeout`: the longest opening a connection may take (upstream's
+    /// `REDIS_TIMEOUT`); with Sentinel, each step (a sentinel's answer, the master's connect).
+    pub connect_timeout: Duration,
+    /// `--redis-connections`: multiplexed connections to a standalone Redis or master.
+    pub connections: usize,
+    /// `--local-cache-size`: most over-limit counters remembered locally (0 disables).
+    pub local_cache_size: usize,
+    /// Whose clock decides.
+    pub clock: RedisClock,
+    /// How long the circuit breaker stays open before health reports the store unhealthy.
+    pub unhealthy_after: Duration,
+}
+
+impl RedisSettings {
+    /// The defaults of `sluice serve --store redis` for `url`.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            username: None,
+            password: None,
+            sentinel_username: None,
+            sentinel_password: None,
+            tls: false,
+            ca: None,
+            client_cert: None,
+            client_key: None,
+            tls_skip_hostname_verification: false,
+            key_prefix: DEFAULT_KEY_PREFIX.into(),
+            key_layout: RedisKeyLayout::Sluice,
+            expiration_jitter: DEFAULT_EXPIRATION_JITTER,
+            timeout: DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            connections: DEFAULT_CONNECTIONS,
+            local_cache_size: DEFAULT_LOCAL_CACHE_SIZE,
+            clock: RedisClock::Server,
+            unhealthy_after: UNHEALTHY_AFTER,
+        }
+    }
+}
+
+/// Local-cache entries that fit in `bytes` (upstream's `LOCAL_CACHE_SIZE_IN_BYTES`; 0 stays 0,
+/// which disables the cache).
+pub fn local_cache_entries(bytes: u64) -> usize {
+    usize::try_from(bytes / LOCAL_CACHE_ENTRY_BYTES as u64).unwrap_or(usize::MAX)
+}
+
+impl std::fmt::Debug for RedisSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hidden = |secret: &Option<String>| secret.as_ref().map(|_| "***");
+        f.debug_struct("RedisSettings")
+            .field("url", &super::describe_url(&self.url))
+            .field("username", &self.username)
+            .field("password", &hidden(&self.password))
+            .field("sentinel_username", &self.sentinel_username)
+            .field("sentinel_password", &hidden(&self.sentinel_password))
+            .field("tls", &self.tls)
+            .field("ca", &self.ca)
+            .field("client_cert", &self.client_cert)
+            .field("client_key", &self.client_key)
+            .field(
+                "tls_skip_hostname_verification",
+                &self.tls_skip_hostname_verification,
+            )
+            .field("key_prefix", &self.key_prefix)
+            .field("key_layout", &self.key_layout)
+            .field("expiration_jitter", &self.expiration_jitter)
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("connections", &self.connections)
+            .field("local_cache_size", &self.local_cache_size)
+            .field("clock", &self.clock)
+            .field("unhealthy_after", &self.unhealthy_after)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Debug` (which settings dumps may print) shows no password, in the URL or beside it.
+    #[test]
+    fn debug_hides_credentials() {
+        let settings = RedisSettings {
+            password: Some("hunter2".into()),
+            sentinel_password: Some("sentinel-secret".into()),
+            ..RedisSettings::new("redis://app:s3cret@db:6379")
+        };
+        let shown = format!("{settings:?}");
+        for secret in ["hunter2", "sentinel-secret", "s3cret"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        assert!(shown.contains("redis://***@db:6379"), "{shown}");
+    }
+
+    /// Bytes to entries: 0 stays off; upstream's smallest cache (512 KiB) is thousands.
+    #[test]
+    fn cache_bytes_to_entries() {
+        assert_eq!(local_cache_entries(0), 0);
+        assert_eq!(
+            local_cache_entries(512 * 1024),
+            512 * 1024 / LOCAL_CACHE_ENTRY_BYTES
+        );
+        assert!(local_cache_entries(512 * 1024) > 2_000);
+    }
+}

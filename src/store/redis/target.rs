@@ -1,0 +1,121 @@
+//! Where to connect: a `--redis-url` and the settings that go with it made into a target (one
+//! Redis, a cluster, or the master that Sentinel names), and one live connection to it. How
+//! each node is reached (TLS, credentials that replace the URL's, as upstream's `REDIS_AUTH`
+//! beats URL credentials, the sentinels' own) is in `node.rs`.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{Client, Cmd, RedisConnectionInfo, RedisError, RedisResult, Value};
+
+use super::RedisSettings;
+use super::node::{NodeTemplate, Tls, credentials, open, tcp, within};
+use super::sentinel::Sentinel;
+use super::url::{self, Shape};
+use crate::store::{StoreError, UrlProblem};
+
+/// Where to connect.
+pub enum Target {
+    /// One Redis (TCP, TLS or a unix socket).
+    Standalone(Client),
+    /// A Redis Cluster.
+    Cluster(ClusterClient),
+    /// The master that Redis Sentinel names (discovered on every connect).
+    Sentinel(Sentinel),
+}
+
+impl Target {
+    /// The target of `settings` (files are read, nothing is connected).
+    pub fn build(settings: &RedisSettings) -> Result<Self, StoreError> {
+        let endpoint = url::parse(&settings.url)?;
+        let tls = Tls::load(settings, &endpoint)?;
+        let redis = credentials(
+            &endpoint.redis,
+            settings.username.as_deref(),
+            settings.password.as_deref(),
+        );
+        let node = NodeTemplate::new(redis, tls.clone());
+        let bad = |e: RedisError| StoreError::BadUrl {
+            url: url::describe(&settings.url),
+            problem: UrlProblem::Refused(e),
+        };
+        match endpoint.shape {
+            Shape::Standalone => node.client(&endpoint.nodes[0]).map(Self::Standalone),
+            Shape::Cluster => {
+                let nodes = endpoint
+                    .nodes
+                    .iter()
+                    .map(|n| node.info(n))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(bad)?;
+                let mut builder = ClusterClient::builder(nodes)
+                    .tcp_settings(tcp())
+                    .connection_timeout(settings.connect_timeout)
+                    .response_timeout(settings.timeout)
+                    .retries(1);
+                if let Some(tls) = &tls {
+                    builder = builder
+                        .certs(tls.certificates.clone())
+                        .danger_accept_invalid_hostnames(!tls.verify_hostname);
+                }
+                builder.build().map(Self::Cluster)
+            }
+            Shape::Sentinel { master } => {
+                let sentinel = NodeTemplate::new(
+                    credentials(
+                        &RedisConnectionInfo::default(),
+                        settings.sentinel_username.as_deref(),
+                        settings.sentinel_password.as_deref(),
+                    ),
+                    tls,
+                );
+                let sentinels = endpoint
+                    .nodes
+                    .iter()
+                    .map(|n| sentinel.client(n))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(bad)?;
+                Ok(Self::Sentinel(Sentinel::new(sentinels, master, node)))
+            }
+        }
+        .map_err(bad)
+    }
+
+    /// Whether this is a Redis Cluster (its calls are split by slot and not batched).
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Self::Cluster(_))
+    }
+
+    /// Opens one connection, each step bounded by `timeout`.
+    pub async fn connect(&self, timeout: Duration) -> Result<Conn, RedisError> {
+        match self {
+            Self::Standalone(client) => open(client, timeout).await.map(Conn::Single),
+            Self::Cluster(client) => within(timeout, client.get_async_connection())
+                .await
+                .map(Conn::Cluster),
+            Self::Sentinel(sentinel) => sentinel.connect_master(timeout).await.map(Conn::Single),
+        }
+    }
+}
+
+/// One live connection.
+#[derive(Clone)]
+pub enum Conn {
+    /// To a standalone Redis.
+    Single(MultiplexedConnection),
+    /// To a cluster (routes each command by its first key's slot).
+    Cluster(ClusterConnection),
+}
+
+impl Conn {
+    /// Sends one command and reads its reply; a server error reply is an `Err`.
+    pub async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        let reply = match self {
+            Conn::Single(c) => c.req_packed_command(cmd).await,
+            Conn::Cluster(c) => c.req_packed_command(cmd).await,
+        };
+        reply.and_then(Value::extract_error)
+    }
+}

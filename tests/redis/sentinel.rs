@@ -1,0 +1,300 @@
+//! Redis Sentinel for real: a master, a replica and three sentinels (tests/common/sentinel.rs),
+//! sluice on `redis+sentinel://` with the nodes' and the sentinels' passwords, and a failover
+//! under load, by killing the master and by `SENTINEL FAILOVER` of a master the sentinels
+//! cannot demote (as when they are cut off from it while clients are not). During the switch
+//! every call is answered by its rule's `failure_mode` within the timeout; once sluice counts
+//! on the new master no call meets a broken connection, and counting goes on where the replica
+//! left it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use sluice::algorithm::Algorithm;
+use sluice::clock::SECOND;
+use sluice::store::redis::RedisClock;
+use sluice::store::{Gate, RedisSettings, RedisStore, Store};
+
+use crate::common::sentinel::{SENTINEL_PASSWORD, SentinelSet};
+use crate::common::{
+    self, OK, OVER, TestServer, call, connect, eventually, header, limit, one_descriptor,
+};
+
+const RULES: &str = "\
+domain: sentinel
+descriptors:
+  - key: open
+    failure_mode: allow
+    rate_limit: { unit: hour, requests_per_unit: 1000000000 }
+  - key: closed
+    failure_mode: deny
+    rate_limit: { unit: hour, requests_per_unit: 1000000000 }
+  - key: kept
+    failure_mode: deny
+    rate_limit: { unit: hour, requests_per_unit: 10, algorithm: sliding_log }
+";
+
+/// The call timeout under test.
+const TIMEOUT: Duration = Duration::from_millis(100);
+/// The timeout plus generous room for a loaded two-core machine: only a call that waited on
+/// the switch itself would pass it.
+const BUDGET: Duration = Duration::from_millis(600);
+
+/// A store on `set` through its sentinels, with four pooled connections (so a stale one
+/// would be met) and the sentinels' password `sentinel_password`.
+async fn store(set: &SentinelSet, sentinel_password: &str) -> Arc<RedisStore> {
+    let settings = RedisSettings {
+        clock: RedisClock::Server,
+        timeout: TIMEOUT,
+        connections: 4,
+        sentinel_password: Some(sentinel_password.into()),
+        // Health is not under test here: a long failover must not turn it.
+        unhealthy_after: Duration::from_secs(600),
+        ..RedisSettings::new(set.url())
+    };
+    Arc::new(RedisStore::connect(settings).await.expect("store"))
+}
+
+/// What a load worker saw.
+#[derive(Debug, Default)]
+struct Seen {
+    calls: usize,
+    degraded: usize,
+    slowest: Duration,
+}
+
+/// Calls `open` and `closed` (new values each time) until `stop`; checks each answer: from
+/// Redis, OK; by failure_mode, OK for `allow` and OVER_LIMIT with Retry-After for `deny`.
+async fn load(
+    addr: std::net::SocketAddr,
+    id: usize,
+    stop: Arc<AtomicBool>,
+    sent: Arc<AtomicUsize>,
+) -> Seen {
+    let mut client = connect(addr).await;
+    let mut seen = Seen::default();
+    while !stop.load(Ordering::Relaxed) {
+        let key = ["open", "closed"][seen.calls % 2];
+        let value = format!("w{id}-{}", seen.calls);
+        let started = Instant::now();
+        let r = call(&mut client, one_descriptor("sentinel", &[(key, &value)])).await;
+        seen.slowest = seen.slowest.max(started.elapsed());
+        seen.calls += 1;
+        sent.fetch_add(1, Ordering::Relaxed);
+        match header(&r, "x-ratelimit-mode") {
+            None => assert_eq!(r.overall_code, OK, "{key} from redis"),
+            Some("degraded") if key == "open" => assert_eq!(r.overall_code, OK),
+            Some("degraded") => {
+                assert_eq!(r.overall_code, OVER);
+                assert_eq!(header(&r, "retry-after"), Some("1"));
+            }
+            Some(other) => panic!("mode {other}"),
+        }
+        seen.degraded += usize::from(header(&r, "x-ratelimit-mode").is_some());
+    }
+    seen
+}
+
+/// How the master goes away.
+#[derive(Debug, Clone, Copy)]
+enum Switch {
+    /// SIGKILL: the sentinels notice after a second and promote the replica.
+    KillMaster,
+    /// `SENTINEL FAILOVER` while the sentinels cannot demote the old master (its `SLAVEOF`
+    /// and `REPLICAOF` are renamed away): it stays up, a master, and keeps its clients'
+    /// connections, so only the sentinels' announcement can move sluice to the new one.
+    FailoverCommand,
+}
+
+async fn failover_under_load(switch: Switch) {
+    let mut set = match switch {
+        Switch::KillMaster => SentinelSet::start(),
+        Switch::FailoverCommand => SentinelSet::start_with(&[
+            "--rename-command",
+            "SLAVEOF",
+            "",
+            "--rename-command",
+            "REPLICAOF",
+            "",
+        ]),
+    };
+    let old = set.master_port();
+    let server = TestServer::start_on(RULES, store(&set, SENTINEL_PASSWORD).await).await;
+    let mut client = server.client().await;
+    let kept = || one_descriptor("sentinel", &[("kept", "k")]);
+    // Counted on the master before the switch, and replicated.
+    for _ in 0..4 {
+        let r = call(&mut client, kept()).await;
+        assert_eq!((r.overall_code, header(&r, "x-ratelimit-mode")), (OK, None));
+    }
+    set.wait_replicated();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..4)
+        .map(|id| tokio::spawn(load(server.grpc_addr, id, stop.clone(), sent.clone())))
+        .collect();
+    eventually(Duration::from_secs(10), "load is running", async || {
+        sent.load(Ordering::Relaxed) >= 40
+    })
+    .await;
+    let switched_at = Instant::now();
+    match switch {
+        Switch::KillMaster => {
+            let master = set
+                .nodes
+                .iter_mut()
+                .find(|n| n.port == old)
+                .expect("master");
+            master.kill();
+        }
+        Switch::FailoverCommand => {
+            let reply = set.sentinels[0].cli(&["SENTINEL", "FAILOVER", "mymaster"]);
+            assert_eq!(reply.trim(), "OK");
+        }
+    }
+    eventually(
+        Duration::from_secs(30),
+        "the sentinels name a new master",
+        async || set.master_port() != old,
+    )
+    .await;
+    let new = set.master_port();
+    let named_at = Instant::now();
+    let before: u64 = set
+        .node(new)
+        .cli(&["DBSIZE"])
+        .trim()
+        .parse()
+        .expect("dbsize");
+    eventually(
+        Duration::from_secs(20),
+        "calls count on the new master",
+        async || {
+            let value = format!("moved-{}", named_at.elapsed().as_nanos());
+            call(&mut client, one_descriptor("sentinel", &[("open", &value)])).await;
+            let now: u64 = set.node(new).cli(&["DBSIZE"]).trim().parse().unwrap_or(0);
+            now > before
+        },
+    )
+    .await;
+    println!(
+        "{switch:?}: counting on the new master {:?} after the sentinels named it",
+        named_at.elapsed()
+    );
+    if let Switch::FailoverCommand = switch {
+        let role = set.node(old).cli(&["ROLE"]);
+        assert!(
+            role.starts_with("master"),
+            "the old master is still one: {role}"
+        );
+    }
+    eventually(Duration::from_secs(20), "Redis decides again", async || {
+        let r = call(
+            &mut client,
+            one_descriptor("sentinel", &[("open", "probe")]),
+        )
+        .await;
+        header(&r, "x-ratelimit-mode").is_none()
+    })
+    .await;
+    println!(
+        "{switch:?}: decisions from the new master {:?} after the switch began",
+        switched_at.elapsed()
+    );
+    let calls_during = sent.load(Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
+    let mut degraded = 0;
+    for worker in workers {
+        let seen = worker.await.expect("every call was answered");
+        assert!(
+            seen.slowest < BUDGET,
+            "a call waited {:?} during the switch",
+            seen.slowest
+        );
+        degraded += seen.degraded;
+    }
+    println!("{switch:?}: {calls_during} calls under load, {degraded} decided by failure_mode");
+    if let Switch::KillMaster = switch {
+        assert!(degraded > 0, "calls went on while no master was reachable");
+    }
+
+    // The switch is over: no call meets a broken connection any more.
+    for i in 0..100 {
+        let r = call(
+            &mut client,
+            one_descriptor("sentinel", &[("open", &format!("after-{i}"))]),
+        )
+        .await;
+        assert_eq!(
+            (r.overall_code, header(&r, "x-ratelimit-mode")),
+            (OK, None),
+            "call {i} after the new master answered"
+        );
+    }
+    // Counting resumed on the new master from the replicated 4 of 10.
+    for _ in 0..6 {
+        let r = call(&mut client, kept()).await;
+        assert_eq!((r.overall_code, header(&r, "x-ratelimit-mode")), (OK, None));
+    }
+    let r = call(&mut client, kept()).await;
+    assert_eq!(
+        (r.overall_code, header(&r, "x-ratelimit-mode")),
+        (OVER, None)
+    );
+    let keys: u64 = set
+        .node(new)
+        .cli(&["DBSIZE"])
+        .trim()
+        .parse()
+        .expect("dbsize");
+    assert!(
+        keys > 100,
+        "the counters live on the new master ({keys} keys)"
+    );
+    server.stop().await;
+}
+
+/// The master is killed under load; the sentinels promote the replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs redis-server and redis-sentinel (scripts/test installs them)"]
+async fn master_killed_under_load() {
+    failover_under_load(Switch::KillMaster).await;
+}
+
+/// `SENTINEL FAILOVER` under load, the old master staying up with connections to it open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs redis-server and redis-sentinel (scripts/test installs them)"]
+async fn sentinel_failover_under_load() {
+    failover_under_load(Switch::FailoverCommand).await;
+}
+
+/// The sentinels' password is checked: with a wrong one no master is found, and calls fail
+/// (the rules' failure_mode would decide); the nodes' password comes from the URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server and redis-sentinel (scripts/test installs them)"]
+async fn sentinel_password_is_required() {
+    let set = SentinelSet::start();
+    let charge = common::charge(
+        "sentinel",
+        ("k", "v"),
+        limit(Algorithm::FixedWindow, 5, 60 * SECOND),
+        1,
+        Gate::Enforced,
+    );
+    let now = 1_767_225_600 * SECOND;
+    let wrong = store(&set, "not-the-password").await;
+    assert!(
+        wrong
+            .apply(std::slice::from_ref(&charge), now)
+            .await
+            .is_err()
+    );
+    let right = store(&set, SENTINEL_PASSWORD).await;
+    let o = right
+        .apply(std::slice::from_ref(&charge), now)
+        .await
+        .expect("through the sentinels");
+    assert!(o[0].verdict.admitted);
+    assert_eq!(set.node(set.master_port()).cli(&["DBSIZE"]).trim(), "1");
+}
