@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::LimiterOptions;
 use super::decision::{Code, Decision, DescriptorStatus, ReportedLimit};
-use super::plan::{Plan, Slot, is_quota};
+use super::plan::{Plan, Slot, is_quota, quota_group};
 use super::request::Request;
 use super::response::{HeaderStyle, ResetPrecision};
 use super::{headers, metadata, upstream_headers};
@@ -32,14 +32,14 @@ pub(super) fn decide(
     let mut gates: Vec<(Gate, bool)> = Vec::new();
     // The limit chosen to describe each counted descriptor, with its verdict.
     let mut chosen: Vec<Option<(&LimitRule, Verdict)>> = Vec::with_capacity(slots.len());
-    for slot in slots {
+    for (at, slot) in slots.iter().enumerate() {
         match slot {
             Slot::Free => {
                 statuses.push(DescriptorStatus::unlimited_by_absence());
                 chosen.push(None);
                 // Upstream's global quota mode counts it as a quota descriptor that fits.
                 if global_quota {
-                    gates.push((Gate::Quota, true));
+                    gates.push((quota_group(at), true));
                 }
             }
             Slot::Unlimited => {
@@ -61,7 +61,7 @@ pub(super) fn decide(
                     gate: *gate,
                     cost: *cost,
                 };
-                gates.push(counted.gating(*quota));
+                gates.push(counted.gating(quota.then(|| quota_group(at))));
                 statuses.push(counted.status(options.response.reset_precision, stats, metrics));
                 chosen.push(Some((rule, outcome.verdict)));
             }
@@ -102,14 +102,14 @@ struct Counted<'a> {
 }
 
 impl Counted<'_> {
-    /// How the descriptor gates the call and whether it fits; in quota mode (`quota`) a
-    /// shadow rule is a quota descriptor that always fits.
-    fn gating(&self, quota: bool) -> (Gate, bool) {
+    /// How the descriptor gates the call and whether it fits (the binding limit is a denied
+    /// one if any is); in quota mode (`quota`: its group) a shadow rule is a quota descriptor
+    /// that always fits.
+    fn gating(&self, quota: Option<Gate>) -> (Gate, bool) {
         let fits = self.outcome.verdict.admitted;
-        if quota {
-            (Gate::Quota, fits || self.gate == Gate::Advisory)
-        } else {
-            (self.gate, fits)
+        match quota {
+            Some(group) => (group, fits || self.gate == Gate::Advisory),
+            None => (self.gate, fits),
         }
     }
 

@@ -10,6 +10,8 @@ mod degraded;
 pub mod headers;
 mod metadata;
 mod plan;
+#[cfg(test)]
+mod quota_tests;
 mod request;
 mod response;
 #[cfg(test)]

@@ -75,9 +75,10 @@ impl<'r> Plan<'r> {
             .descriptors
             .iter()
             .zip(matched)
-            .map(|(descriptor, m)| {
+            .enumerate()
+            .map(|(at, (descriptor, m))| {
                 let cost = descriptor.hits_addend.unwrap_or(request_cost);
-                planner.slot(descriptor, cost, m)
+                planner.slot(quota_group(at), descriptor, cost, m)
             })
             .collect();
         let mut charges = planner.charges;
@@ -88,7 +89,7 @@ impl<'r> Plan<'r> {
             // One quota descriptor that always passes means quota never blocks this call, so
             // the store must commit the admitted quota charges even if all of them are denied.
             for charge in &mut charges {
-                if charge.gate == Gate::Quota {
+                if matches!(charge.gate, Gate::Quota(_)) {
                     charge.gate = Gate::Advisory;
                 }
             }
@@ -206,8 +207,15 @@ struct Planner<'a, 'r> {
 }
 
 impl<'r> Planner<'_, 'r> {
-    /// The slot of `descriptor`, which matched `m` and costs `cost`; adds its charges.
-    fn slot(&mut self, descriptor: &Descriptor, cost: u64, m: Matched<'r>) -> Slot<'r> {
+    /// The slot of `descriptor`, which matched `m` and costs `cost`; adds its charges (in
+    /// quota mode, as quota group `group`).
+    fn slot(
+        &mut self,
+        group: Gate,
+        descriptor: &Descriptor,
+        cost: u64,
+        m: Matched<'r>,
+    ) -> Slot<'r> {
         let (rules, counted, stats_key) = match m {
             Matched::Nothing => return Slot::Free,
             Matched::Override(o, stats_key) => {
@@ -215,7 +223,7 @@ impl<'r> Planner<'_, 'r> {
                 let counted = Counted {
                     key: counter_key(self.domain, descriptor, None),
                     cost,
-                    gate: if quota { Gate::Quota } else { Gate::Enforced },
+                    gate: if quota { group } else { Gate::Enforced },
                     quota,
                     metadata: None,
                     shards: None,
@@ -243,7 +251,7 @@ impl<'r> Planner<'_, 'r> {
                 let counted = Counted {
                     key: counter_key(self.domain, descriptor, Some(&found)),
                     cost,
-                    gate: gate_of(node, quota),
+                    gate: gate_of(node, quota.then_some(group)),
                     quota,
                     metadata: node.metadata.as_ref(),
                     shards: (node.shards > 1)
@@ -259,15 +267,21 @@ impl<'r> Planner<'_, 'r> {
     }
 }
 
-/// How a denial of a node's limits gates the call, `quota` saying whether quota mode applies.
-fn gate_of(node: &Node, quota: bool) -> Gate {
-    if node.shadow_mode {
-        Gate::Advisory
-    } else if quota {
-        Gate::Quota
-    } else {
-        Gate::Enforced
+/// How a denial of a node's limits gates the call: `quota` is its quota group when quota mode
+/// applies.
+fn gate_of(node: &Node, quota: Option<Gate>) -> Gate {
+    match quota {
+        _ if node.shadow_mode => Gate::Advisory,
+        Some(group) => group,
+        None => Gate::Enforced,
     }
+}
+
+/// The quota gate of the descriptor at `at` in its call: each quota descriptor is one group,
+/// over when any of its limits is denied (`store::gate`).
+pub(super) fn quota_group(at: usize) -> Gate {
+    // At most MAX_DESCRIPTORS descriptors reach planning.
+    Gate::Quota(u32::try_from(at).unwrap_or(u32::MAX))
 }
 
 /// The shared parameters of one counted descriptor's charges.

@@ -11,7 +11,8 @@
 -- expire an hour of Redis time after their state goes idle, at the earliest); the number of
 -- charges; then 7 fields per charge: key index (into KEYS), algorithm (0 fixed_window,
 -- 1 sliding_window, 2 sliding_log, 3 token_bucket, 4 fixed_window in upstream's key layout),
--- requests, window (us), burst, cost (0 = check), gate (0 enforced, 1 quota, 2 advisory).
+-- requests, window (us), burst, cost (0 = check), gate (0 enforced, 1 advisory, 2 + g a charge
+-- of quota group g: one group per quota descriptor, over when any of its charges is denied).
 -- For 4 the key names the window (upstream.rs), so window is the key's expiry in seconds and
 -- burst the microseconds left in the window.
 -- Reply: one binary string, 4 little-endian 64-bit integers per charge, calls in order:
@@ -358,7 +359,8 @@ local function clock()
 end
 
 -- Decide each call in turn: every charge in order (a key named twice sees its own earlier
--- charge), then commit the admitted ones only if the call is not blocked (src/store/gate.rs).
+-- charge), then commit the admitted ones only if the call is not blocked (src/store/gate.rs:
+-- an enforced charge denied, or quota groups present and each with a denied charge).
 -- Later calls of a batch see earlier calls' commits, exactly as separate runs in that order
 -- would. Dispatch is by plain comparisons: a script's body (and every table and closure in
 -- it) is rebuilt on each run.
@@ -368,7 +370,7 @@ for call = 1, #ARGV do
   local now, count, o = unpack_call('<i8i8', packed)
   if now < 0 then now = clock() end
   local stored, pending, commit_alg, commit_w = {}, {}, {}, {}
-  local blocked, any_quota, all_quota_denied = false, false, true
+  local blocked, quota_over = false, nil -- quota_over[g]: group g has a denied charge
   for _ = 1, count do
     local k, alg, n, w, b, cost, gate
     k, alg, n, w, b, cost, gate, o = unpack_call('<i8i8i8i8i8i8i8', packed, o)
@@ -399,13 +401,19 @@ for call = 1, #ARGV do
       pending[k], commit_alg[k], commit_w[k] = next, alg, w
     end
     if gate == 0 and not ok then blocked = true end
-    if gate == 1 then
-      any_quota = true
-      if ok then all_quota_denied = false end
+    if gate >= 2 then
+      quota_over = quota_over or {}
+      quota_over[gate] = quota_over[gate] or not ok
     end
     reply[#reply + 1] = pack('<i8i8i8i8', ok and 1 or 0, remaining, reset, available)
   end
-  if not (blocked or (any_quota and all_quota_denied)) then
+  if quota_over and not blocked then
+    blocked = true
+    for _, over in pairs(quota_over) do
+      if not over then blocked = false end
+    end
+  end
+  if not blocked then
     for k, alg in pairs(commit_alg) do
       local key, old, st, w = KEYS[k], stored[k] or nil, pending[k], commit_w[k]
       if alg == 0 then fixed_store(key, old, st, now, w)

@@ -69,11 +69,12 @@ pub fn window_us(limit: &Limit) -> u64 {
     (limit.window / MICRO).max(1)
 }
 
+/// The script's gate field: 0 enforced, 1 advisory, 2 + g a charge of quota group g.
 fn gate_code(gate: Gate) -> u64 {
     match gate {
         Gate::Enforced => 0,
-        Gate::Quota => 1,
-        Gate::Advisory => 2,
+        Gate::Advisory => 1,
+        Gate::Quota(group) => 2 + u64::from(group),
     }
 }
 
