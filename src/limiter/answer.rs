@@ -5,6 +5,8 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use super::LimiterOptions;
 use super::decision::{Code, Decision, DescriptorStatus, ReportedLimit};
 use super::plan::{Plan, Slot, is_quota, quota_group};
@@ -29,9 +31,9 @@ pub(super) fn decide(
     let global_quota = options.global_quota_mode;
     let mut statuses = Vec::with_capacity(slots.len());
     // How each descriptor with a say gates the call, and whether it fits.
-    let mut gates: Vec<(Gate, bool)> = Vec::new();
+    let mut gates: SmallVec<[(Gate, bool); 2]> = SmallVec::new();
     // The limit chosen to describe each counted descriptor, with its verdict.
-    let mut chosen: Vec<Option<(&LimitRule, Verdict)>> = Vec::with_capacity(slots.len());
+    let mut chosen: SmallVec<[Option<(&LimitRule, Verdict)>; 2]> = SmallVec::new();
     for (at, slot) in slots.iter().enumerate() {
         match slot {
             Slot::Free => {

@@ -5,6 +5,8 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use smallvec::{SmallVec, smallvec};
+
 use super::LimiterOptions;
 use super::request::{Descriptor, LimitOverride, Request};
 use super::shards;
@@ -17,6 +19,9 @@ use crate::rules::{
 use crate::store::{Charge, CounterKeyBuilder, Gate};
 
 /// What one descriptor resolved to.
+// A slot lives only for its call, inline in the plan; boxing the large variant would bring back
+// the heap allocation per call the inline vectors avoid.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Slot<'r> {
     /// No limit applies (no match, whitelist, replaced, unknown domain).
     Free,
@@ -33,7 +38,7 @@ pub(super) enum Slot<'r> {
         /// The rule's `metadata` (`None` for a request-side override).
         metadata: Option<&'r serde_json::Value>,
         /// Each limit and the index of its charge.
-        limits: Vec<(Cow<'r, LimitRule>, usize)>,
+        limits: Limits<'r>,
         /// Hits charged.
         cost: u64,
         /// The rule's statistics series.
@@ -44,10 +49,17 @@ pub(super) enum Slot<'r> {
     },
 }
 
+/// A counted descriptor's limits, each with the index of its charge.
+pub(super) type Limits<'r> = SmallVec<[(Cow<'r, LimitRule>, usize); 2]>;
+
+/// Per call, held inline for calls of up to two descriptors (or charges): the common case
+/// plans without the heap.
+type PerCall<T> = SmallVec<[T; 2]>;
+
 /// A planned call: per-descriptor slots and the charges to send to the store.
 pub(super) struct Plan<'r> {
-    slots: Vec<Slot<'r>>,
-    charges: Vec<Charge>,
+    slots: PerCall<Slot<'r>>,
+    charges: PerCall<Charge>,
 }
 
 impl<'r> Plan<'r> {
@@ -69,9 +81,9 @@ impl<'r> Plan<'r> {
             replaced: replaced(&matched),
             options,
             metrics,
-            charges: Vec::new(),
+            charges: PerCall::new(),
         };
-        let slots: Vec<Slot<'r>> = request
+        let slots: PerCall<Slot<'r>> = request
             .descriptors
             .iter()
             .zip(matched)
@@ -150,7 +162,7 @@ fn passes_quota(slot: &Slot<'_>, global_quota_mode: bool) -> bool {
 enum Matched<'r> {
     Nothing,
     Override(LimitOverride, String),
-    Rule(Match<'r>, String),
+    Rule(Match<'r>, Cow<'r, str>),
 }
 
 /// What each descriptor matched in `domain` (overrides bypass matching and `replaces`).
@@ -158,7 +170,7 @@ fn match_all<'r>(
     domain: Option<&'r Domain>,
     request: &Request,
     metrics: &Metrics,
-) -> Vec<Matched<'r>> {
+) -> PerCall<Matched<'r>> {
     request
         .descriptors
         .iter()
@@ -167,7 +179,7 @@ fn match_all<'r>(
                 metrics.record_domain_not_found();
                 return Matched::Nothing;
             };
-            let entries: Vec<(&str, &str)> = d
+            let entries: SmallVec<[(&str, &str); 4]> = d
                 .entries
                 .iter()
                 .map(|(k, v)| (k.as_str(), v.as_str()))
@@ -185,7 +197,7 @@ fn match_all<'r>(
 
 /// The limit names dropped by `replaces`, which works across the descriptors of one call: a
 /// limit named by any matched limit's `replaces` is not counted and reported as no limit.
-fn replaced<'r>(matched: &[Matched<'r>]) -> Vec<&'r str> {
+fn replaced<'r>(matched: &[Matched<'r>]) -> PerCall<&'r str> {
     matched
         .iter()
         .filter_map(|m| match m {
@@ -200,10 +212,10 @@ fn replaced<'r>(matched: &[Matched<'r>]) -> Vec<&'r str> {
 /// What the descriptors of one call share while each is planned, and the charges so far.
 struct Planner<'a, 'r> {
     domain: &'a str,
-    replaced: Vec<&'r str>,
+    replaced: PerCall<&'r str>,
     options: &'a LimiterOptions,
     metrics: &'a Metrics,
-    charges: Vec<Charge>,
+    charges: PerCall<Charge>,
 }
 
 impl<'r> Planner<'_, 'r> {
@@ -230,11 +242,11 @@ impl<'r> Planner<'_, 'r> {
                     failure: None,
                 };
                 let rule = override_rule(o, self.options);
-                (vec![Cow::Owned(rule)], counted, stats_key)
+                (smallvec![Cow::Owned(rule)], counted, Cow::Owned(stats_key))
             }
             Matched::Rule(found, stats_key) => {
                 let node = found.node();
-                let kept: Vec<Cow<'r, LimitRule>> = node
+                let kept: PerCall<Cow<'r, LimitRule>> = node
                     .limits
                     .iter()
                     .filter(|l| {
@@ -300,10 +312,10 @@ impl<'r> Counted<'r> {
     /// One charge per counted limit; `Free` when every limit was replaced.
     fn plan(
         self,
-        rules: Vec<Cow<'r, LimitRule>>,
+        rules: PerCall<Cow<'r, LimitRule>>,
         stats: impl FnOnce() -> Arc<RuleCounters>,
         options: &LimiterOptions,
-        charges: &mut Vec<Charge>,
+        charges: &mut PerCall<Charge>,
     ) -> Slot<'r> {
         if rules.is_empty() {
             return Slot::Free;

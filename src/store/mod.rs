@@ -88,6 +88,12 @@ pub trait Store: Send + Sync + 'static {
     /// committed (the call is not blocked) or nothing is. Returns one outcome per charge, in order.
     fn apply<'a>(&'a self, charges: &'a [Charge], now: Nanos) -> StoreFuture<'a>;
 
+    /// [`Store::apply`] for a call of one charge, answered on the spot by a store that never
+    /// waits (the embedded one): no boxed future, no vector. `None`: use [`Store::apply`].
+    fn apply_one_now(&self, _charge: &Charge, _now: Nanos) -> Option<Outcome> {
+        None
+    }
+
     /// A short name for logs and metrics (`memory`, `redis`).
     fn name(&self) -> &'static str;
 

@@ -84,7 +84,7 @@ impl MemoryStore {
 
     /// [`MemoryStore::apply_now`] for a call with one counter (the common case): one lock,
     /// no bookkeeping of pending states. A lone charge blocks its call exactly when denied.
-    fn apply_one(&self, charge: &Charge, now: Nanos) -> Outcome {
+    pub(super) fn apply_one(&self, charge: &Charge, now: Nanos) -> Outcome {
         let fp = self.fingerprinter.of(charge.key.as_bytes());
         let mut shard = self.shards[self.shard_of(fp)].lock();
         let held = shard.get(fp, charge.limit.algorithm);

@@ -25,7 +25,7 @@ use parking_lot::Mutex;
 
 use self::shard::Shard;
 use super::saved::{CounterView, SavedCounter, SavedKey};
-use super::{Charge, Fingerprint, Fingerprinter, Store, StoreFuture, StoreStats};
+use super::{Charge, Fingerprint, Fingerprinter, Outcome, Store, StoreFuture, StoreStats};
 use crate::clock::{Nanos, SECOND};
 
 /// The default bound on counters held: about 64 MB (a counter costs at most 63 bytes).
@@ -206,6 +206,10 @@ impl Store for MemoryStore {
     fn apply<'a>(&'a self, charges: &'a [Charge], now: Nanos) -> StoreFuture<'a> {
         let verdicts = self.apply_now(charges, now);
         Box::pin(std::future::ready(Ok(verdicts)))
+    }
+
+    fn apply_one_now(&self, charge: &Charge, now: Nanos) -> Option<Outcome> {
+        Some(self.apply_one(charge, now))
     }
 
     fn name(&self) -> &'static str {

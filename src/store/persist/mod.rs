@@ -26,7 +26,9 @@ use parking_lot::Mutex;
 use self::file::FrameBuf;
 use self::journal::Journal;
 use super::memory::MemoryOptions;
-use super::{Charge, FlushFuture, MemoryStore, PersistStats, Store, StoreFuture, StoreStats};
+use super::{
+    Charge, FlushFuture, MemoryStore, Outcome, PersistStats, Store, StoreFuture, StoreStats,
+};
 use crate::clock::Nanos;
 
 pub use self::codec::DecodeError;
@@ -287,6 +289,10 @@ impl PersistentStore {
 impl Store for PersistentStore {
     fn apply<'a>(&'a self, charges: &'a [Charge], now: Nanos) -> StoreFuture<'a> {
         self.shared.memory.apply(charges, now)
+    }
+
+    fn apply_one_now(&self, charge: &Charge, now: Nanos) -> Option<Outcome> {
+        self.shared.memory.apply_one_now(charge, now)
     }
 
     fn name(&self) -> &'static str {
