@@ -12,10 +12,16 @@
 #   `/bin/ratelimit`. It reads rules from RUNTIME_ROOT… and never the example rules: no
 #   SLUICE_CONFIG is set here, since a SLUICE_* variable would win over upstream's.
 #
-# Base images are pinned by digest (the tag is a comment for people); to move to a newer image,
-# look its digest up (`docker buildx imagetools inspect rust:1-bookworm`) and replace it here.
+# Base images are build arguments. For a reproducible release pin both by digest, e.g.
+#   docker build --build-arg RUST_IMAGE=rust:1-bookworm@sha256:<digest> \
+#                --build-arg RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot@sha256:<digest> .
+# with each digest looked up when you release (`docker buildx imagetools inspect <image>`). No
+# digest is written here: this repository's build machines cannot reach the image registries,
+# and a digest nobody verified would only make builds fail.
+ARG RUST_IMAGE=rust:1-bookworm
+ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 
-FROM rust:1-bookworm@sha256:93ce27a88655056a51dbdd8f5f2d7ddc071c7b0070fb288a37b5a285fc83971e AS build
+FROM ${RUST_IMAGE} AS build
 WORKDIR /src
 # Dependencies first, in a layer of their own: a dummy crate with the real manifest, lock file,
 # build script and protos, so a change to sluice's sources does not rebuild every dependency.
@@ -37,7 +43,7 @@ RUN touch src/main.rs src/lib.rs \
     && install -D -m 0644 -t /out/etc/sluice/rules config/*.yaml \
     && install -d /out/var/lib/sluice/data
 
-FROM gcr.io/distroless/cc-debian12:nonroot@sha256:9dac0a79194e45a7da0158a9c6da57b217585af0786db3845d1f0ec1a0dd182f
+FROM ${RUNTIME_IMAGE}
 COPY --from=build /out/usr/local/bin/sluice /usr/local/bin/sluice
 # A directory copy keeps the link: /bin/ratelimit → /usr/local/bin/sluice.
 COPY --from=build /out/bin/ /bin/

@@ -456,3 +456,46 @@ async fn grpc_health_serving() {
     }
     server.stop().await;
 }
+
+/// Connection age: a connection is asked to go away at its age, and one whose call is still
+/// running after the grace (a health Watch stream never ends by itself) is closed; calls made
+/// meanwhile on a client that reconnects keep succeeding.
+#[tokio::test]
+async fn aged_connection_is_closed_after_the_grace() {
+    use tonic_health::pb::HealthCheckRequest;
+    let age = Duration::from_millis(500);
+    let grace = Duration::from_millis(500);
+    let store = std::sync::Arc::new(sluice::store::MemoryStore::new());
+    let server = TestServer::start_adjusted(RULES, store, |s| {
+        s.grpc_max_connection_age = age;
+        s.grpc_max_connection_age_grace = grace;
+    })
+    .await;
+    let mut health = health_client(server.grpc_addr).await;
+    let opened = std::time::Instant::now();
+    let request = HealthCheckRequest {
+        service: String::new(),
+    };
+    let mut watch = health.watch(request).await.unwrap().into_inner();
+    let first = watch.message().await.unwrap().expect("the current status");
+    assert_eq!(first.status(), ServingStatus::Serving);
+    let mut client = server.client().await;
+    let mut calls = 0;
+    let ended = within(Duration::from_secs(30), async || {
+        // Unary calls on another connection keep working while connections age out.
+        calls += 1;
+        let r = call(&mut client, one_descriptor("test", &[("hot", "age")])).await;
+        assert_eq!(r.overall_code, OK, "call {calls}");
+        tokio::time::timeout(Duration::from_millis(50), watch.message())
+            .await
+            .is_ok_and(|next| !matches!(next, Ok(Some(_))))
+    })
+    .await;
+    assert!(
+        ended,
+        "the watch stream outlived its connection's age and grace"
+    );
+    // Never before the earliest age (0.9 × age) plus the grace.
+    assert!(opened.elapsed() >= age.mul_f64(0.9) + grace);
+    server.stop().await;
+}

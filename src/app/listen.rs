@@ -6,16 +6,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::mpsc::UnboundedSender;
-use tokio_stream::wrappers::{ReceiverStream, UnixListenerStream};
+use tokio_stream::wrappers::UnixListenerStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tonic::transport::server::{Connected, TcpIncoming};
+use tonic::service::Routes;
+use tonic::transport::server::TcpIncoming;
 use tonic_health::pb::health_server::{Health as HealthApi, HealthServer};
 
-use super::{AppError, MetricsListener, Settings, lanes};
+use super::grpc::{self, ConnectionAge};
+use super::{AppError, MetricsListener, Settings};
 use crate::http::{self, HealthCheck, HttpState};
 use crate::limiter::Limiter;
 use crate::service::RlsService;
@@ -85,7 +86,7 @@ pub(super) struct Serving {
     pub tls: Option<ServerTls>,
     /// Health, as `/healthcheck` reports it.
     pub health: HealthCheck,
-    /// gRPC connections are closed gracefully after about this age (±10 %, see `lanes`), then
+    /// gRPC connections are closed gracefully after about this age (±10 %, see `grpc`), then
     /// forcibly after the grace.
     pub connection_age: (Duration, Duration),
     /// Cancelled when the listeners should stop accepting.
@@ -145,53 +146,17 @@ async fn serve_grpc<H: HealthApi>(
     serving: Serving,
     tasks: TaskTracker,
 ) {
+    let routes =
+        Routes::new(health).add_service(RlsService::new(serving.limiter.clone()).into_server());
     let (age, grace) = serving.connection_age;
-    let ages = lanes::ages(age);
-    // The hard limit of each lane: its age plus the grace (saturating: flags may be huge).
-    let limits = ages.iter().map(|age| age.saturating_add(grace)).collect();
+    let lifetime = ConnectionAge { age, grace };
     let close = serving.close.clone();
     match incoming {
         GrpcIncoming::Plain(incoming) => {
-            let lanes = lanes::deal(incoming, limits, close, &tasks);
-            serve_lanes(lanes, ages, health, serving).await
+            grpc::serve(incoming, routes, lifetime, close, tasks).await
         }
-        GrpcIncoming::Tls(incoming) => {
-            let lanes = lanes::deal(incoming, limits, close, &tasks);
-            serve_lanes(lanes, ages, health, serving).await
-        }
-        GrpcIncoming::Unix(incoming) => {
-            let lanes = lanes::deal(incoming, limits, close, &tasks);
-            serve_lanes(lanes, ages, health, serving).await
-        }
-    }
-}
-
-/// One tonic server per lane, each closing its connections gracefully at its own age (see
-/// `lanes`).
-async fn serve_lanes<H, IO, E>(
-    lanes: Vec<ReceiverStream<Result<IO, E>>>,
-    ages: Vec<Duration>,
-    health: HealthServer<H>,
-    serving: Serving,
-) where
-    H: HealthApi,
-    IO: AsyncRead + AsyncWrite + Connected + Unpin + Send + 'static,
-    E: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let servers = lanes.into_iter().zip(ages).map(|(lane, age)| {
-        // No max_connection_age_grace: tonic would then close hard at age + grace instead of
-        // gracefully at age; the grace is `lanes::Aged`'s hard limit.
-        tonic::transport::Server::builder()
-            .max_connection_age(age)
-            .add_service(health.clone())
-            .add_service(RlsService::new(serving.limiter.clone()).into_server())
-            .serve_with_incoming_shutdown(lane, serving.close.clone().cancelled_owned())
-    });
-    for served in futures_util::future::join_all(servers).await {
-        if let Err(e) = served {
-            let _ = serving.failures.send(AppError::Grpc(e));
-            serving.shutdown.cancel();
-        }
+        GrpcIncoming::Tls(incoming) => grpc::serve(incoming, routes, lifetime, close, tasks).await,
+        GrpcIncoming::Unix(incoming) => grpc::serve(incoming, routes, lifetime, close, tasks).await,
     }
 }
 

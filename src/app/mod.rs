@@ -10,8 +10,8 @@
 //! the server has stopped and the store's last flush has run.
 
 pub mod defaults;
+mod grpc;
 mod health;
-mod lanes;
 mod listen;
 mod settings;
 mod shutdown;
@@ -85,9 +85,6 @@ pub enum AppError {
     /// A start-up task (restoring the embedded store) panicked or was cancelled.
     #[error("start-up task failed: {0}")]
     Task(tokio::task::JoinError),
-    /// The gRPC server failed while running.
-    #[error("gRPC server failed: {0}")]
-    Grpc(tonic::transport::Error),
     /// The HTTP server failed while running.
     #[error("HTTP server failed: {0}")]
     Http(std::io::Error),

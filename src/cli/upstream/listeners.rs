@@ -46,8 +46,8 @@ pub const GROUP: Group = Group {
             name: "GRPC_MAX_CONNECTION_AGE",
             kind: Kind::Duration,
             default: "24h",
-            handling: Handling::Differently(
-                "`--grpc-max-connection-age`; the ±10 % jitter is drawn once per process, not per connection",
+            handling: Handling::Honoured(
+                "`--grpc-max-connection-age` (each connection's age moved by a random ±10 %, as grpc-go does)",
             ),
         },
         Var {
