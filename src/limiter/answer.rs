@@ -71,10 +71,13 @@ pub(super) fn decide(
     }
     // Under global shadow mode the statuses keep OVER_LIMIT and only the overall code flips.
     let over = gate::blocked(gates);
-    let code = if over && !options.global_shadow_mode {
-        Code::OverLimit
-    } else {
-        Code::Ok
+    let code = match (over, options.global_shadow_mode) {
+        (true, false) => Code::OverLimit,
+        (true, true) => {
+            metrics.record_global_shadow();
+            Code::Ok
+        }
+        (false, _) => Code::Ok,
     };
     let headers = match &options.response.headers {
         HeaderStyle::Draft10 => describe(&chosen, &statuses, over, code == Code::OverLimit),

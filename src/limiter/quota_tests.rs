@@ -2,13 +2,9 @@
 //! rules, the embedded store, a manual clock): a quota descriptor is over when any of its
 //! limits is, and a call refused because every quota descriptor is over charges nothing.
 
-use std::sync::Arc;
-
-use arc_swap::ArcSwap;
-
+use super::response_tests::limiter_for;
 use super::*;
 use crate::clock::{ManualClock, SECOND};
-use crate::rules::{LoadOptions, load_sources};
 
 /// `q`: 3 an hour and 2 a minute, in quota mode; `p`: 1 a minute, in quota mode.
 const RULES: &str = r#"
@@ -33,16 +29,8 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
-    let sources = [("rules.yaml".into(), RULES.into())];
-    let rules = load_sources(&sources, &LoadOptions::default()).expect("rules compile");
     let clock = ManualClock::new(START);
-    let limiter = Limiter::new(
-        Arc::new(ArcSwap::from_pointee(rules)),
-        Arc::new(crate::store::MemoryStore::new()),
-        Arc::new(clock.clone()),
-        LimiterOptions::default(),
-        Arc::new(crate::metrics::Metrics::new(0.8, 1_000)),
-    );
+    let limiter = limiter_for(RULES, LimiterOptions::default(), &clock);
     Fixture { limiter, clock }
 }
 

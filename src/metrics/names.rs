@@ -11,6 +11,9 @@ pub const RULE_NEAR_LIMIT: &str = "ratelimit_service_rate_limit_near_limit";
 pub const RULE_WITHIN_LIMIT: &str = "ratelimit_service_rate_limit_within_limit";
 /// Over-limit hits let through by a shadow-mode rule.
 pub const RULE_SHADOW_MODE: &str = "ratelimit_service_rate_limit_shadow_mode";
+/// Calls whose OVER_LIMIT answer global shadow mode turned into OK (upstream
+/// `ratelimit.service.global_shadow_mode`).
+pub const GLOBAL_SHADOW_MODE: &str = "ratelimit_service_global_shadow_mode";
 /// Rule sets loaded.
 pub const CONFIG_LOAD_SUCCESS: &str = "ratelimit_service_config_load_success";
 /// Rule sets that failed to load (the previous rules kept serving).

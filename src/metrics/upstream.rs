@@ -7,8 +7,8 @@ use prometheus::{Histogram, IntCounter, IntCounterVec};
 
 use super::series::Series;
 use super::{
-    CONFIG_LOAD_ERROR, CONFIG_LOAD_SUCCESS, Families, Metrics, RESPONSE_TIME, RuleCounters,
-    SHOULD_RATE_LIMIT, SHOULD_RATE_LIMIT_ERROR, TOTAL_REQUESTS,
+    CONFIG_LOAD_ERROR, CONFIG_LOAD_SUCCESS, Families, GLOBAL_SHADOW_MODE, Metrics, RESPONSE_TIME,
+    RuleCounters, SHOULD_RATE_LIMIT, SHOULD_RATE_LIMIT_ERROR, TOTAL_REQUESTS,
 };
 
 /// How one descriptor's hits fell against its limit.
@@ -76,6 +76,7 @@ pub(super) struct Upstream {
     near_ratio: f64,
     config_load_success: IntCounter,
     config_load_error: IntCounter,
+    global_shadow_mode: IntCounter,
     should_rate_limit_error: IntCounterVec,
     total_requests: IntCounter,
     response_time: Histogram,
@@ -91,6 +92,10 @@ impl Upstream {
             config_load_success: families.counter(CONFIG_LOAD_SUCCESS, "Rule sets loaded."),
             config_load_error: families
                 .counter(CONFIG_LOAD_ERROR, "Rule sets that failed to load."),
+            global_shadow_mode: families.counter(
+                GLOBAL_SHADOW_MODE,
+                "Calls over the limit answered OK by global shadow mode.",
+            ),
             should_rate_limit_error: families.counter_vec(
                 SHOULD_RATE_LIMIT_ERROR,
                 "Calls that failed.",
@@ -127,6 +132,11 @@ impl Metrics {
         if outcome.shadowed {
             counters.shadow_mode.inc_by(outcome.hits);
         }
+    }
+
+    /// Records a call over the limit that global shadow mode answered OK.
+    pub fn record_global_shadow(&self) {
+        self.upstream.global_shadow_mode.inc();
     }
 
     /// Records one gRPC `ShouldRateLimit` call and its latency.

@@ -148,6 +148,87 @@ static_resources:
     }
 }
 
+/// A bootstrap with one listener (admin too) on free loopback ports: `routes` (YAML route
+/// entries, indented as under `routes:`) to the `upstream` cluster, behind the `ratelimit`
+/// filter with domain `domain`, `failure_mode_deny`, a 10 s timeout and draft-03 headers; the
+/// rate-limit service is the cluster `ratelimit` at the Envoy `address` (a `socket_address` or a
+/// `pipe`).
+pub fn with_routes(
+    domain: &str,
+    failure_mode_deny: bool,
+    routes: &str,
+    address: &str,
+    upstream: SocketAddr,
+) -> String {
+    format!(
+        r#"admin:
+  address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
+static_resources:
+  listeners:
+  - name: ingress
+    address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: ingress_http
+          route_config:
+            virtual_hosts:
+            - name: app
+              domains: ["*"]
+              routes:
+{routes}          http_filters:
+          - name: envoy.filters.http.ratelimit
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit
+              domain: {domain}
+              failure_mode_deny: {failure_mode_deny}
+              timeout: 10s
+              enable_x_ratelimit_headers: DRAFT_VERSION_03
+              rate_limit_service:
+                transport_api_version: V3
+                grpc_service:
+                  envoy_grpc: {{ cluster_name: ratelimit }}
+          - name: envoy.filters.http.router
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+  clusters:
+  - name: ratelimit
+    type: STATIC
+    connect_timeout: 1s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {{ http2_protocol_options: {{}} }}
+    load_assignment:
+      cluster_name: ratelimit
+      endpoints:
+      - lb_endpoints:
+        - endpoint: {{ address: {{ {address} }} }}
+  - name: upstream
+    type: STATIC
+    connect_timeout: 1s
+    load_assignment:
+      cluster_name: upstream
+      endpoints:
+      - lb_endpoints:
+        - endpoint: {{ address: {{ socket_address: {{ address: {}, port_value: {} }} }} }}
+"#,
+        upstream.ip(),
+        upstream.port()
+    )
+}
+
+/// Envoy's `socket_address` of `address`.
+pub fn socket_address(address: SocketAddr) -> String {
+    format!(
+        "socket_address: {{ address: {}, port_value: {} }}",
+        address.ip(),
+        address.port()
+    )
+}
+
 /// A running Envoy.
 pub struct Envoy {
     child: Option<Child>,

@@ -6,6 +6,7 @@
 pub mod envoy;
 pub mod http1;
 pub mod process;
+pub mod ratelimit;
 pub mod redis;
 pub mod sentinel;
 pub mod yaml;

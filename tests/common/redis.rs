@@ -56,6 +56,31 @@ impl RedisServer {
         server
     }
 
+    /// A Redis listening only on `redis.sock` in a directory of its own (kept while the caller
+    /// holds it), with `password`: the server, the directory, the socket's path.
+    pub fn start_on_socket(password: &str) -> (Self, tempfile::TempDir, String) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let socket = dir.path().join("redis.sock").display().to_string();
+        let redis = Self::start_full(
+            |_, _| {
+                let args = [
+                    "--port",
+                    "0",
+                    "--unixsocket",
+                    &socket,
+                    "--unixsocketperm",
+                    "700",
+                ];
+                args.into_iter()
+                    .chain(["--requirepass", password])
+                    .map(String::from)
+                    .collect()
+            },
+            &["-s", &socket, "-a", password, "--no-auth-warning"],
+        );
+        (redis, dir, socket)
+    }
+
     /// The server's temporary directory.
     pub fn dir(&self) -> &std::path::Path {
         self.dir.path()

@@ -15,29 +15,9 @@ use crate::common::{self, OK, OVER, call, connect, limit, one_descriptor};
 
 const PASSWORD: &str = "socket-secret";
 
-/// A Redis listening only on `redis.sock` in a directory of its own (kept while the test
-/// holds it), with a password.
+/// A Redis listening only on `redis.sock`, with a password.
 fn socket_redis() -> (RedisServer, tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let socket = dir.path().join("redis.sock").display().to_string();
-    let redis = RedisServer::start_full(
-        |_, _| {
-            [
-                "--port",
-                "0",
-                "--unixsocket",
-                &socket,
-                "--unixsocketperm",
-                "700",
-            ]
-            .into_iter()
-            .chain(["--requirepass", PASSWORD])
-            .map(String::from)
-            .collect()
-        },
-        &["-s", &socket, "-a", PASSWORD, "--no-auth-warning"],
-    );
-    (redis, dir, socket)
+    RedisServer::start_on_socket(PASSWORD)
 }
 
 fn charge() -> Charge {

@@ -1,8 +1,16 @@
-//! The counter backend: `BACKEND_TYPE`, the cache options shared by every backend, and the
-//! memcached variables sluice does not honour.
+//! The counter backend: `BACKEND_TYPE`, the cache options shared by every backend, how the
+//! personality counts (upstream's fixed windows in upstream's keys), and the memcached variables
+//! sluice does not honour.
+
+use std::time::Duration;
+
+use sluice::clock::duration::GoDuration;
+use sluice::store::redis::local_cache_entries;
 
 use super::env::Env;
 use super::{EnvError, Group, Handling, Kind, Target, Var};
+use crate::cli::AlgorithmArg;
+use crate::cli::redis::KeyLayoutArg;
 use crate::cli::serve::StoreArg;
 
 const NO_MEMCACHE: &str = "memcached is not supported: use BACKEND_TYPE=redis";
@@ -23,7 +31,9 @@ pub const GROUP: Group = Group {
             name: "CACHE_KEY_PREFIX",
             kind: Kind::Str,
             default: "",
-            handling: Handling::Honoured("`--redis-key-prefix` (no `{` or `}`)"),
+            handling: Handling::Honoured(
+                "`--redis-key-prefix` (no `{` or `}`); empty when not set, as upstream",
+            ),
         },
         Var {
             name: "NEAR_LIMIT_RATIO",
@@ -41,8 +51,16 @@ pub const GROUP: Group = Group {
             name: "EXPIRATION_JITTER_MAX_SECONDS",
             kind: Kind::Int,
             default: "300",
-            handling: Handling::Ignored(
-                "sluice expires each key when its state is no longer needed, without jitter",
+            handling: Handling::Honoured(
+                "`--redis-expiration-jitter` (N → `Ns`) of the counters kept in upstream's keys",
+            ),
+        },
+        Var {
+            name: "LOCAL_CACHE_SIZE_IN_BYTES",
+            kind: Kind::Int,
+            default: "0",
+            handling: Handling::Differently(
+                "`--local-cache-size` = bytes / 192 entries (at least upstream's 512 KiB); 0 turns the cache off; not set keeps sluice's cache, which only answers what Redis would",
             ),
         },
         Var {
@@ -114,21 +132,28 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
         }
         Ok(())
     })?;
+    count_as_upstream(env, target)?;
     let prefix = &["CACHE_KEY_PREFIX"];
     target.unless_explicit(env, "redis_key_prefix", prefix, |args| {
         args.redis.redis_key_prefix = env.string(prefix[0], "").to_string();
         Ok(())
     })?;
+    let jitter = &["EXPIRATION_JITTER_MAX_SECONDS"];
+    target.unless_explicit(env, "redis_expiration_jitter", jitter, |args| {
+        let seconds = env.int(jitter[0], 300)?;
+        let seconds =
+            u64::try_from(seconds).map_err(|_| env.error(jitter[0], "must not be negative"))?;
+        args.redis.redis_expiration_jitter = GoDuration(Duration::from_secs(seconds));
+        Ok(())
+    })?;
     let cache = &["LOCAL_CACHE_SIZE_IN_BYTES"];
     target.unless_explicit(env, "local_cache_size", cache, |args| {
-        match env.parsed(cache[0], super::env::go_int)? {
-            Some(bytes) if bytes < 0 => Err(env.error(cache[0], "must not be negative")),
-            Some(0) => {
-                args.redis.local_cache_size = 0;
-                Ok(())
-            }
-            _ => Ok(()),
+        if let Some(bytes) = env.parsed(cache[0], super::env::go_int)? {
+            let bytes =
+                u64::try_from(bytes).map_err(|_| env.error(cache[0], "must not be negative"))?;
+            args.redis.local_cache_size = local_cache_size(bytes);
         }
+        Ok(())
     })?;
     let ratio = &["NEAR_LIMIT_RATIO"];
     target.unless_explicit(env, "near_limit_ratio", ratio, |args| {
@@ -139,4 +164,28 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
         args.near_limit_ratio = value;
         Ok(())
     })
+}
+
+/// Counts as upstream does, so that replicas of upstream and of sluice can serve side by side
+/// on one Redis during a rolling update of the image and afterwards: fixed windows for rules
+/// that name no algorithm, kept in upstream's keys (each replaced unless its flag is given).
+fn count_as_upstream(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+    target.unless_explicit(env, "default_algorithm", &[], |args| {
+        args.rules.default_algorithm = AlgorithmArg::FixedWindow;
+        Ok(())
+    })?;
+    target.unless_explicit(env, "redis_key_layout", &[], |args| {
+        args.redis.redis_key_layout = KeyLayoutArg::Upstream;
+        Ok(())
+    })
+}
+
+/// Local-cache entries for upstream's LOCAL_CACHE_SIZE_IN_BYTES: 0 turns the cache off; a size
+/// is at least 512 KiB, as upstream's cache (freecache) makes it.
+fn local_cache_size(bytes: u64) -> usize {
+    const SMALLEST: u64 = 512 * 1024;
+    match bytes {
+        0 => 0,
+        bytes => local_cache_entries(bytes.max(SMALLEST)),
+    }
 }

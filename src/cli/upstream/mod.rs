@@ -14,6 +14,7 @@ mod health;
 mod listeners;
 mod logs;
 mod redis;
+mod redis_tls;
 mod response;
 mod rules;
 mod stats;
@@ -37,6 +38,7 @@ const GROUPS: &[&Group] = &[
     &rules::GROUP,
     &backend::GROUP,
     &redis::GROUP,
+    &redis_tls::GROUP,
     &response::GROUP,
     &health::GROUP,
     &stats::GROUP,

@@ -1,20 +1,25 @@
 //! Redis as upstream configures it: `REDIS_SOCKET_TYPE`, `REDIS_TYPE`, `REDIS_URL`,
-//! `REDIS_AUTH`, `REDIS_TLS*`, and the pool and start-up tuning sluice does not need.
+//! `REDIS_AUTH`, `REDIS_SENTINEL_AUTH`, the pool size and connect timeout, and the pool and
+//! start-up tuning sluice does not need. TLS is `redis_tls.rs`.
 
-use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+use std::time::Duration;
+
+use sluice::clock::duration::GoDuration;
 
 use super::env::Env;
 use super::{EnvError, Group, Handling, Kind, Target, Var};
-use crate::cli::serve::StoreArg;
+use crate::cli::serve::{ServeArgs, StoreArg};
 
-const URL_VARS: [&str; 5] = [
-    "REDIS_SOCKET_TYPE",
-    "REDIS_TYPE",
-    "REDIS_URL",
+/// The variables that say which Redis, and so `--redis-url`.
+pub const URL_VARS: [&str; 3] = ["REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_URL"];
+/// The variables of this group that take effect only with the Redis store.
+const STORE_VARS: [&str; 4] = [
     "REDIS_AUTH",
-    "REDIS_TLS",
+    "REDIS_SENTINEL_AUTH",
+    "REDIS_POOL_SIZE",
+    "REDIS_TIMEOUT",
 ];
-const NOT_YET: &str = "not supported yet";
+const DEFAULT_URL: &str = "/var/run/nutcracker/ratelimit.sock";
 const BATCHED: &str =
     "sluice pipelines and batches calls on a few multiplexed connections by itself";
 const NO_WAIT: &str = "sluice starts without waiting for Redis: the rules' failure_mode answers until it is reachable";
@@ -28,24 +33,24 @@ pub const GROUP: Group = Group {
             name: "REDIS_SOCKET_TYPE",
             kind: Kind::Str,
             default: "unix",
-            handling: Handling::Differently(
-                "`tcp` is honoured (`--redis-url redis://…`); `unix` stops the start (not supported yet)",
+            handling: Handling::Honoured(
+                "`--redis-url`: with REDIS_TYPE=single, `tcp` reaches REDIS_URL as `host:port` or `redis://…`, `unix` as a socket path",
             ),
         },
         Var {
             name: "REDIS_TYPE",
             kind: Kind::Str,
             default: "SINGLE",
-            handling: Handling::Differently(
-                "`single` and `cluster` (any case) are honoured (`redis://`, `redis+cluster://`); `sentinel` stops the start (not supported yet)",
+            handling: Handling::Honoured(
+                "`--redis-url` (any case): `single`, `cluster` → `redis+cluster://<REDIS_URL>`, `sentinel` → `redis+sentinel://<host:port,…>/<master>`",
             ),
         },
         Var {
             name: "REDIS_URL",
             kind: Kind::Str,
-            default: "/var/run/nutcracker/ratelimit.sock",
+            default: DEFAULT_URL,
             handling: Handling::Honoured(
-                "`--redis-url`: `host:port`, `redis://…`, or a cluster's `host:port,…` seeds",
+                "`--redis-url`: `host:port`, `redis://…`, a socket path, a cluster's `host:port,…` seeds, or Sentinel's `<master>,<host:port>,…` (at least two items)",
             ),
         },
         Var {
@@ -53,59 +58,31 @@ pub const GROUP: Group = Group {
             kind: Kind::Str,
             default: "",
             handling: Handling::Honoured(
-                "`password` or `user:password`, in `--redis-url` (beats credentials in REDIS_URL)",
+                "`password` → `--redis-password`; `user:password` (split at the first `:`) → `--redis-username` and `--redis-password`; beats credentials in REDIS_URL",
             ),
-        },
-        Var {
-            name: "REDIS_TLS",
-            kind: Kind::Bool,
-            default: "false",
-            handling: Handling::Honoured("`rediss://`"),
-        },
-        Var {
-            name: "REDIS_TLS_CACERT",
-            kind: Kind::Str,
-            default: "",
-            handling: Handling::Differently(
-                "`--redis-ca`: trusted roots are this file only (upstream adds the system's)",
-            ),
-        },
-        Var {
-            name: "REDIS_TLS_CLIENT_CERT",
-            kind: Kind::Str,
-            default: "",
-            handling: Handling::Ignored(NOT_YET),
-        },
-        Var {
-            name: "REDIS_TLS_CLIENT_KEY",
-            kind: Kind::Str,
-            default: "",
-            handling: Handling::Ignored(NOT_YET),
-        },
-        Var {
-            name: "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
-            kind: Kind::Bool,
-            default: "false",
-            handling: Handling::Ignored(NOT_YET),
         },
         Var {
             name: "REDIS_SENTINEL_AUTH",
             kind: Kind::Str,
             default: "",
-            handling: Handling::Ignored(NOT_YET),
+            handling: Handling::Honoured(
+                "`--redis-sentinel-password` (and `--redis-sentinel-username`), split as REDIS_AUTH",
+            ),
         },
         Var {
             name: "REDIS_POOL_SIZE",
             kind: Kind::Int,
             default: "10",
-            handling: Handling::Ignored(BATCHED),
+            handling: Handling::Differently(
+                "`--redis-connections` (1 to 65535; sluice's 2 when not set): multiplexed connections, each carrying any number of calls at once (a cluster opens one per node)",
+            ),
         },
         Var {
             name: "REDIS_TIMEOUT",
             kind: Kind::Duration,
             default: "10s",
-            handling: Handling::Ignored(
-                "upstream bounds connecting with it; sluice bounds each call with `--redis-timeout` (10ms)",
+            handling: Handling::Differently(
+                "`--redis-connect-timeout` (sluice's 1s when not set): bounds connecting and the handshake, as upstream; each call is bounded by `--redis-timeout` (10ms), upstream's by the gRPC deadline",
             ),
         },
         Var {
@@ -168,7 +145,11 @@ pub const GROUP: Group = Group {
 
 fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
     if !matches!(target.args.store, StoreArg::Redis) {
-        for name in URL_VARS.into_iter().filter(|n| env.is_set(n)) {
+        for name in URL_VARS
+            .into_iter()
+            .chain(STORE_VARS)
+            .filter(|n| env.is_set(n))
+        {
             target.note(name, "not used: the store is not Redis");
         }
         return Ok(());
@@ -177,70 +158,133 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
         args.redis.redis_url = Some(url(env)?);
         Ok(())
     })?;
-    let ca = env.string("REDIS_TLS_CACERT", "");
-    if !ca.is_empty() {
-        target.unless_explicit(env, "redis_ca", &["REDIS_TLS_CACERT"], |args| {
-            args.redis.redis_ca = Some(ca.into());
+    credentials(
+        env,
+        target,
+        "REDIS_AUTH",
+        "redis_password",
+        |args, user, password| {
+            args.redis.redis_username = user;
+            args.redis.redis_password = Some(password);
+        },
+    )?;
+    credentials(
+        env,
+        target,
+        "REDIS_SENTINEL_AUTH",
+        "redis_sentinel_password",
+        |args, user, password| {
+            args.redis.redis_sentinel_username = user;
+            args.redis.redis_sentinel_password = Some(password);
+        },
+    )?;
+    if env.is_set("REDIS_POOL_SIZE") {
+        target.unless_explicit(env, "redis_connections", &["REDIS_POOL_SIZE"], |args| {
+            args.redis.redis_connections = pool_size(env)?;
+            Ok(())
+        })?;
+    }
+    if env.is_set("REDIS_TIMEOUT") {
+        target.unless_explicit(env, "redis_connect_timeout", &["REDIS_TIMEOUT"], |args| {
+            let timeout = env.duration("REDIS_TIMEOUT", Duration::ZERO)?;
+            if timeout.is_zero() {
+                return Err(env.error("REDIS_TIMEOUT", "must be more than 0"));
+            }
+            args.redis.redis_connect_timeout = GoDuration(timeout);
             Ok(())
         })?;
     }
     Ok(())
 }
 
-/// The `--redis-url` upstream's variables describe.
+/// Whether upstream's variables describe a Redis reached over a unix socket.
+pub fn unix_socket(env: &Env) -> bool {
+    env.string("REDIS_TYPE", "SINGLE")
+        .eq_ignore_ascii_case("single")
+        && env.string("REDIS_SOCKET_TYPE", "unix") == "unix"
+}
+
+/// The `--redis-url` upstream's variables describe (credentials stay in REDIS_URL when it has
+/// them; REDIS_AUTH goes to `--redis-password`, which beats them).
 fn url(env: &Env) -> Result<String, EnvError> {
-    let tls = env.bool("REDIS_TLS", false)?;
-    let scheme = if tls { "rediss" } else { "redis" };
-    let address = env.string("REDIS_URL", "/var/run/nutcracker/ratelimit.sock");
-    let auth = credentials(env.string("REDIS_AUTH", ""));
+    let address = env.string("REDIS_URL", DEFAULT_URL);
+    if address.is_empty() {
+        return Err(env.error("REDIS_URL", "must not be empty"));
+    }
     match env
         .string("REDIS_TYPE", "SINGLE")
         .to_ascii_lowercase()
         .as_str()
     {
         "single" => match env.string("REDIS_SOCKET_TYPE", "unix") {
-            "tcp" => Ok(single(scheme, address, auth.as_deref())),
-            "unix" => Err(env.error(
-                "REDIS_SOCKET_TYPE",
-                "unix sockets are not supported yet: use tcp",
-            )),
+            "tcp" => Ok(address.to_string()),
+            "unix" => socket_url(env, address),
             _ => Err(env.error("REDIS_SOCKET_TYPE", "must be tcp or unix")),
         },
-        "cluster" => Ok(format!(
-            "{scheme}+cluster://{}{address}",
-            auth.map(|a| a + "@").unwrap_or_default()
-        )),
-        "sentinel" => Err(env.error("REDIS_TYPE", "Redis Sentinel is not supported yet")),
+        "cluster" => Ok(format!("redis+cluster://{address}")),
+        "sentinel" => sentinel_url(env, address),
         _ => Err(env.error("REDIS_TYPE", "must be single, cluster or sentinel")),
     }
 }
 
-/// One Redis: `host:port`, or upstream's `redis://[user[:pass]@]host:port[/db]` whose
-/// credentials REDIS_AUTH replaces.
-fn single(scheme: &str, address: &str, auth: Option<&str>) -> String {
-    let rest = address.strip_prefix("redis://").unwrap_or(address);
-    let (authority, path) = match rest.split_once('/') {
-        Some((authority, path)) => (authority, format!("/{path}")),
-        None => (rest, String::new()),
-    };
-    let (own, host) = match authority.rsplit_once('@') {
-        Some((own, host)) => (Some(own), host),
-        None => (None, authority),
-    };
-    match auth.or(own) {
-        Some(auth) => format!("{scheme}://{auth}@{host}{path}"),
-        None => format!("{scheme}://{host}{path}"),
+/// A socket path, made absolute against the working directory as upstream's dial resolves it.
+fn socket_url(env: &Env, path: &str) -> Result<String, EnvError> {
+    let absolute = std::path::absolute(path)
+        .map_err(|e| env.error_in("REDIS_URL", path, format!("not a socket path: {e}")))?;
+    absolute
+        .to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| env.error_in("REDIS_URL", path, "not a UTF-8 socket path"))
+}
+
+/// Sentinel's `<master>,<host:port>[,…]` as `redis+sentinel://<host:port>,…/<master>`.
+fn sentinel_url(env: &Env, list: &str) -> Result<String, EnvError> {
+    let items: Vec<&str> = list.split(',').collect();
+    match &items[..] {
+        [master, sentinels @ ..]
+            if !master.is_empty() && !sentinels.is_empty() && !sentinels.contains(&"") =>
+        {
+            Ok(format!(
+                "redis+sentinel://{}/{master}",
+                sentinels.join(",")
+            ))
+        }
+        _ => Err(env.error_in(
+            "REDIS_URL",
+            list,
+            "with REDIS_TYPE=sentinel write <master name>,<host:port>[,<host:port>…] (at least two items)",
+        )),
     }
 }
 
-/// REDIS_AUTH (`password` or `user:password`, split at the first `:`) as URL user information.
-fn credentials(auth: &str) -> Option<String> {
+/// Writes `name` (`password` or `user:password`, split at the first `:`; an empty user is the
+/// default user) through `write`, unless its flag `id` was given.
+fn credentials(
+    env: &Env,
+    target: &mut Target<'_>,
+    name: &str,
+    id: &str,
+    write: impl FnOnce(&mut ServeArgs, Option<String>, String),
+) -> Result<(), EnvError> {
+    let auth = env.string(name, "");
     if auth.is_empty() {
-        return None;
+        return Ok(());
     }
-    let encode = |s: &str| utf8_percent_encode(s, NON_ALPHANUMERIC).to_string();
-    Some(match auth.split_once(':') {
-        Some((user, password)) => format!("{}:{}", encode(user), encode(password)),
-        None => format!(":{}", encode(auth)),
+    target.unless_explicit(env, id, &[name], |args| {
+        let (user, password) = match auth.split_once(':') {
+            Some((user, password)) => ((!user.is_empty()).then(|| user.to_owned()), password),
+            None => (None, auth),
+        };
+        write(args, user, password.to_owned());
+        Ok(())
     })
+}
+
+/// REDIS_POOL_SIZE as a number of connections.
+fn pool_size(env: &Env) -> Result<usize, EnvError> {
+    let size = env.int("REDIS_POOL_SIZE", 10)?;
+    match u16::try_from(size) {
+        Ok(n) if n >= 1 => Ok(usize::from(n)),
+        _ => Err(env.error("REDIS_POOL_SIZE", "must be between 1 and 65535")),
+    }
 }

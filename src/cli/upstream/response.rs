@@ -1,9 +1,25 @@
-//! Response options: `SHADOW_MODE`, `QUOTA_MODE`, dynamic metadata and upstream's headers.
+//! Response options: `SHADOW_MODE`, `QUOTA_MODE`, dynamic metadata and upstream's headers
+//! (`LIMIT_RESPONSE_HEADERS_ENABLED` and the names of the three).
 
 use super::env::Env;
 use super::{EnvError, Group, Handling, Kind, Target, Var};
+use crate::cli::response::{HeadersArg, ResponseArgs, parse_header_name};
 
-const NOT_YET: &str = "not supported yet";
+const ENABLED: &str = "LIMIT_RESPONSE_HEADERS_ENABLED";
+/// Where a header name goes.
+type NameField = fn(&mut ResponseArgs) -> &mut String;
+/// Each header name variable, the flag it sets, and that flag's field.
+const NAMES: [(&str, &str, NameField); 3] = [
+    ("LIMIT_LIMIT_HEADER", "limit_header", |r| {
+        &mut r.limit_header
+    }),
+    ("LIMIT_REMAINING_HEADER", "remaining_header", |r| {
+        &mut r.remaining_header
+    }),
+    ("LIMIT_RESET_HEADER", "reset_header", |r| {
+        &mut r.reset_header
+    }),
+];
 
 /// The response variables.
 pub const GROUP: Group = Group {
@@ -19,37 +35,39 @@ pub const GROUP: Group = Group {
             name: "QUOTA_MODE",
             kind: Kind::Bool,
             default: "false",
-            handling: Handling::Ignored(NOT_YET),
+            handling: Handling::Honoured("`--quota-mode`"),
         },
         Var {
             name: "RESPONSE_DYNAMIC_METADATA",
             kind: Kind::Bool,
             default: "false",
-            handling: Handling::Ignored(NOT_YET),
+            handling: Handling::Honoured("`--response-dynamic-metadata`"),
         },
         Var {
-            name: "LIMIT_RESPONSE_HEADERS_ENABLED",
+            name: ENABLED,
             kind: Kind::Bool,
             default: "false",
-            handling: Handling::Ignored(NOT_YET),
+            handling: Handling::Differently(
+                "`true` → `--response-headers upstream` (exactly upstream's three headers); `false` or not set keeps sluice's draft-10 headers with Retry-After on OVER_LIMIT",
+            ),
         },
         Var {
             name: "LIMIT_LIMIT_HEADER",
             kind: Kind::Str,
             default: "RateLimit-Limit",
-            handling: Handling::Ignored(NOT_YET),
+            handling: Handling::Honoured("`--limit-header` (verbatim)"),
         },
         Var {
             name: "LIMIT_REMAINING_HEADER",
             kind: Kind::Str,
             default: "RateLimit-Remaining",
-            handling: Handling::Ignored(NOT_YET),
+            handling: Handling::Honoured("`--remaining-header` (verbatim)"),
         },
         Var {
             name: "LIMIT_RESET_HEADER",
             kind: Kind::Str,
             default: "RateLimit-Reset",
-            handling: Handling::Ignored(NOT_YET),
+            handling: Handling::Honoured("`--reset-header` (verbatim)"),
         },
     ],
     apply,
@@ -59,5 +77,43 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
     target.unless_explicit(env, "shadow_mode", &["SHADOW_MODE"], |args| {
         args.shadow_mode = env.bool("SHADOW_MODE", false)?;
         Ok(())
-    })
+    })?;
+    target.unless_explicit(env, "quota_mode", &["QUOTA_MODE"], |args| {
+        args.response.quota_mode = env.bool("QUOTA_MODE", false)?;
+        Ok(())
+    })?;
+    let metadata = &["RESPONSE_DYNAMIC_METADATA"];
+    target.unless_explicit(env, "response_dynamic_metadata", metadata, |args| {
+        args.response.response_dynamic_metadata = env.bool(metadata[0], false)?;
+        Ok(())
+    })?;
+    if env.bool(ENABLED, false)? {
+        target.unless_explicit(env, "response_headers", &[ENABLED], |args| {
+            args.response.response_headers = HeadersArg::Upstream;
+            Ok(())
+        })?;
+    }
+    header_names(env, target)
+}
+
+/// The header names, when upstream's headers are what is sent (by LIMIT_RESPONSE_HEADERS_ENABLED
+/// or `--response-headers upstream`); otherwise they have no effect, as upstream.
+fn header_names(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+    let upstream = target.args.response.response_headers == HeadersArg::Upstream;
+    for (name, id, field) in NAMES {
+        let Some(value) = env.get(name) else { continue };
+        if !upstream {
+            target.note(
+                name,
+                "no effect without LIMIT_RESPONSE_HEADERS_ENABLED=true, as upstream",
+            );
+            continue;
+        }
+        target.unless_explicit(env, id, &[name], |args| {
+            *field(&mut args.response) =
+                parse_header_name(value).map_err(|problem| env.error(name, problem))?;
+            Ok(())
+        })?;
+    }
+    Ok(())
 }

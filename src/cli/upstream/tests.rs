@@ -7,8 +7,10 @@ use std::time::Duration;
 use clap::{Args, FromArgMatches};
 
 use super::*;
-use crate::cli::LogFormat;
+use crate::cli::redis::KeyLayoutArg;
+use crate::cli::response::HeadersArg;
 use crate::cli::serve::{ServeArgs, StoreArg};
+use crate::cli::{AlgorithmArg, LogFormat};
 
 fn command() -> clap::Command {
     ServeArgs::augment_args(clap::Command::new("ratelimit"))
@@ -28,6 +30,8 @@ fn personality(argv: &[&str], env: &[(&str, &str)]) -> Result<(ServeArgs, Outcom
     )?;
     Ok((args, outcome))
 }
+
+mod redis;
 
 fn addr(text: &str) -> SocketAddr {
     text.parse().unwrap()
@@ -53,8 +57,16 @@ fn istio_sample_environment() {
     assert_eq!(args.http_addr, addr("[::]:8080"));
     assert_eq!(args.grpc_addr, addr("[::]:8081"));
     assert!(matches!(args.store, StoreArg::Redis));
-    assert_eq!(args.redis.redis_url.as_deref(), Some("redis://redis:6379"));
+    assert_eq!(args.redis.redis_url.as_deref(), Some("redis:6379"));
     assert_eq!(args.redis.redis_key_prefix, "");
+    assert!(matches!(
+        args.redis.redis_key_layout,
+        KeyLayoutArg::Upstream
+    ));
+    assert!(matches!(
+        args.rules.default_algorithm,
+        AlgorithmArg::FixedWindow
+    ));
     assert_eq!(args.log_level.as_deref(), Some("info,sluice=debug"));
     let layout = outcome.runtime.expect("upstream's layout");
     assert_eq!(
@@ -70,18 +82,25 @@ fn istio_sample_environment() {
     );
 }
 
-/// With nothing set, upstream's defaults: WARN logs, Redis on its unix socket (which this build
-/// refuses clearly), the classic layout.
+/// With nothing set, upstream's defaults: WARN logs, Redis on nutcracker's unix socket, the
+/// classic layout, sluice's connection count and connect timeout, upstream's jitter.
 #[test]
 fn defaults_are_upstream_defaults() {
-    let error = personality(&[], &[]).unwrap_err();
-    assert_eq!(error.name, "REDIS_SOCKET_TYPE");
-    let (args, outcome) = personality(&[], &[("REDIS_SOCKET_TYPE", "tcp")]).unwrap();
+    let (args, outcome) = personality(&[], &[]).unwrap();
     assert_eq!(args.log_level.as_deref(), Some("warn"));
     assert_eq!(
         args.redis.redis_url.as_deref(),
-        Some("redis:///var/run/nutcracker/ratelimit.sock")
+        Some("/var/run/nutcracker/ratelimit.sock")
     );
+    assert_eq!(args.redis.redis_connections, 2);
+    assert_eq!(args.redis.redis_connect_timeout.0, Duration::from_secs(1));
+    assert_eq!(
+        args.redis.redis_expiration_jitter.0,
+        Duration::from_secs(300)
+    );
+    assert!(!args.redis.redis_tls && args.redis.redis_password.is_none());
+    assert_eq!(args.response.response_headers, HeadersArg::Draft10);
+    assert!(!args.response.quota_mode && !args.response.response_dynamic_metadata);
     let layout = outcome.runtime.unwrap();
     assert!(layout.watch_root);
     assert_eq!(layout.directory(), None, "no subdirectory: nil loader");
@@ -186,10 +205,42 @@ fn malformed_values_are_errors() {
         ("LOCAL_CACHE_SIZE_IN_BYTES", "-1", "must not be negative"),
         ("GRPC_SERVER_USE_TLS", "true", "needs GRPC_SERVER_TLS_CERT"),
         ("PROMETHEUS_PATH", "metrics", "must start with /"),
+        ("REDIS_SOCKET_TYPE", "udp", "must be tcp or unix"),
+        ("REDIS_URL", "", "must not be empty"),
+        ("REDIS_POOL_SIZE", "0", "between 1 and 65535"),
+        ("REDIS_POOL_SIZE", "70000", "between 1 and 65535"),
+        ("REDIS_TIMEOUT", "0s", "more than 0"),
+        ("REDIS_TIMEOUT", "10", "missing unit"),
+        ("REDIS_TLS", "yes", "not a boolean"),
+        (
+            "REDIS_TLS_CLIENT_CERT",
+            "/c.pem",
+            "needs REDIS_TLS_CLIENT_KEY",
+        ),
+        (
+            "EXPIRATION_JITTER_MAX_SECONDS",
+            "-1",
+            "must not be negative",
+        ),
+        (
+            "LIMIT_LIMIT_HEADER",
+            "Rate Limit",
+            "not a valid HTTP header name",
+        ),
+        ("LIMIT_RESET_HEADER", "", "must not be empty"),
+        ("QUOTA_MODE", "", "not a boolean"),
     ] {
         let mut env = vec![("REDIS_SOCKET_TYPE", "tcp"), (name, value)];
-        if name == "PROMETHEUS_PATH" {
-            env.push(("USE_PROMETHEUS", "true"));
+        match name {
+            "PROMETHEUS_PATH" => env.push(("USE_PROMETHEUS", "true")),
+            "REDIS_TLS_CLIENT_CERT" => env.push(("REDIS_TLS", "true")),
+            "LIMIT_LIMIT_HEADER" | "LIMIT_RESET_HEADER" => {
+                env.push(("LIMIT_RESPONSE_HEADERS_ENABLED", "true"));
+            }
+            _ => {}
+        }
+        if name == "REDIS_SOCKET_TYPE" {
+            env.remove(0);
         }
         let error = personality(&[], &env).unwrap_err();
         assert_eq!((error.name.as_str(), error.value.as_str()), (name, value));
@@ -197,39 +248,51 @@ fn malformed_values_are_errors() {
     }
 }
 
-/// REDIS_URL's forms become `--redis-url`: host:port, upstream's redis:// URL (REDIS_AUTH beats
-/// its credentials), TLS, and cluster seeds; REDIS_TYPE is case-insensitive.
+/// The response variables: quota mode, dynamic metadata, upstream's headers with their names
+/// verbatim; names without LIMIT_RESPONSE_HEADERS_ENABLED are named in the warning, and
+/// `--response-headers upstream` given explicitly takes the names too.
 #[test]
-fn redis_urls() {
-    let url = |env: &[(&str, &str)]| {
-        let mut all = vec![("REDIS_SOCKET_TYPE", "tcp")];
-        all.extend_from_slice(env);
-        personality(&[], &all).unwrap().0.redis.redis_url.unwrap()
-    };
-    assert_eq!(url(&[("REDIS_URL", "r:6379")]), "redis://r:6379");
+fn response_variables() {
+    let names = [
+        ("LIMIT_LIMIT_HEADER", "X-Limit"),
+        ("LIMIT_REMAINING_HEADER", "x-left"),
+        ("LIMIT_RESET_HEADER", "Reset"),
+    ];
+    let mut env = vec![
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("QUOTA_MODE", "T"),
+        ("RESPONSE_DYNAMIC_METADATA", "1"),
+        ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
+    ];
+    env.extend(names);
+    let (args, outcome) = personality(&[], &env).unwrap();
+    let response = &args.response;
+    assert!(response.quota_mode && response.response_dynamic_metadata);
+    assert_eq!(response.response_headers, HeadersArg::Upstream);
     assert_eq!(
-        url(&[
-            ("REDIS_URL", "redis://u:p@r:6379/2"),
-            ("REDIS_AUTH", "a:b/c")
-        ]),
-        "redis://a:b%2Fc@r:6379/2"
+        [
+            &response.limit_header,
+            &response.remaining_header,
+            &response.reset_header
+        ],
+        ["X-Limit", "x-left", "Reset"]
     );
+    assert_eq!(outcome.warning, None);
+
+    env[3] = ("LIMIT_RESPONSE_HEADERS_ENABLED", "false");
+    let (args, outcome) = personality(&[], &env).unwrap();
+    assert_eq!(args.response.response_headers, HeadersArg::Draft10);
+    assert_eq!(args.response.limit_header, "RateLimit-Limit");
+    let warning = outcome.warning.unwrap();
     assert_eq!(
-        url(&[("REDIS_URL", "redis://u:p@r:6379/2")]),
-        "redis://u:p@r:6379/2"
+        warning
+            .matches("(no effect without LIMIT_RESPONSE_HEADERS_ENABLED=true")
+            .count(),
+        3,
+        "{warning}"
     );
-    assert_eq!(
-        url(&[
-            ("REDIS_URL", "r:1"),
-            ("REDIS_TLS", "true"),
-            ("REDIS_AUTH", "pw")
-        ]),
-        "rediss://:pw@r:1"
-    );
-    assert_eq!(
-        url(&[("REDIS_URL", "a:1,b:2"), ("REDIS_TYPE", "Cluster")]),
-        "redis+cluster://a:1,b:2"
-    );
+    let (args, _) = personality(&["--response-headers", "upstream"], &env).unwrap();
+    assert_eq!(args.response.reset_header, "Reset");
 }
 
 /// Listeners, TLS, metrics, health, logs and responses land on their flags.
@@ -256,6 +319,7 @@ fn variables_land_on_their_flags() {
         ("CACHE_KEY_PREFIX", "rl_"),
         ("NEAR_LIMIT_RATIO", "0.9"),
         ("LOCAL_CACHE_SIZE_IN_BYTES", "0"),
+        ("REDIS_PIPELINE_WINDOW", "150us"),
     ];
     let (args, outcome) = personality(&[], &env).unwrap();
     assert_eq!(args.redis.local_cache_size, 0, "0 turns the cache off");
@@ -276,7 +340,12 @@ fn variables_land_on_their_flags() {
     assert!(args.shadow_mode && args.rules.merge_domains);
     assert_eq!(args.redis.redis_key_prefix, "rl_");
     assert_eq!(args.near_limit_ratio, 0.9);
-    assert_eq!(outcome.warning, None);
+    assert_eq!(
+        outcome.warning.as_deref(),
+        Some(
+            "envoyproxy/ratelimit variables set but not honoured: REDIS_PIPELINE_WINDOW (sluice pipelines and batches calls on a few multiplexed connections by itself)"
+        )
+    );
 }
 
 /// Every flag id a group defers to is a real `serve` flag, so precedence cannot silently fail
@@ -291,6 +360,7 @@ fn every_deferred_flag_exists() {
         include_str!("rules.rs"),
         include_str!("backend.rs"),
         include_str!("redis.rs"),
+        include_str!("redis_tls.rs"),
         include_str!("response.rs"),
         include_str!("health.rs"),
         include_str!("stats.rs"),
