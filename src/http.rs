@@ -1,5 +1,5 @@
-//! The HTTP endpoints (axum): `/healthcheck`, `/metrics`, `POST /json`, `/rlconfig`; and the
-//! router of a separate metrics listener.
+//! The HTTP endpoints (axum): `/healthcheck`, `/metrics`, `POST /json`, `/rlconfig`, the
+//! operator page under `/ui` (`ui/`); and the router of a separate metrics listener.
 
 use std::sync::Arc;
 
@@ -10,9 +10,10 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
+use crate::insight::Insight;
 use crate::limiter::{Code, LimitError, Limiter};
 use crate::proto::RateLimitRequest;
-use crate::service;
+use crate::{service, ui};
 
 /// Whether the server is healthy: `Ok`, or the reason it is not (the body of the 503).
 pub type HealthCheck = Arc<dyn Fn() -> Result<(), &'static str> + Send + Sync>;
@@ -22,18 +23,25 @@ pub type HealthCheck = Arc<dyn Fn() -> Result<(), &'static str> + Send + Sync>;
 pub struct HttpState {
     /// The limiter (its rules and metrics too).
     pub limiter: Arc<Limiter>,
+    /// Live traffic figures, fed by `/json` too and shown by `/ui`.
+    pub insight: Arc<Insight>,
     /// Health, as `/healthcheck` reports it.
     pub health: HealthCheck,
 }
 
 /// The HTTP router.
 pub fn router(state: HttpState) -> Router {
+    let ui = ui::router(ui::UiState {
+        limiter: state.limiter.clone(),
+        insight: state.insight.clone(),
+    });
     Router::new()
         .route("/healthcheck", get(healthcheck))
         .route("/metrics", get(metrics_of))
         .route("/json", post(json))
         .route("/rlconfig", get(rlconfig))
         .with_state(state)
+        .merge(ui)
 }
 
 /// The router of a listener that serves only metrics, on `path`.
@@ -80,9 +88,14 @@ async fn json(State(state): State<HttpState>, body: Bytes) -> Response {
     };
     let request = match service::to_domain(request) {
         Ok(request) => request,
-        Err(e) => return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+        Err(e) => {
+            state.insight.observe_invalid();
+            return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response();
+        }
     };
-    match state.limiter.check(&request).await {
+    let result = state.limiter.check(&request).await;
+    state.insight.observe(&request, &result);
+    match result {
         Ok(decision) => {
             let status = match decision.code {
                 Code::Ok => StatusCode::OK,

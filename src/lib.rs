@@ -12,10 +12,12 @@
 //! - [`metrics`]: every metric name, in one place, and the registry the limiter records into.
 //! - [`limiter`]: request → matched limits → store → `Decision`.
 //! - [`proto`]: the generated Envoy RLS v3 types (client and server).
+//! - [`insight`]: live figures for the operator page (most-limited keys, decision rates).
+//! - [`telemetry`]: OpenTelemetry spans of calls, exported over OTLP (off by default).
 //! - [`app`]: the whole server, in-process: `Settings` → `start` → `Running`.
 //!
-//! Inside, not API: `service` (gRPC ↔ limiter), `http` (the HTTP endpoints), `reload` (rule
-//! hot reload), `tls` (gRPC TLS, certificates reloaded), `watch` (the one file watcher).
+//! Inside, not API: `service` (gRPC ↔ limiter), `http` (the HTTP endpoints), `ui` (the operator
+//! page `/ui`), `reload` (rule hot reload), `tls` (gRPC TLS, certificates reloaded), `watch` (the one file watcher).
 //!
 //! From rules to a decision, with a manual clock:
 //!
@@ -51,14 +53,17 @@
 pub mod algorithm;
 pub mod app;
 pub mod clock;
+pub mod insight;
 pub mod limiter;
 pub mod metrics;
 pub mod proto;
 pub mod rules;
 pub mod store;
+pub mod telemetry;
 
 mod http;
 mod reload;
 mod service;
 mod tls;
+mod ui;
 mod watch;

@@ -21,6 +21,7 @@ fn main() -> ExitCode {
     let invocation = cli::parse(std::env::args_os());
     let outcome = match invocation.command {
         Command::Check(args) => return exit_code(cli::check::run(&args)),
+        Command::Explain(args) => cli::explain::run(&args, &mut std::io::stdout()),
         Command::Simulate(args) => simulate::run(&args, &mut std::io::stdout()).map_err(Into::into),
         Command::Bench(args) => bench::run(&args, &mut std::io::stdout()).map_err(Into::into),
         Command::UpstreamEnv => {

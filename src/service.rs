@@ -6,6 +6,7 @@ use std::time::Instant;
 use tonic::{Request, Response, Status};
 
 use crate::clock::{MILLI, Nanos};
+use crate::insight::Insight;
 use crate::limiter::{self, Code, Decision, InvalidRequest, LimitError, Limiter};
 use crate::metrics;
 use crate::proto::envoy::config::core::v3::HeaderValue;
@@ -14,28 +15,53 @@ use crate::proto::rate_limit_response::{self, DescriptorStatus, rate_limit};
 use crate::proto::rate_limit_service_server::{RateLimitService, RateLimitServiceServer};
 use crate::proto::{RateLimitRequest, RateLimitResponse};
 use crate::rules::Unit;
+use crate::telemetry::{CallSpan, CallTracer};
 
 /// The RLS v3 service backed by a [`Limiter`].
 #[derive(Clone)]
 pub struct RlsService {
     limiter: Arc<Limiter>,
+    insight: Arc<Insight>,
+    /// `None` when tracing is off: then a call spends nothing on it beyond this test.
+    tracer: Option<CallTracer>,
 }
 
 impl RlsService {
-    /// Wraps `limiter`.
-    pub fn new(limiter: Arc<Limiter>) -> Self {
-        Self { limiter }
+    /// Wraps `limiter`; every decision is counted in `insight`, and traced by `tracer` if any.
+    pub fn new(limiter: Arc<Limiter>, insight: Arc<Insight>, tracer: Option<CallTracer>) -> Self {
+        Self {
+            limiter,
+            insight,
+            tracer,
+        }
     }
 
     /// Maps, decides and maps back; malformed calls are INVALID_ARGUMENT.
-    async fn decide(&self, request: RateLimitRequest) -> Result<RateLimitResponse, Status> {
-        let request = to_domain(request).map_err(|e| {
-            self.limiter
-                .metrics()
-                .record_call_error(metrics::SERVICE_ERROR);
-            Status::invalid_argument(e.to_string())
-        })?;
-        match self.limiter.check(&request).await {
+    async fn decide(
+        &self,
+        request: RateLimitRequest,
+        mut span: Option<CallSpan>,
+    ) -> Result<RateLimitResponse, Status> {
+        let request = match to_domain(request) {
+            Ok(request) => request,
+            Err(e) => {
+                self.limiter
+                    .metrics()
+                    .record_call_error(metrics::SERVICE_ERROR);
+                self.insight.observe_invalid();
+                let message = e.to_string();
+                if let Some(span) = &mut span {
+                    span.record_invalid(&message);
+                }
+                return Err(Status::invalid_argument(message));
+            }
+        };
+        let result = self.limiter.check(&request).await;
+        self.insight.observe(&request, &result);
+        if let Some(span) = &mut span {
+            span.record(&request, &self.limiter.rules(), &result);
+        }
+        match result {
             Ok(decision) => Ok(to_proto(decision)),
             Err(LimitError::Invalid(e)) => Err(Status::invalid_argument(e.to_string())),
             // UNAVAILABLE, never UNKNOWN: Envoy's failure_mode_deny must decide a store outage,
@@ -57,7 +83,11 @@ impl RateLimitService for RlsService {
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
         let started = Instant::now();
-        let answer = self.decide(request.into_inner()).await;
+        let span = self
+            .tracer
+            .as_ref()
+            .and_then(|tracer| tracer.start(request.metadata()));
+        let answer = self.decide(request.into_inner(), span).await;
         self.limiter
             .metrics()
             .record_call(started.elapsed().as_secs_f64());

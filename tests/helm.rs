@@ -11,9 +11,25 @@ use serde_json::{Value, json};
 
 const CI_VALUES: &str = "helm/sluice/ci/redis-hpa-servicemonitor-values.yaml";
 
-/// Flags that belong to features still being built; the chart may pass them only when the
-/// values select those features.
-const LATER_FLAGS: [&str; 1] = ["--data-dir"];
+/// Values that turn every optional flag on (TLS, tracing, Redis with its CA).
+const ALL_FLAGS: [&str; 16] = [
+    "--set",
+    "store.type=redis",
+    "--set",
+    "store.redis.url=redis://redis:6379",
+    "--set",
+    "store.redis.caSecret=redis-ca",
+    "--set",
+    "tls.enabled=true",
+    "--set",
+    "tls.secretName=sluice-tls",
+    "--set",
+    "tls.clientAuth=true",
+    "--set",
+    "tracing.enabled=true",
+    "--set",
+    "tracing.endpoint=http://otel:4317",
+];
 
 /// The rendered manifests of `helm template sluice helm/sluice <args>`, or helm's error.
 fn render(args: &[&str]) -> Result<Vec<Value>, String> {
@@ -79,7 +95,13 @@ fn default_values_render_a_hardened_single_replica_deployment() {
     let manifests = rendered(&[]);
     assert_eq!(
         kinds(&manifests),
-        BTreeSet::from(["ConfigMap", "Deployment", "Service", "ServiceAccount"])
+        BTreeSet::from([
+            "ConfigMap",
+            "Deployment",
+            "Pod",
+            "Service",
+            "ServiceAccount"
+        ])
     );
     let deployment = find(&manifests, "Deployment");
     assert_eq!(deployment["spec"]["replicas"], 1);
@@ -105,20 +127,21 @@ fn default_values_render_a_hardened_single_replica_deployment() {
     );
 }
 
-/// Liveness is GET /healthcheck, readiness gRPC health `ratelimit`; ports grpc 8081, http 8080.
+/// Startup, liveness and readiness all ask GET /healthcheck (healthy through a store outage,
+/// 503 while draining, per DESIGN.md); ports grpc 8081, http 8080.
 #[test]
 #[ignore = "needs helm (scripts/test installs it)"]
-fn probes_use_healthcheck_and_grpc_health() {
+fn probes_use_healthcheck() {
     let manifests = rendered(&[]);
     let c = container(&manifests);
-    assert_eq!(
-        c["livenessProbe"]["httpGet"],
-        json!({ "path": "/healthcheck", "port": "http" })
-    );
-    assert_eq!(
-        c["readinessProbe"]["grpc"],
-        json!({ "port": 8081, "service": "ratelimit" })
-    );
+    for probe in ["startupProbe", "livenessProbe", "readinessProbe"] {
+        assert_eq!(
+            c[probe]["httpGet"],
+            json!({ "path": "/healthcheck", "port": "http" }),
+            "{probe}"
+        );
+    }
+    assert!(c["startupProbe"]["failureThreshold"].as_u64().unwrap() >= 10);
     assert_eq!(
         c["ports"],
         json!([
@@ -195,7 +218,10 @@ fn every_flag_the_chart_passes_exists_in_sluice() {
             "server.mergeDomains=true",
             "--set",
             "server.shadowMode=true",
+            "--set",
+            "store.memory.persistence.enabled=true",
         ][..],
+        &ALL_FLAGS[..],
     ] {
         let manifests = rendered(values);
         let args = args(&manifests);
@@ -250,7 +276,9 @@ fn redis_hpa_servicemonitor_values_render_shared_store_objects() {
             "Deployment",
             "HorizontalPodAutoscaler",
             "NetworkPolicy",
+            "Pod",
             "PodDisruptionBudget",
+            "PrometheusRule",
             "Secret",
             "Service",
             "ServiceAccount",
@@ -318,10 +346,8 @@ fn existing_configmap_replaces_the_chart_rules() {
 #[ignore = "needs helm (scripts/test installs it)"]
 fn memory_persistence_adds_a_claim_and_recreate_strategy() {
     assert!(
-        !flags(&args(&rendered(&[])))
-            .iter()
-            .any(|f| LATER_FLAGS.contains(f)),
-        "later features are not rendered by default"
+        !flags(&args(&rendered(&[]))).contains(&"--data-dir"),
+        "no --data-dir without persistence"
     );
     let manifests = rendered(&["--set", "store.memory.persistence.enabled=true"]);
     let claim = find(&manifests, "PersistentVolumeClaim");
@@ -345,6 +371,291 @@ fn schema_rejects_unknown_keys_and_bad_values() {
     for bad in ["replicaCout=1", "store.type=etcd", "server.logFormat=xml"] {
         let error = render(&["--set", bad]).expect_err(bad);
         assert!(error.contains("schema"), "{bad}: {error}");
+    }
+}
+
+/// The pod template's annotations.
+fn pod_annotations(manifests: &[Value]) -> Value {
+    find(manifests, "Deployment")["spec"]["template"]["metadata"]["annotations"].clone()
+}
+
+/// A new Redis URL (the Secret) or a new setting changes the pod template, so the pods roll;
+/// new rules change only the ConfigMap (sluice reloads them in place).
+#[test]
+#[ignore = "needs helm (scripts/test installs it)"]
+fn a_secret_or_setting_change_rolls_the_pods_and_rules_do_not() {
+    let redis = |url: &str, extra: &[&str]| {
+        let mut args = vec!["--set", "store.type=redis", "--set"];
+        let url = format!("store.redis.url={url}");
+        args.push(&url);
+        args.extend_from_slice(extra);
+        rendered(&args)
+    };
+    let before = redis("redis://a:6379", &[]);
+    let new_secret = redis("redis://b:6379", &[]);
+    let (a, b) = (pod_annotations(&before), pod_annotations(&new_secret));
+    assert_ne!(
+        a["checksum/redis-secret"], b["checksum/redis-secret"],
+        "a new URL rolls the pods"
+    );
+    assert_eq!(a["checksum/settings"], b["checksum/settings"]);
+    let new_setting = redis("redis://a:6379", &["--set", "server.logLevel=debug"]);
+    assert_ne!(
+        a["checksum/settings"],
+        pod_annotations(&new_setting)["checksum/settings"]
+    );
+    let new_rules = redis(
+        "redis://a:6379",
+        &[
+            "--set-string",
+            "rules.extra\\.yaml=domain: extra\ndescriptors: []\n",
+        ],
+    );
+    assert_eq!(
+        pod_annotations(&new_rules),
+        a,
+        "new rules do not roll the pods"
+    );
+    assert_ne!(
+        find(&new_rules, "ConfigMap")["data"],
+        find(&before, "ConfigMap")["data"]
+    );
+    let template = |m: &[Value]| find(m, "Deployment")["spec"]["template"].clone();
+    assert_eq!(template(&new_rules), template(&before));
+}
+
+/// With Redis, `--expected-replicas` is replicaCount, or the autoscaler's maximum.
+#[test]
+#[ignore = "needs helm (scripts/test installs it)"]
+fn expected_replicas_follow_the_replicas_or_the_autoscaler() {
+    let base = [
+        "--set",
+        "store.type=redis",
+        "--set",
+        "store.redis.url=redis://r:6379",
+    ];
+    let fixed = rendered(&[&base[..], &["--set", "replicaCount=3"]].concat());
+    assert!(
+        args(&fixed).contains(&"--expected-replicas=3"),
+        "{:?}",
+        args(&fixed)
+    );
+    let scaled = rendered(
+        &[
+            &base[..],
+            &[
+                "--set",
+                "autoscaling.enabled=true",
+                "--set",
+                "autoscaling.maxReplicas=7",
+            ],
+        ]
+        .concat(),
+    );
+    assert!(
+        args(&scaled).contains(&"--expected-replicas=7"),
+        "{:?}",
+        args(&scaled)
+    );
+    assert!(args(&scaled).contains(&"--redis-timeout=10ms"));
+}
+
+/// Shutdown drains: a preStop sleep, then --shutdown-delay, then --shutdown-grace, all inside
+/// terminationGracePeriodSeconds; a grace period too short to cover them is refused.
+#[test]
+#[ignore = "needs helm (scripts/test installs it)"]
+fn the_drain_fits_inside_the_termination_grace_period() {
+    let manifests = rendered(&[]);
+    let pod = &find(&manifests, "Deployment")["spec"]["template"]["spec"];
+    assert_eq!(pod["terminationGracePeriodSeconds"], 30);
+    assert_eq!(
+        container(&manifests)["lifecycle"]["preStop"],
+        json!({ "sleep": { "seconds": 5 } })
+    );
+    assert!(args(&manifests).contains(&"--shutdown-delay=5s"));
+    assert!(args(&manifests).contains(&"--shutdown-grace=10s"));
+    let short = render(&["--set", "terminationGracePeriodSeconds=12"]).expect_err("too short");
+    assert!(
+        short.contains("shorter than the drain") && short.contains("= 20"),
+        "{short}"
+    );
+    let off = rendered(&["--set", "preStopSleepSeconds=0"]);
+    assert!(container(&off).get("lifecycle").is_none());
+}
+
+/// `--max-counters` must fit the memory limit (bytes per counter from BENCHMARKS.md).
+#[test]
+#[ignore = "needs helm (scripts/test installs it)"]
+fn max_counters_must_fit_the_memory_limit() {
+    assert!(args(&rendered(&[])).contains(&"--max-counters=500000"));
+    let error = render(&["--set", "store.memory.maxCounters=2000000"]).expect_err("too many");
+    assert!(
+        error.contains("maxCounters=2000000 cannot fit resources.limits.memory=256Mi"),
+        "{error}"
+    );
+    for limit in ["1Gi", "1100M", "1200000000"] {
+        let fits = rendered(&[
+            "--set",
+            "store.memory.maxCounters=2000000",
+            "--set",
+            &format!("resources.limits.memory={limit}"),
+        ]);
+        assert!(args(&fits).contains(&"--max-counters=2000000"), "{limit}");
+    }
+    let redis = rendered(&[
+        "--set",
+        "store.type=redis",
+        "--set",
+        "store.redis.url=redis://r:6379",
+        "--set",
+        "store.memory.maxCounters=9000000",
+    ]);
+    assert!(
+        !flags(&args(&redis)).contains(&"--max-counters"),
+        "Redis holds the counters"
+    );
+}
+
+/// TLS, tracing, the dashboard and the alerts: each value wires its flags, mounts and objects;
+/// the dashboard and the rules are the files promtool and Prometheus test.
+#[test]
+#[ignore = "needs helm (scripts/test installs it)"]
+fn tls_tracing_dashboard_and_alert_values() {
+    let manifests = rendered(
+        &[
+            &ALL_FLAGS[..],
+            &[
+                "--set",
+                "tracing.endpoint=http://otel:4317",
+                "--set",
+                "metrics.dashboard.enabled=true",
+            ],
+            &[
+                "--set",
+                "metrics.prometheusRule.enabled=true",
+                "--set",
+                "metrics.prometheusRule.labels.release=kps",
+            ],
+        ]
+        .concat(),
+    );
+    let args = args(&manifests);
+    for flag in [
+        "--tls-cert=/etc/sluice/tls/tls.crt",
+        "--tls-client-ca=/etc/sluice/tls/ca.crt",
+        "--otlp-endpoint=http://otel:4317",
+        "--otlp-protocol=grpc",
+        "--service-namespace=sluice",
+        "--redis-ca=/etc/sluice/redis-ca/ca.crt",
+    ] {
+        assert!(args.contains(&flag), "{flag}: {args:?}");
+    }
+    let env = container(&manifests)["env"].as_array().unwrap().clone();
+    let instance = env
+        .iter()
+        .find(|e| e["name"] == "SLUICE_SERVICE_INSTANCE_ID")
+        .unwrap();
+    assert_eq!(
+        instance["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.name"
+    );
+    let dashboard = manifests
+        .iter()
+        .find(|m| m["kind"] == "ConfigMap" && m["metadata"]["labels"]["grafana_dashboard"] == "1")
+        .expect("dashboard ConfigMap");
+    let shipped: Value =
+        serde_json::from_str(dashboard["data"]["sluice.json"].as_str().unwrap()).unwrap();
+    let file: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_path("helm/sluice/files/dashboard.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(shipped, file);
+    let rule = find(&manifests, "PrometheusRule");
+    assert_eq!(rule["metadata"]["labels"]["release"], "kps");
+    let alerts = common::yaml::documents(
+        &std::fs::read_to_string(repo_path("helm/sluice/files/alerts.yaml")).unwrap(),
+    );
+    assert_eq!(rule["spec"]["groups"], alerts[0]["groups"]);
+    let http = rendered(&[&ALL_FLAGS[..], &["--set", "tracing.protocol=http"]].concat());
+    assert!(self::args(&http).contains(&"--otlp-protocol=http"));
+    let unknown = render(&[&ALL_FLAGS[..], &["--set", "tracing.protocol=udp"]].concat());
+    assert!(unknown.is_err(), "the schema refuses an unknown protocol");
+    let missing = render(&["--set", "tracing.enabled=true"]).expect_err("no endpoint");
+    assert!(missing.contains("tracing.endpoint"), "{missing}");
+}
+
+/// Replicas spread over zones by default; `topologySpreadConstraints` replaces that.
+#[test]
+#[ignore = "needs helm (scripts/test installs it)"]
+fn replicas_spread_over_zones() {
+    let manifests = rendered(&[]);
+    let spec = &find(&manifests, "Deployment")["spec"];
+    let spread = &spec["template"]["spec"]["topologySpreadConstraints"][0];
+    assert_eq!(spread["topologyKey"], "topology.kubernetes.io/zone");
+    assert_eq!(spread["whenUnsatisfiable"], "ScheduleAnyway");
+    assert_eq!(
+        spread["labelSelector"]["matchLabels"],
+        spec["selector"]["matchLabels"]
+    );
+}
+
+/// `helm test` asks /healthcheck and posts a check-only call, which a real sluice serving the
+/// chart's own rules answers without charging anything.
+#[test]
+#[ignore = "needs helm (scripts/test installs it)"]
+fn helm_test_pod_makes_a_check_only_call() {
+    let manifests = rendered(&[]);
+    let pod = manifests
+        .iter()
+        .find(|m| m["kind"] == "Pod")
+        .expect("test pod");
+    assert_eq!(pod["metadata"]["annotations"]["helm.sh/hook"], "test");
+    let script = pod["spec"]["containers"][0]["args"][0].as_str().unwrap();
+    assert!(
+        script.contains("$BASE/healthcheck") && script.contains("$BASE/json"),
+        "{script}"
+    );
+    let env = pod["spec"]["containers"][0]["env"].as_array().unwrap();
+    let call = env.iter().find(|e| e["name"] == "CALL").unwrap()["value"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let rules = configmap_dir(find(&manifests, "ConfigMap"));
+    let sluice = common::process::Serve::new().config(rules.path()).start();
+    let answer = || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(common::http(sluice.http_addr, "POST", "/json", &call))
+    };
+    let (status, first) = answer();
+    assert_eq!(status, 200, "{first}");
+    assert!(first.contains("overallCode"), "{first}");
+    let (_, second) = answer();
+    assert_eq!(first, second, "a check-only call charges nothing");
+    let metrics = common::http1::get(sluice.http_addr, "/metrics", &[]).body;
+    assert_eq!(
+        common::sample(
+            &metrics,
+            "ratelimit_service_rate_limit_within_limit{domain=\"edge\",key1=\"remote_address\",key2=\"\"}"
+        ),
+        0.0
+    );
+}
+
+/// The chart's README says nothing is still being built: the store, persistence and the rest
+/// are here.
+#[test]
+fn chart_readme_has_no_stale_text() {
+    let readme = std::fs::read_to_string(repo_path("helm/sluice/README.md")).unwrap();
+    for stale in [
+        "still being built",
+        "being built",
+        "needs a newer sluice",
+        "Flags that need a newer",
+    ] {
+        assert!(!readme.contains(stale), "stale: {stale}");
     }
 }
 

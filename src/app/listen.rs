@@ -18,8 +18,10 @@ use tonic_health::pb::health_server::{Health as HealthApi, HealthServer};
 use super::grpc::{self, ConnectionAge};
 use super::{AppError, MetricsListener, Settings};
 use crate::http::{self, HealthCheck, HttpState};
+use crate::insight::Insight;
 use crate::limiter::Limiter;
 use crate::service::RlsService;
+use crate::telemetry::CallTracer;
 use crate::tls::{ServerTls, TlsIncoming};
 
 /// Every listener, bound.
@@ -82,6 +84,10 @@ impl Listeners {
 pub(super) struct Serving {
     /// Decides the calls of both servers.
     pub limiter: Arc<Limiter>,
+    /// Live traffic figures (`/ui`), fed by both servers.
+    pub insight: Arc<Insight>,
+    /// Traces gRPC calls, when tracing is on.
+    pub tracer: Option<CallTracer>,
     /// TLS on gRPC, when configured.
     pub tls: Option<ServerTls>,
     /// Health, as `/healthcheck` reports it.
@@ -127,6 +133,7 @@ pub(super) fn spawn(
     }
     let router = http::router(HttpState {
         limiter: serving.limiter.clone(),
+        insight: serving.insight.clone(),
         health: serving.health.clone(),
     });
     tasks.spawn(serve_http(listeners.http, router, serving));
@@ -146,8 +153,12 @@ async fn serve_grpc<H: HealthApi>(
     serving: Serving,
     tasks: TaskTracker,
 ) {
-    let routes =
-        Routes::new(health).add_service(RlsService::new(serving.limiter.clone()).into_server());
+    let service = RlsService::new(
+        serving.limiter.clone(),
+        serving.insight.clone(),
+        serving.tracer.clone(),
+    );
+    let routes = Routes::new(health).add_service(service.into_server());
     let (age, grace) = serving.connection_age;
     let lifetime = ConnectionAge { age, grace };
     let close = serving.close.clone();

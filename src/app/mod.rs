@@ -27,12 +27,17 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::clock::Clock;
+use crate::insight::Insight;
 use crate::limiter::Limiter;
 use crate::metrics::Metrics;
 use crate::rules::ConfigErrors;
 use crate::store::persist::PersistError;
 use crate::store::{Store, StoreError};
+use crate::telemetry::{CallTracer, TraceError};
 use crate::tls::TlsError;
+
+/// Longest wait for the trace exporter's last export at shutdown.
+const TRACE_FLUSH: Duration = Duration::from_secs(5);
 
 pub use self::health::HEALTH_SERVICE;
 pub use self::settings::{HealthOptions, MemorySettings, MetricsListener, Settings, StoreSettings};
@@ -88,6 +93,9 @@ pub enum AppError {
     /// The HTTP server failed while running.
     #[error("HTTP server failed: {0}")]
     Http(std::io::Error),
+    /// Tracing was asked for but its exporter could not be built.
+    #[error(transparent)]
+    Tracing(#[from] TraceError),
 }
 
 impl From<ConfigErrors> for AppError {
@@ -117,6 +125,7 @@ pub struct Running {
     failures: mpsc::UnboundedReceiver<AppError>,
     grace: Duration,
     delay: Duration,
+    tracer: Option<CallTracer>,
 }
 
 /// Loads the rules, builds the store `settings.store` asks for (restoring the embedded store's
@@ -180,6 +189,7 @@ async fn start_inner(
         settings.limiter.clone(),
         metrics.clone(),
     ));
+    let tracer = settings.tracing.as_ref().map(CallTracer::new).transpose()?;
     let listeners = Listeners::bind(&settings).await?;
     let parts = Parts {
         settings,
@@ -190,11 +200,16 @@ async fn start_inner(
         store,
         limiter,
     };
-    launch(parts, listeners).await
+    launch(parts, listeners, tracer).await
 }
 
 /// Spawns every task of a server on one tracker, all stopping on one shutdown token.
-async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError> {
+async fn launch(
+    parts: Parts,
+    listeners: Listeners,
+    tracer: Option<CallTracer>,
+) -> Result<Running, AppError> {
+    let insight = Arc::new(Insight::default());
     let (grpc_addr, http_addr) = (listeners.grpc_addr, listeners.http_addr);
     let metrics_addr = listeners.metrics_addr;
     let lifecycle = Lifecycle::default();
@@ -212,6 +227,7 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
     tasks.spawn(tasks::sweep(
         parts.store.clone(),
         parts.limiter.clone(),
+        insight.clone(),
         parts.clock.clone(),
         parts.metrics.clone(),
         shutdown.clone(),
@@ -239,6 +255,8 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
     let (fail, failures) = mpsc::unbounded_channel();
     let serving = Serving {
         limiter: parts.limiter,
+        insight,
+        tracer: tracer.clone(),
         tls: parts.tls.clone(),
         health: Arc::new(move || readiness.check()),
         connection_age: (
@@ -264,6 +282,7 @@ async fn launch(parts: Parts, listeners: Listeners) -> Result<Running, AppError>
         failures,
         grace: parts.settings.shutdown_grace,
         delay,
+        tracer,
     })
 }
 
@@ -274,6 +293,11 @@ impl Running {
     pub async fn wait(mut self) -> Result<(), AppError> {
         self.shutdown.cancelled().await;
         shutdown::finish(self.tasks, self.store, self.delay, self.grace).await;
+        if let Some(tracer) = self.tracer {
+            // The last spans are exported before the process ends (bounded: a collector that
+            // is down must not hold up the exit).
+            let _ = tokio::task::spawn_blocking(move || tracer.shutdown(TRACE_FLUSH)).await;
+        }
         match self.failures.try_recv() {
             Ok(e) => Err(e),
             Err(_) => Ok(()),

@@ -9,6 +9,7 @@ use super::defaults;
 use crate::limiter::LimiterOptions;
 use crate::rules::{LoadOptions, RuntimeLayout};
 use crate::store::{PersistSettings, RedisSettings};
+use crate::telemetry::TraceSettings;
 use crate::tls::TlsSettings;
 
 /// Everything `serve` needs.
@@ -39,6 +40,8 @@ pub struct Settings {
     pub tls: Option<TlsSettings>,
     /// Where counters live.
     pub store: StoreSettings,
+    /// OpenTelemetry tracing of calls; `None` (the default) traces nothing.
+    pub tracing: Option<TraceSettings>,
     /// Rules from envoyproxy/ratelimit's file layout instead of `config` (the `ratelimit`
     /// personality).
     pub runtime: Option<RuntimeLayout>,
@@ -126,6 +129,7 @@ impl Settings {
             watch_rules: true,
             tls: None,
             store: StoreSettings::Memory(MemorySettings::default()),
+            tracing: None,
             runtime: None,
             rules_required: true,
             health: HealthOptions::default(),

@@ -1,4 +1,5 @@
-//! Periodic housekeeping: reclaim idle counters and publish the store's figures, once a second.
+//! Periodic housekeeping: reclaim idle counters, publish the store's figures and move the
+//! operator page's live figures on, once a second.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -6,6 +7,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
+use crate::insight::Insight;
 use crate::limiter::Limiter;
 use crate::metrics::Metrics;
 use crate::store::Store;
@@ -19,6 +21,7 @@ const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 pub(super) async fn sweep(
     store: Arc<dyn Store>,
     limiter: Arc<Limiter>,
+    insight: Arc<Insight>,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
@@ -32,6 +35,7 @@ pub(super) async fn sweep(
                 let _ = tokio::task::spawn_blocking(move || swept.sweep(now)).await;
                 super::store::publish(&metrics, store.as_ref());
                 limiter.sweep_fallback(now);
+                insight.tick();
             }
         }
     }

@@ -5,11 +5,13 @@
 //! [`Settings`]: sluice::app::Settings
 
 pub mod check;
+pub mod explain;
 pub mod prepare;
 pub mod redis;
 pub mod response;
 pub mod serve;
 pub mod serving;
+pub mod trace;
 pub mod upstream;
 
 use std::ffi::OsString;
@@ -36,6 +38,9 @@ pub enum Command {
     Serve(Box<serve::ServeArgs>),
     /// Load and validate rule files; print a summary, or every error as file:line:col: message.
     Check(check::CheckArgs),
+    /// Explain a call offline: the path of each descriptor through the rules, the limit that
+    /// applies or why none does, and where envoyproxy/ratelimit would decide differently.
+    Explain(explain::ExplainArgs),
     /// Run a traffic pattern through all four algorithms and show what each admits.
     Simulate(crate::simulate::SimulateArgs),
     /// Load-test an Envoy RLS v3 server (sluice or another): calls/s and latency percentiles.
@@ -159,4 +164,12 @@ pub enum LogFormat {
     /// One JSON object per line with envoyproxy/ratelimit's keys: `@timestamp`, `level`,
     /// `@message` (its LOG_FORMAT=json).
     UpstreamJson,
+}
+
+/// A fraction from 0 to 1 (`--near-limit-ratio`, `--trace-sampling-ratio`).
+pub fn parse_ratio(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(ratio) if (0.0..=1.0).contains(&ratio) => Ok(ratio),
+        _ => Err(format!("'{text}' is not a number between 0 and 1")),
+    }
 }

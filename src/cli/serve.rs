@@ -16,6 +16,7 @@ use sluice::store::PersistSettings;
 use super::redis::RedisArgs;
 use super::response::ResponseArgs;
 use super::serving::ServingArgs;
+use super::trace::TraceArgs;
 use super::{LogFormat, RuleArgs};
 
 /// Flags of `sluice serve`.
@@ -45,7 +46,7 @@ pub struct ServeArgs {
     pub shutdown_delay: GoDuration,
     /// Near-limit threshold as a fraction of the limit, for the near_limit statistic
     /// (upstream NEAR_LIMIT_RATIO).
-    #[arg(long, env = "SLUICE_NEAR_LIMIT_RATIO", default_value_t = defaults::NEAR_LIMIT_RATIO, value_parser = parse_ratio)]
+    #[arg(long, env = "SLUICE_NEAR_LIMIT_RATIO", default_value_t = defaults::NEAR_LIMIT_RATIO, value_parser = super::parse_ratio)]
     pub near_limit_ratio: f64,
     /// Most per-rule metric series (runtime values from detailed_metric, value_to_metric and
     /// overrides); past it new series fold into one overflow series.
@@ -75,6 +76,9 @@ pub struct ServeArgs {
     /// The Redis store (`--store redis`).
     #[command(flatten)]
     pub redis: RedisArgs,
+    /// OpenTelemetry tracing.
+    #[command(flatten)]
+    pub trace: TraceArgs,
 }
 
 /// Counter stores.
@@ -147,6 +151,7 @@ impl ServeArgs {
             watch_rules: !self.no_watch,
             tls: self.tls.settings(),
             store: self.store_settings(),
+            tracing: self.trace.settings(),
             ..Settings::new(self.rules.config.clone())
         };
         self.serving.apply(&mut settings);
@@ -231,13 +236,6 @@ fn shutdown_signals() -> anyhow::Result<impl Future<Output = ()>> {
 
 fn parse_persist_interval(text: &str) -> Result<GoDuration, DurationError> {
     duration::parse_in(text, Duration::from_millis(1)..=Duration::from_secs(60)).map(GoDuration)
-}
-
-fn parse_ratio(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(ratio) if (0.0..=1.0).contains(&ratio) => Ok(ratio),
-        _ => Err(format!("'{text}' is not a number between 0 and 1")),
-    }
 }
 
 fn parse_max_counters(text: &str) -> Result<usize, String> {

@@ -95,6 +95,7 @@ pub(super) fn decide(
         statuses,
         headers,
         dynamic_metadata,
+        store: super::StoreUse::Skipped,
     }
 }
 

@@ -78,4 +78,18 @@ pub struct Decision {
     /// envoyproxy/ratelimit's `dynamic_metadata` Struct, as JSON; `None` unless the response
     /// options ask for it.
     pub dynamic_metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    /// How the store fared: its round trip, or that the call was decided without it.
+    pub store: StoreUse,
+}
+
+/// How a call used the counter store (for traces; metrics record the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StoreUse {
+    /// Nothing to count: no descriptor had a counted limit.
+    #[default]
+    Skipped,
+    /// The store answered after this long.
+    Answered(std::time::Duration),
+    /// The store failed after this long; each rule's `failure_mode` decided (degraded).
+    Failed(std::time::Duration),
 }

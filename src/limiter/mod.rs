@@ -7,6 +7,7 @@
 mod answer;
 mod decision;
 mod degraded;
+mod explain;
 pub mod headers;
 mod metadata;
 mod plan;
@@ -31,8 +32,11 @@ use crate::metrics::{self, Metrics};
 use crate::rules::RuleSet;
 use crate::store::{MemoryStore, Outcome, Store, StoreError};
 
-pub use decision::{Code, Decision, DescriptorStatus, ReportedLimit};
+pub use decision::{Code, Decision, DescriptorStatus, ReportedLimit, StoreUse};
 pub use degraded::HEADER as DEGRADED_HEADER;
+pub use explain::{
+    CounterState, Explained, Explanation, LimitState, explain_with, parse_descriptor,
+};
 pub use request::{
     Descriptor, InvalidRequest, LimitOverride, MAX_DESCRIPTORS, MAX_ENTRIES, MAX_TEXT, Request,
 };
@@ -143,7 +147,7 @@ impl Limiter {
         }
         let rules = self.rules.load_full();
         let plan = plan::Plan::build(&rules, request, &self.options, &self.metrics);
-        let mut degraded = false;
+        let mut store = StoreUse::Skipped;
         let outcomes: SmallVec<[Outcome; 2]> = if plan.charges().is_empty() {
             SmallVec::new()
         } else {
@@ -162,19 +166,23 @@ impl Limiter {
                     .await
                     .map(SmallVec::from_vec),
             };
-            let seconds = store_started.elapsed().as_secs_f64();
+            let elapsed = store_started.elapsed();
             self.metrics
-                .record_store(self.store.name(), seconds, applied.is_err());
+                .record_store(self.store.name(), elapsed.as_secs_f64(), applied.is_err());
             match applied {
-                Ok(outcomes) => outcomes,
+                Ok(outcomes) => {
+                    store = StoreUse::Answered(elapsed);
+                    outcomes
+                }
                 Err(e) => {
-                    degraded = true;
+                    store = StoreUse::Failed(elapsed);
                     SmallVec::from_vec(self.degrade(&plan, request, now, e)?)
                 }
             }
         };
         let mut decision = answer::decide(request, &plan, &outcomes, &self.options, &self.metrics);
-        if degraded {
+        decision.store = store;
+        if let StoreUse::Failed(_) = store {
             let (name, value) = degraded::HEADER;
             decision.headers.push((name.into(), value.to_owned()));
         }

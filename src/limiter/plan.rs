@@ -281,7 +281,7 @@ impl<'r> Planner<'_, 'r> {
 
 /// How a denial of a node's limits gates the call: `quota` is its quota group when quota mode
 /// applies.
-fn gate_of(node: &Node, quota: Option<Gate>) -> Gate {
+pub(super) fn gate_of(node: &Node, quota: Option<Gate>) -> Gate {
     match quota {
         _ if node.shadow_mode => Gate::Advisory,
         Some(group) => group,
@@ -394,7 +394,7 @@ fn override_rule(o: LimitOverride, options: &LimiterOptions) -> LimitRule {
 
 /// The counter key of a descriptor: its runtime entries, with the shared pattern in place of
 /// the value at every level whose node has `share_threshold`.
-fn counter_key(
+pub(super) fn counter_key(
     domain: &str,
     descriptor: &Descriptor,
     found: Option<&Match<'_>>,

@@ -41,6 +41,9 @@ pub const LOCAL_CACHE_ENTRIES: &str = "sluice_local_cache_entries";
 pub const CIRCUIT_OPEN: &str = "sluice_store_circuit_open";
 /// Counters held, by backend.
 pub const ACTIVE_COUNTERS: &str = "sluice_active_counters";
+/// The most counters the store may hold (`--max-counters`), by backend: dashboards and alerts
+/// compare `sluice_active_counters` with it.
+pub const MAX_COUNTERS: &str = "sluice_max_counters";
 /// Calls refused because they would have created a counter past `--max-counters`.
 pub const COUNTERS_REFUSED: &str = "sluice_counters_refused_total";
 /// Journal flushes (one per `--persist-interval`).

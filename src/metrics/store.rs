@@ -9,14 +9,15 @@ use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec};
 
 use super::{
     ACTIVE_COUNTERS, CIRCUIT_OPEN, COUNTERS_REFUSED, Families, LOCAL_CACHE_ENTRIES,
-    LOCAL_CACHE_HITS, Metrics, PERSIST_BYTES, PERSIST_ERRORS, PERSIST_FLUSHES, PERSIST_RECORDS,
-    PERSIST_RESTORED, PERSIST_SNAPSHOTS,
+    LOCAL_CACHE_HITS, MAX_COUNTERS, Metrics, PERSIST_BYTES, PERSIST_ERRORS, PERSIST_FLUSHES,
+    PERSIST_RECORDS, PERSIST_RESTORED, PERSIST_SNAPSHOTS,
 };
 use crate::store::StoreStats;
 
 /// The families of a store's own figures.
 pub(super) struct StoreFigures {
     active_counters: IntGaugeVec,
+    max_counters: IntGaugeVec,
     counters_refused: IntCounter,
     /// Flushes, records, bytes, errors, snapshots.
     persist: [IntCounter; 5],
@@ -32,6 +33,11 @@ impl StoreFigures {
         let backend = &["backend"];
         Self {
             active_counters: families.gauge_vec(ACTIVE_COUNTERS, "Counters held.", backend),
+            max_counters: families.gauge_vec(
+                MAX_COUNTERS,
+                "The most counters the store may hold (--max-counters).",
+                backend,
+            ),
             counters_refused: families.counter(
                 COUNTERS_REFUSED,
                 "Calls refused because the counter store was full (--max-counters).",
@@ -74,6 +80,12 @@ impl Metrics {
                 .active_counters
                 .with_label_values(&labels)
                 .set(gauge(counters));
+        }
+        if let Some(bound) = stats.max_counters {
+            figures
+                .max_counters
+                .with_label_values(&labels)
+                .set(gauge(bound));
         }
         catch_up(&figures.counters_refused, stats.refused);
         if let Some(p) = stats.persist {
@@ -149,6 +161,10 @@ mod tests {
         );
         let text = metrics.render();
         assert!(text.contains(&format!("{ACTIVE_COUNTERS}{{backend=\"memory\"}} 3")));
+        assert!(
+            !text.contains(&format!("{MAX_COUNTERS}{{")),
+            "no bound given: {text}"
+        );
         assert!(!text.contains(&format!("{CIRCUIT_OPEN}{{backend=\"memory\"}}")));
     }
 }

@@ -8,7 +8,8 @@ use prometheus::{Histogram, IntCounter, IntCounterVec};
 use super::series::Series;
 use super::{
     CONFIG_LOAD_ERROR, CONFIG_LOAD_SUCCESS, Families, GLOBAL_SHADOW_MODE, Metrics, RESPONSE_TIME,
-    RuleCounters, SHOULD_RATE_LIMIT, SHOULD_RATE_LIMIT_ERROR, TOTAL_REQUESTS,
+    RuleCounters, SERVICE_ERROR, SHOULD_RATE_LIMIT, SHOULD_RATE_LIMIT_ERROR, STORE_ERROR,
+    TOTAL_REQUESTS,
 };
 
 /// How one descriptor's hits fell against its limit.
@@ -96,10 +97,9 @@ impl Upstream {
                 GLOBAL_SHADOW_MODE,
                 "Calls over the limit answered OK by global shadow mode.",
             ),
-            should_rate_limit_error: families.counter_vec(
-                SHOULD_RATE_LIMIT_ERROR,
-                "Calls that failed.",
-                &["err_type"],
+            should_rate_limit_error: zeroed(
+                families.counter_vec(SHOULD_RATE_LIMIT_ERROR, "Calls that failed.", &["err_type"]),
+                &[SERVICE_ERROR, STORE_ERROR],
             ),
             total_requests: families
                 .counter_vec(TOTAL_REQUESTS, "gRPC calls.", &["grpc_method"])
@@ -113,6 +113,15 @@ impl Upstream {
                 .with_label_values(&method),
         }
     }
+}
+
+/// `family` with a series at 0 for each of `labels`: a failure that never happened is a 0 on
+/// dashboards and in alerts, not a missing series.
+fn zeroed(family: IntCounterVec, labels: &[&str]) -> IntCounterVec {
+    for label in labels {
+        family.with_label_values(&[label]);
+    }
+    family
 }
 
 impl Metrics {

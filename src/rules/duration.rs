@@ -90,7 +90,7 @@ fn window_unit(term: Term<'_>) -> Result<(usize, bool), String> {
 
 /// Formats a window the way [`parse`] reads it, e.g. `90 s` as `1m30s` (`0s` for zero).
 /// Anything below a millisecond, which `parse` never yields, is written as `ns`.
-pub(super) fn format(window: Nanos) -> String {
+pub fn format(window: Nanos) -> String {
     if window == 0 {
         return "0s".to_string();
     }

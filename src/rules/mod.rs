@@ -4,13 +4,14 @@
 //! `file` reads one rule file into raw, positioned rules and checks upstream's schema; `compile`
 //! finds the files, validates them and builds the [`RuleSet`] (every error with its location, all
 //! at once); `matcher` walks a domain for a request descriptor; `view` prints a set for
-//! `sluice check` and `GET /rlconfig`; `duration` is the `window:` grammar; `error` holds the
-//! located errors; `runtime` reads envoyproxy/ratelimit's own file layout. The types of a
-//! compiled set are defined here.
+//! `sluice check` and `GET /rlconfig`; `explain` walks the tree step by step for `sluice explain`
+//! and `/ui`; `duration` is the `window:` grammar; `error` holds the located errors; `runtime`
+//! reads envoyproxy/ratelimit's own file layout. The types of a compiled set are defined here.
 
 mod compile;
 mod duration;
 mod error;
+mod explain;
 mod file;
 mod matcher;
 mod runtime;
@@ -22,9 +23,10 @@ use std::path::PathBuf;
 use crate::algorithm::{Algorithm, Limit};
 
 pub use compile::{LoadOptions, is_rule_file, is_skipped, load, load_sources};
-pub use duration::parse as parse_window;
+pub use duration::{format as format_window, parse as parse_window};
 pub use error::{ConfigError, ConfigErrors};
-pub use matcher::{Match, override_stats_key};
+pub use explain::{Reached, Step, Walk, walk};
+pub use matcher::{Match, MatchKind, Pattern, override_stats_key};
 pub use runtime::RuntimeLayout;
 
 /// A time unit of upstream's `rate_limit.unit` (epoch-aligned; month = 30 days, year = 365 days).

@@ -92,3 +92,21 @@ fn sluice_fields(limit: &LimitRule, line: &mut String) {
         }
     }
 }
+
+impl LimitRule {
+    /// One limit in words, e.g. `100 per 1m (sliding_window)`, `10 per 1s, burst 50
+    /// (token_bucket)`, `unlimited`.
+    pub fn describe(&self) -> String {
+        match &self.kind {
+            LimitKind::Unlimited => "unlimited".to_owned(),
+            LimitKind::Counted(l) => {
+                let mut text = format!("{} per {}", l.requests, duration::format(l.window));
+                if l.algorithm == crate::algorithm::Algorithm::TokenBucket {
+                    let _ = write!(text, ", burst {}", l.burst);
+                }
+                let _ = write!(text, " ({})", l.algorithm);
+                text
+            }
+        }
+    }
+}

@@ -9,6 +9,8 @@
 pub struct StoreStats {
     /// Counters held in the process now.
     pub counters: Option<u64>,
+    /// The most counters the store may hold (`--max-counters`), for a store with a bound.
+    pub max_counters: Option<u64>,
     /// Calls refused so far because they would have created a counter past the store's bound.
     pub refused: u64,
     /// Persistence totals, for a store that persists.

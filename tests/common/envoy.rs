@@ -229,6 +229,46 @@ pub fn socket_address(address: SocketAddr) -> String {
     )
 }
 
+impl Bootstrap {
+    /// [`Bootstrap::yaml`] with Envoy's OpenTelemetry tracer on: every request sampled, spans
+    /// sent over OTLP/gRPC to `collector` as service `envoy` (so the rate-limit call carries
+    /// `traceparent`).
+    pub fn yaml_traced(&self, collector: SocketAddr) -> String {
+        let tracing = r#"          use_remote_address: true
+          tracing:
+            random_sampling: { value: 100 }
+            provider:
+              name: envoy.tracers.opentelemetry
+              typed_config:
+                "@type": type.googleapis.com/envoy.config.trace.v3.OpenTelemetryConfig
+                service_name: envoy
+                grpc_service:
+                  envoy_grpc: { cluster_name: otlp }
+                  timeout: 1s
+"#;
+        let cluster = format!(
+            r#"  - name: otlp
+    type: STATIC
+    connect_timeout: 1s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {{ http2_protocol_options: {{}} }}
+    load_assignment:
+      cluster_name: otlp
+      endpoints:
+      - lb_endpoints:
+        - endpoint: {{ address: {{ socket_address: {{ address: {}, port_value: {} }} }} }}
+"#,
+            collector.ip(),
+            collector.port()
+        );
+        self.yaml()
+            .replacen("          use_remote_address: true\n", tracing, 1)
+            + &cluster
+    }
+}
+
 /// A running Envoy.
 pub struct Envoy {
     child: Option<Child>,

@@ -5,6 +5,7 @@
 
 pub mod envoy;
 pub mod http1;
+pub mod otlp;
 pub mod process;
 pub mod ratelimit;
 pub mod redis;

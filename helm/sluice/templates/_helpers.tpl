@@ -95,6 +95,94 @@ several replicas would each admit the full limit.
 {{- if and (not .Values.existingConfigMap) (not .Values.rules) }}
 {{- fail "no rules: set rules (one key per file) or existingConfigMap." }}
 {{- end }}
+{{- if and .Values.tracing.enabled (not .Values.tracing.endpoint) }}
+{{- fail "tracing.enabled needs tracing.endpoint (the OTLP/gRPC collector, e.g. http://otel-collector:4317)." }}
+{{- end }}
+{{- if and .Values.tls.enabled (not .Values.tls.secretName) }}
+{{- fail "tls.enabled needs tls.secretName (a kubernetes.io/tls Secret)." }}
+{{- end }}
+{{- $drain := add (int .Values.preStopSleepSeconds) (int .Values.server.shutdownDelay) (int .Values.server.shutdownGrace) }}
+{{- if lt (int .Values.terminationGracePeriodSeconds) (int $drain) }}
+{{- fail (printf "terminationGracePeriodSeconds=%d is shorter than the drain it must cover: preStopSleepSeconds (%d) + server.shutdownDelay (%d) + server.shutdownGrace (%d) = %d; the kubelet would kill sluice mid-drain." (int .Values.terminationGracePeriodSeconds) (int .Values.preStopSleepSeconds) (int .Values.server.shutdownDelay) (int .Values.server.shutdownGrace) (int $drain)) }}
+{{- end }}
+{{- include "sluice.validateMemory" . }}
+{{- end }}
+
+{{/*
+Refuses a --max-counters that cannot fit the memory limit: maxCounters x bytesPerCounter plus
+the process's base must stay under resources.limits.memory (no limit: nothing to check).
+*/}}
+{{- define "sluice.validateMemory" -}}
+{{- $limit := dig "limits" "memory" "" .Values.resources }}
+{{- if and (eq .Values.store.type "memory") $limit }}
+{{- $limitBytes := include "sluice.bytes" $limit | float64 }}
+{{- $counters := mulf (float64 .Values.store.memory.maxCounters) (float64 .Values.store.memory.bytesPerCounter) }}
+{{- $needed := addf $counters (mulf (float64 .Values.store.memory.baseMemoryMiB) 1048576.0) }}
+{{- if gt $needed $limitBytes }}
+{{- fail (printf "store.memory.maxCounters=%d cannot fit resources.limits.memory=%s: %d counters x %d bytes + %d MiB for the process = %.0f MiB. Lower maxCounters or raise the memory limit (the pod would be OOM-killed before the bound refuses new keys)." (int64 .Values.store.memory.maxCounters) $limit (int64 .Values.store.memory.maxCounters) (int64 .Values.store.memory.bytesPerCounter) (int64 .Values.store.memory.baseMemoryMiB) (divf $needed 1048576.0)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* A Kubernetes memory quantity (e.g. 256Mi, 1Gi, 500M, 1e9, 268435456) in bytes. */}}
+{{- define "sluice.bytes" -}}
+{{- $q := toString . }}
+{{- $units := dict "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "k" 1000.0 "K" 1000.0 "M" 1000000.0 "G" 1000000000.0 "T" 1000000000000.0 }}
+{{- $bytes := "" }}
+{{- range $suffix, $factor := $units }}
+{{- if and (not $bytes) (hasSuffix $suffix $q) }}
+{{- $bytes = mulf (float64 (trimSuffix $suffix $q)) $factor | toString }}
+{{- end }}
+{{- end }}
+{{- default (float64 $q | toString) $bytes }}
+{{- end }}
+
+{{/* The most replicas that may run: the autoscaler's maximum, else replicaCount. */}}
+{{- define "sluice.maxReplicas" -}}
+{{- if .Values.autoscaling.enabled }}{{ max 1 (int .Values.autoscaling.maxReplicas) }}{{ else }}{{ max 1 (int .Values.replicaCount) }}{{ end }}
+{{- end }}
+
+{{/*
+A checksum of every setting that reaches the pod, so a change rolls the pods. The rules are
+left out on purpose: sluice reloads them in place, without a restart.
+*/}}
+{{- define "sluice.settingsChecksum" -}}
+{{- $settings := omit .Values "rules" "existingConfigMap" "tests" "metrics" "podDisruptionBudget" "autoscaling" "networkPolicy" "store" }}
+{{- /* The Redis URL is the Secret's: its own checksum covers it. */}}
+{{- $store := merge (dict "redis" (omit .Values.store.redis "url")) (omit .Values.store "redis") }}
+{{- toJson (list $settings $store) | sha256sum }}
+{{- end }}
+
+{{/*
+A checksum of the Redis URL: the chart's own Secret as rendered, or the existing Secret's data
+as the cluster holds it (read with lookup at install and upgrade; empty under helm template).
+*/}}
+{{- define "sluice.redisSecretChecksum" -}}
+{{- if .Values.store.redis.existingSecret }}
+{{- $secret := lookup "v1" "Secret" .Release.Namespace .Values.store.redis.existingSecret }}
+{{- toJson (dig "data" dict $secret) | sha256sum }}
+{{- else }}
+{{- include (print .Template.BasePath "/secret.yaml") . | sha256sum }}
+{{- end }}
+{{- end }}
+
+{{/* The container lifecycle: the preStop sleep unless `lifecycle` brings its own preStop. */}}
+{{- define "sluice.lifecycle" -}}
+{{- $lifecycle := deepCopy .Values.lifecycle }}
+{{- if and (gt (int .Values.preStopSleepSeconds) 0) (not (hasKey $lifecycle "preStop")) }}
+{{- $_ := set $lifecycle "preStop" (dict "sleep" (dict "seconds" (int .Values.preStopSleepSeconds))) }}
+{{- end }}
+{{- if $lifecycle }}{{ toYaml $lifecycle }}{{ end }}
+{{- end }}
+
+{{/* The check-only protojson call of `helm test`: tests.descriptor with hits_addend 0. */}}
+{{- define "sluice.testCall" -}}
+{{- $entries := list }}
+{{- range (splitList "," .Values.tests.descriptor) }}
+{{- $pair := splitn "=" 2 . }}
+{{- $entries = append $entries (dict "key" $pair._0 "value" (default "" $pair._1)) }}
+{{- end }}
+{{- dict "domain" .Values.tests.domain "descriptors" (list (dict "entries" $entries "hitsAddend" "0")) | toJson }}
 {{- end }}
 
 {{/*
@@ -138,6 +226,24 @@ variables for what the chart's values say, in upstream's layout (the rules Confi
     secretKeyRef:
       name: {{ include "sluice.redisSecret" . }}
       key: {{ .Values.store.redis.existingSecretKey }}
+{{- if .Values.tracing.enabled }}
+- name: TRACING_ENABLED
+  value: "true"
+- name: TRACING_EXPORTER_PROTOCOL
+  value: {{ .Values.tracing.protocol | quote }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ .Values.tracing.endpoint | quote }}
+- name: TRACING_SAMPLING_RATE
+  value: {{ .Values.tracing.samplingRatio | quote }}
+- name: TRACING_SERVICE_NAME
+  value: {{ .Values.tracing.serviceName | quote }}
+- name: TRACING_SERVICE_NAMESPACE
+  value: {{ .Release.Namespace | quote }}
+- name: TRACING_SERVICE_INSTANCE_ID
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+{{- end }}
 {{- range $name, $value := .Values.upstreamEnv.extra }}
 - name: {{ $name }}
   value: {{ $value | quote }}

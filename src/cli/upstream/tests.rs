@@ -11,6 +11,7 @@ use crate::cli::redis::KeyLayoutArg;
 use crate::cli::response::HeadersArg;
 use crate::cli::serve::{ServeArgs, StoreArg};
 use crate::cli::{AlgorithmArg, LogFormat};
+use sluice::telemetry::OtlpProtocol;
 
 fn command() -> clap::Command {
     ServeArgs::augment_args(clap::Command::new("ratelimit"))
@@ -163,7 +164,7 @@ fn one_warning_names_what_is_not_honoured() {
     for name in [
         "USE_STATSD (no statsd sink",
         "DEBUG_PORT (no debug listener",
-        "OTEL_EXPORTER_OTLP_ENDPOINT (tracing",
+        "OTEL_EXPORTER_OTLP_ENDPOINT (no effect without TRACING_ENABLED=true",
         "GRPC_SERVER_TLS_CA_CERT (not an envoyproxy/ratelimit variable",
         "REDIS_PERSECOND_URL (one Redis",
         "PROMETHEUS_ADDR (no effect without USE_PROMETHEUS=true",
@@ -388,4 +389,97 @@ fn readme_holds_the_table() {
         "README.md must contain the output of `sluice upstream-env`:\n{}",
         table()
     );
+}
+
+/// Envoy Gateway's tracing variables turn tracing on with its names, over upstream's default
+/// protocol (OTLP/HTTP, `/v1/traces` added to the base endpoint) or over gRPC when asked; an
+/// unknown protocol is an error; a flag wins over its variable.
+#[test]
+fn tracing_variables() {
+    let eg = [
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("TRACING_ENABLED", "true"),
+        ("TRACING_SERVICE_NAME", "envoy-ratelimit"),
+        ("TRACING_SERVICE_NAMESPACE", "envoy-gateway-system"),
+        ("TRACING_SERVICE_INSTANCE_ID", "envoy-ratelimit-7d9"),
+        ("TRACING_SAMPLING_RATE", "0.5"),
+        (
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "otel-collector.monitoring:4318",
+        ),
+    ];
+    let (args, outcome) = personality(&[], &eg).unwrap();
+    let settings = args.trace.settings().expect("tracing on");
+    assert_eq!(settings.protocol, OtlpProtocol::Http);
+    assert_eq!(
+        settings.endpoint,
+        "http://otel-collector.monitoring:4318/v1/traces"
+    );
+    assert_eq!(settings.sampling_ratio, 0.5);
+    assert_eq!(settings.service_name, "envoy-ratelimit");
+    assert_eq!(
+        settings.service_namespace.as_deref(),
+        Some("envoy-gateway-system")
+    );
+    assert_eq!(settings.instance_id.as_deref(), Some("envoy-ratelimit-7d9"));
+    assert_eq!(outcome.warning, None);
+
+    let tcp = ("REDIS_SOCKET_TYPE", "tcp");
+    let grpc = [
+        tcp,
+        ("TRACING_ENABLED", "true"),
+        ("TRACING_EXPORTER_PROTOCOL", "grpc"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317"),
+    ];
+    let settings = personality(&[], &grpc).unwrap().0.trace.settings().unwrap();
+    assert_eq!(settings.protocol, OtlpProtocol::Grpc);
+    assert_eq!(settings.endpoint, "http://collector:4317");
+
+    let traces_url = [
+        tcp,
+        ("TRACING_ENABLED", "true"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://ignored:4318"),
+        (
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "http://c:4318/otlp/traces",
+        ),
+    ];
+    let settings = personality(&[], &traces_url)
+        .unwrap()
+        .0
+        .trace
+        .settings()
+        .unwrap();
+    assert_eq!(settings.endpoint, "http://c:4318/otlp/traces");
+
+    let defaults = [tcp, ("TRACING_ENABLED", "true")];
+    let settings = personality(&[], &defaults)
+        .unwrap()
+        .0
+        .trace
+        .settings()
+        .unwrap();
+    assert_eq!(settings.endpoint, "http://localhost:4318/v1/traces");
+
+    let bad = [
+        tcp,
+        ("TRACING_ENABLED", "1"),
+        ("TRACING_EXPORTER_PROTOCOL", "udp"),
+    ];
+    let error = personality(&[], &bad).unwrap_err().to_string();
+    assert!(error.contains("http or grpc"), "{error}");
+
+    let (args, outcome) = personality(&["--otlp-endpoint", "http://mine:4317"], &eg).unwrap();
+    assert_eq!(
+        args.trace.otlp_endpoint.as_deref(),
+        Some("http://mine:4317")
+    );
+    assert!(
+        outcome
+            .warning
+            .unwrap()
+            .contains("OTEL_EXPORTER_OTLP_ENDPOINT (overridden by --otlp-endpoint)")
+    );
+    let (args, _) = personality(&[], &[tcp]).unwrap();
+    assert!(args.trace.settings().is_none(), "off by default");
 }

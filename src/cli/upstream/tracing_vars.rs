@@ -1,9 +1,9 @@
-//! Tracing: `TRACING_*` and the OpenTelemetry exporter's `OTEL_EXPORTER_OTLP_*`.
+//! Tracing: `TRACING_*` and the OpenTelemetry exporter's `OTEL_EXPORTER_OTLP_*`, onto
+//! `--otlp-endpoint`, `--trace-sampling-ratio` and the `--service-*` flags.
 
 use super::env::Env;
 use super::{EnvError, Group, Handling, Kind, Target, Var};
-
-const NO_TRACING: &str = "tracing is not supported yet";
+use crate::cli::trace::ProtocolArg;
 
 /// The tracing variables.
 pub const GROUP: Group = Group {
@@ -13,48 +13,164 @@ pub const GROUP: Group = Group {
             name: "TRACING_ENABLED",
             kind: Kind::Bool,
             default: "false",
-            handling: Handling::Ignored(NO_TRACING),
+            handling: Handling::Honoured(
+                "tracing on, to `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` (`--otlp-endpoint`)",
+            ),
         },
         Var {
             name: "TRACING_EXPORTER_PROTOCOL",
             kind: Kind::Str,
             default: "http",
-            handling: Handling::Ignored(NO_TRACING),
+            handling: Handling::Honoured(
+                "`--otlp-protocol` (`http`: protobuf bodies to a plain `http://` collector; `https://` is refused at start)",
+            ),
         },
         Var {
             name: "TRACING_SERVICE_NAME",
             kind: Kind::Str,
             default: "RateLimit",
-            handling: Handling::Ignored(NO_TRACING),
+            handling: Handling::Honoured("`--service-name`"),
         },
         Var {
             name: "TRACING_SERVICE_NAMESPACE",
             kind: Kind::Str,
             default: "",
-            handling: Handling::Ignored(NO_TRACING),
+            handling: Handling::Honoured("`--service-namespace`"),
         },
         Var {
             name: "TRACING_SERVICE_INSTANCE_ID",
             kind: Kind::Str,
             default: "(random UUID)",
-            handling: Handling::Ignored(NO_TRACING),
+            handling: Handling::Differently(
+                "`--service-instance-id`; unset, spans carry no instance id (not a random one)",
+            ),
         },
         Var {
             name: "TRACING_SAMPLING_RATE",
             kind: Kind::Float,
             default: "1",
-            handling: Handling::Ignored(NO_TRACING),
+            handling: Handling::Honoured(
+                "`--trace-sampling-ratio` (parent-based, as upstream; clamped to 0..1)",
+            ),
         },
         Var {
             name: "OTEL_EXPORTER_OTLP_*",
             kind: Kind::Str,
             default: "",
-            handling: Handling::Ignored(NO_TRACING),
+            handling: Handling::Differently(
+                "`…_TRACES_ENDPOINT` (as is) or `…_ENDPOINT` (with `/v1/traces` added over HTTP) is the collector (`http://` added when missing, as Envoy Gateway does); the OpenTelemetry SDK reads the others (`…_HEADERS`, `…_TIMEOUT`) itself",
+            ),
         },
     ],
     apply,
 };
 
-fn apply(_env: &Env, _target: &mut Target<'_>) -> Result<(), EnvError> {
-    Ok(())
+/// Why the other tracing variables do nothing while tracing is off.
+const NOT_ENABLED: &str = "no effect without TRACING_ENABLED=true, as upstream";
+
+fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+    if !env.bool("TRACING_ENABLED", false)? {
+        let set: Vec<String> = env
+            .names()
+            .filter(|n| *n != "TRACING_ENABLED")
+            .filter(|n| n.starts_with("TRACING_") || n.starts_with("OTEL_EXPORTER_OTLP_"))
+            .map(str::to_owned)
+            .collect();
+        for name in set {
+            target.note(&name, NOT_ENABLED);
+        }
+        return Ok(());
+    }
+    let protocol = match env.string("TRACING_EXPORTER_PROTOCOL", "http") {
+        "grpc" => ProtocolArg::Grpc,
+        "http" => ProtocolArg::Http,
+        _ => {
+            return Err(env.error("TRACING_EXPORTER_PROTOCOL", "must be http or grpc"));
+        }
+    };
+    target.unless_explicit(
+        env,
+        "otlp_protocol",
+        &["TRACING_EXPORTER_PROTOCOL"],
+        |args| {
+            args.trace.otlp_protocol = protocol;
+            Ok(())
+        },
+    )?;
+    let endpoint = collector(env, protocol);
+    let names = [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ];
+    target.unless_explicit(env, "otlp_endpoint", &names, |args| {
+        args.trace.otlp_endpoint = Some(endpoint);
+        Ok(())
+    })?;
+    let rate = env.float("TRACING_SAMPLING_RATE", 1.0)?;
+    target.unless_explicit(
+        env,
+        "trace_sampling_ratio",
+        &["TRACING_SAMPLING_RATE"],
+        |args| {
+            args.trace.trace_sampling_ratio = if rate.is_nan() {
+                1.0
+            } else {
+                rate.clamp(0.0, 1.0)
+            };
+            Ok(())
+        },
+    )?;
+    let name = env.string("TRACING_SERVICE_NAME", "RateLimit").to_owned();
+    target.unless_explicit(env, "service_name", &["TRACING_SERVICE_NAME"], |args| {
+        args.trace.service_name = name;
+        Ok(())
+    })?;
+    let namespace = env
+        .get("TRACING_SERVICE_NAMESPACE")
+        .filter(|n| !n.is_empty());
+    let namespace = namespace.map(str::to_owned);
+    target.unless_explicit(
+        env,
+        "service_namespace",
+        &["TRACING_SERVICE_NAMESPACE"],
+        |args| {
+            args.trace.service_namespace = namespace;
+            Ok(())
+        },
+    )?;
+    let instance = env
+        .get("TRACING_SERVICE_INSTANCE_ID")
+        .filter(|n| !n.is_empty());
+    let instance = instance.map(str::to_owned);
+    target.unless_explicit(
+        env,
+        "service_instance_id",
+        &["TRACING_SERVICE_INSTANCE_ID"],
+        |args| {
+            args.trace.service_instance_id = instance;
+            Ok(())
+        },
+    )
+}
+
+/// The collector as the OpenTelemetry SDK reads its variables: the traces endpoint as is, else
+/// the base endpoint (over HTTP with `/v1/traces` added), else the default collector; `http://`
+/// added when missing, as Envoy Gateway does.
+fn collector(env: &Env, protocol: ProtocolArg) -> String {
+    let set = |name: &str| env.get(name).filter(|e| !e.is_empty());
+    let endpoint = match (set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), protocol) {
+        (Some(traces), _) => traces.to_owned(),
+        (None, ProtocolArg::Grpc) => set("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .unwrap_or("localhost:4317")
+            .to_owned(),
+        (None, ProtocolArg::Http) => {
+            let base = set("OTEL_EXPORTER_OTLP_ENDPOINT").unwrap_or("localhost:4318");
+            format!("{}/v1/traces", base.trim_end_matches('/'))
+        }
+    };
+    if endpoint.contains("://") {
+        endpoint
+    } else {
+        format!("http://{endpoint}")
+    }
 }

@@ -163,17 +163,39 @@ impl Domain {
     }
 }
 
+/// How an entry matched the node of a level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatchKind {
+    /// The node's value equals the entry's.
+    Exact,
+    /// The node's `*` pattern matches the entry's value (the first such in file order).
+    Wildcard,
+    /// The node has no value: any value matches.
+    KeyOnly,
+}
+
 impl Level {
     /// The node of this level an entry matches, by upstream's precedence.
     fn find(&self, key: &str, value: &str) -> Option<&Node> {
-        find_exact(self, key, value)
-            .or_else(|| {
-                self.wildcards
-                    .iter()
-                    .find(|(pattern, node)| node.key == key && pattern.matches(value))
-                    .map(|(_, node)| node)
-            })
-            .or_else(|| self.key_only.get(key))
+        self.find_with_kind(key, value).map(|(node, _)| node)
+    }
+
+    /// The node of this level an entry matches and how: the exact node, else the first
+    /// wildcard of that key whose pattern matches (file order), else the key-only node.
+    pub fn find_with_kind(&self, key: &str, value: &str) -> Option<(&Node, MatchKind)> {
+        if let Some(node) = find_exact(self, key, value) {
+            return Some((node, MatchKind::Exact));
+        }
+        if let Some((_, node)) = self
+            .wildcards
+            .iter()
+            .find(|(pattern, node)| node.key == key && pattern.matches(value))
+        {
+            return Some((node, MatchKind::Wildcard));
+        }
+        self.key_only
+            .get(key)
+            .map(|node| (node, MatchKind::KeyOnly))
     }
 
     /// Whether the level has no nodes.

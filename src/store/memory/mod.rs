@@ -223,6 +223,7 @@ impl Store for MemoryStore {
     fn stats(&self) -> StoreStats {
         StoreStats {
             counters: Some(self.len() as u64),
+            max_counters: Some(self.max_counters as u64),
             refused: self.refused(),
             ..StoreStats::default()
         }

@@ -1,0 +1,141 @@
+//! `sluice explain`: offline, on rule files — which node each descriptor reaches, level by
+//! level, which limit applies and why (or why none does), and where envoyproxy/ratelimit would
+//! decide differently. The same explanation as `/ui`, on a fresh counter store.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use sluice::clock::{Clock, MILLI, SystemClock};
+use sluice::limiter::{Explained, Explanation, explain_with, parse_descriptor};
+use sluice::store::MemoryStore;
+
+use super::RuleArgs;
+
+/// Flags of `sluice explain`.
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// Rule loading.
+    #[command(flatten)]
+    pub rules: RuleArgs,
+    /// The domain of the call.
+    #[arg(long)]
+    pub domain: String,
+    /// A descriptor, `key=value[,key=value]` outermost first (repeatable: the descriptors of
+    /// one call, which matters for `replaces`).
+    #[arg(long = "descriptor", required = true, value_parser = descriptor)]
+    pub descriptors: Vec<DescriptorArg>,
+}
+
+/// One `--descriptor`: its entries.
+#[derive(Debug, Clone)]
+pub struct DescriptorArg(pub Vec<(String, String)>);
+
+fn descriptor(text: &str) -> Result<DescriptorArg, String> {
+    parse_descriptor(text).map(DescriptorArg)
+}
+
+/// Loads the rules and prints the explanation.
+pub fn run(args: &ExplainArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let rules = sluice::rules::load(&args.rules.config, &args.rules.load_options())
+        .map_err(|errors| anyhow::anyhow!("rules did not load:\n{errors}"))?;
+    let store = Arc::new(MemoryStore::with_shards(1));
+    let now = SystemClock.now();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .context("cannot start a runtime")?;
+    let descriptors: Vec<Vec<(String, String)>> =
+        args.descriptors.iter().map(|d| d.0.clone()).collect();
+    let explanation = runtime.block_on(explain_with(
+        store.as_ref(),
+        &rules,
+        &args.domain,
+        &descriptors,
+        now,
+        false,
+    ));
+    print(&explanation, out).context("cannot write the explanation")
+}
+
+fn print(e: &Explanation<'_>, out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(out, "domain {}", e.domain)?;
+    for (i, d) in e.descriptors.iter().enumerate() {
+        print_descriptor(i, d, out)?;
+    }
+    let verdict = if e.would_refuse {
+        "OVER_LIMIT"
+    } else {
+        "OK (fresh counters)"
+    };
+    writeln!(out, "\na first call: {verdict}")?;
+    writeln!(
+        out,
+        "(offline: counters start empty; /ui on a running server shows the live counters)"
+    )
+}
+
+fn print_descriptor(i: usize, d: &Explained<'_>, out: &mut dyn Write) -> std::io::Result<()> {
+    let entries: Vec<String> = d.entries.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    writeln!(out, "\ndescriptor {}: {}", i + 1, entries.join(", "))?;
+    for (level, step) in d.walk.steps.iter().enumerate() {
+        let reached = match step.node {
+            Some((node, how)) => format!("{} ({})", node.full_key, how_name(how)),
+            None if step.configured_values.is_empty() => format!(
+                "no rule has the key here (keys: {})",
+                step.configured_keys.join(", ")
+            ),
+            None => format!(
+                "no match (values here: {})",
+                step.configured_values.join(", ")
+            ),
+        };
+        writeln!(
+            out,
+            "  level {}: {}={} -> {reached}",
+            level + 1,
+            step.key,
+            step.value
+        )?;
+    }
+    writeln!(out, "  {}", d.walk.reached.describe(&d.walk.steps))?;
+    if let Some(node) = d.walk.node() {
+        writeln!(out, "  rule {} at {}", node.full_key, node.location)?;
+    }
+    for limit in &d.limits {
+        let name = limit
+            .rule
+            .name
+            .as_deref()
+            .map(|n| format!("{n}: "))
+            .unwrap_or_default();
+        let state = if !limit.replaced_by.is_empty() {
+            format!("replaced by {}: not counted", limit.replaced_by.join(", "))
+        } else if let Some(c) = limit.counter {
+            let ms = c.reset_after.div_ceil(MILLI);
+            match (c.admits, c.remaining < c.capacity) {
+                (true, true) => format!("{} of {} left, full in {ms} ms", c.remaining, c.capacity),
+                (true, false) => format!("{} of {} left", c.remaining, c.capacity),
+                (false, _) => format!("exhausted: a call is admitted again in {ms} ms"),
+            }
+        } else {
+            "not counted".to_owned()
+        };
+        writeln!(out, "  limit {name}{} -> {state}", limit.rule.describe())?;
+    }
+    if !d.upstream.is_empty() {
+        writeln!(out, "  where envoyproxy/ratelimit would differ:")?;
+        for note in &d.upstream {
+            writeln!(out, "    - {note}")?;
+        }
+    }
+    Ok(())
+}
+
+fn how_name(how: sluice::rules::MatchKind) -> &'static str {
+    match how {
+        sluice::rules::MatchKind::Exact => "exact value",
+        sluice::rules::MatchKind::Wildcard => "wildcard",
+        sluice::rules::MatchKind::KeyOnly => "key-only",
+    }
+}

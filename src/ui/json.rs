@@ -1,0 +1,177 @@
+//! The JSON the page reads: the rule trees, the live figures, an explanation. Shapes are the
+//! page's own (`app.js` reads them); nothing here is an API promise.
+
+use serde_json::{Value, json};
+
+use crate::clock::MILLI;
+use crate::insight::{DecisionRates, HITTER_WINDOW_SECONDS, HITTER_WINDOWS, LimitedKey};
+use crate::limiter::{Explained, Explanation, LimitState};
+use crate::rules::{Level, LimitKind, LimitRule, MatchKind, Node, RuleSet};
+
+/// Every domain, sorted, with its tree.
+pub(super) fn rules(set: &RuleSet) -> Value {
+    let mut domains: Vec<_> = set.domains.values().collect();
+    domains.sort_by(|a, b| a.name.cmp(&b.name));
+    json!({
+        "summary": set.summary(),
+        "domains": domains
+            .iter()
+            .map(|d| json!({ "name": d.name, "nodes": level(&d.root) }))
+            .collect::<Vec<_>>(),
+    })
+}
+
+/// A level's nodes in matching order: exact values (sorted), wildcards (file order), key-only.
+fn level(level: &Level) -> Vec<Value> {
+    let mut exact: Vec<&Node> = level.exact.values().collect();
+    exact.sort_by(|a, b| (&a.key, &a.value).cmp(&(&b.key, &b.value)));
+    let mut key_only: Vec<&Node> = level.key_only.values().collect();
+    key_only.sort_by(|a, b| a.key.cmp(&b.key));
+    exact
+        .into_iter()
+        .map(|n| node(n, MatchKind::Exact))
+        .chain(
+            level
+                .wildcards
+                .iter()
+                .map(|(_, n)| node(n, MatchKind::Wildcard)),
+        )
+        .chain(key_only.into_iter().map(|n| node(n, MatchKind::KeyOnly)))
+        .collect()
+}
+
+fn node(node: &Node, kind: MatchKind) -> Value {
+    json!({
+        "key": node.key,
+        "value": node.value,
+        "match": match_name(kind),
+        "full_key": node.full_key,
+        "limits": node.limits.iter().map(limit).collect::<Vec<_>>(),
+        "flags": flags(node),
+        "location": node.location.to_string(),
+        "children": level(&node.children),
+    })
+}
+
+/// The node's switches that change how it counts, as short words.
+fn flags(node: &Node) -> Vec<String> {
+    let mut flags = Vec::new();
+    for (on, name) in [
+        (node.shadow_mode, "shadow_mode"),
+        (node.quota_mode, "quota_mode"),
+        (node.share_threshold, "share_threshold"),
+        (node.detailed_metric, "detailed_metric"),
+        (node.value_to_metric, "value_to_metric"),
+    ] {
+        if on {
+            flags.push(name.to_owned());
+        }
+    }
+    flags.push(format!("failure_mode: {}", node.failure_mode.name()));
+    if node.shards > 1 {
+        flags.push(format!("shards: {}", node.shards));
+    }
+    flags
+}
+
+fn limit(rule: &LimitRule) -> Value {
+    let (algorithm, window) = match &rule.kind {
+        LimitKind::Counted(l) => (
+            Some(l.algorithm.name()),
+            Some(crate::rules::format_window(l.window)),
+        ),
+        LimitKind::Unlimited => (None, None),
+    };
+    json!({
+        "name": rule.name,
+        "text": rule.describe(),
+        "algorithm": algorithm,
+        "window": window,
+        "requests_per_unit": rule.requests_per_unit,
+        "unit": rule.unit.map(|u| u.name()),
+        "replaces": rule.replaces,
+    })
+}
+
+fn match_name(kind: MatchKind) -> &'static str {
+    match kind {
+        MatchKind::Exact => "exact",
+        MatchKind::Wildcard => "wildcard",
+        MatchKind::KeyOnly => "key-only",
+    }
+}
+
+/// Rates and the keys limited most.
+pub(super) fn live(rates: &DecisionRates, top: &[LimitedKey]) -> Value {
+    let per_second = |r: &crate::insight::PerSecond| {
+        json!({
+            "ok": r.ok,
+            "over_limit": r.over_limit,
+            "degraded": r.degraded,
+            "errors": r.errors,
+        })
+    };
+    let [ok, over_limit, degraded, errors] = rates.totals;
+    json!({
+        "last_10s": per_second(&rates.last_10s),
+        "last_60s": per_second(&rates.last_60s),
+        "history": rates.history.iter().map(per_second).collect::<Vec<_>>(),
+        "totals": { "ok": ok, "over_limit": over_limit, "degraded": degraded, "errors": errors },
+        "top_window_seconds": HITTER_WINDOW_SECONDS * HITTER_WINDOWS as u64,
+        "top": top
+            .iter()
+            .map(|k| json!({
+                "domain": k.domain,
+                "descriptor": k.descriptor,
+                "count": k.count,
+                "error": k.error,
+            }))
+            .collect::<Vec<_>>(),
+    })
+}
+
+/// An explanation, descriptor by descriptor.
+pub(super) fn explanation(e: &Explanation<'_>) -> Value {
+    json!({
+        "domain": e.domain,
+        "would_refuse": e.would_refuse,
+        "store_error": e.store_error,
+        "descriptors": e.descriptors.iter().map(explained).collect::<Vec<_>>(),
+    })
+}
+
+fn explained(e: &Explained<'_>) -> Value {
+    let node = e.walk.node();
+    json!({
+        "entries": e.entries.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
+        "steps": e.walk.steps.iter().enumerate().map(|(i, s)| json!({
+            "level": i + 1,
+            "key": s.key,
+            "value": s.value,
+            "node": s.node.map(|(n, _)| n.full_key.clone()),
+            "match": s.node.map(|(_, k)| match_name(k)),
+            "configured_values": s.configured_values,
+            "configured_keys": s.configured_keys,
+        })).collect::<Vec<_>>(),
+        "why": e.walk.reached.describe(&e.walk.steps),
+        "rule": node.map(|n| n.full_key.clone()),
+        "location": node.map(|n| n.location.to_string()),
+        "flags": node.map(flags).unwrap_or_default(),
+        "limits": e.limits.iter().map(limit_state).collect::<Vec<_>>(),
+        "upstream": e.upstream,
+    })
+}
+
+fn limit_state(l: &LimitState<'_>) -> Value {
+    json!({
+        "limit": limit(l.rule),
+        "replaced_by": l.replaced_by,
+        "shards": l.shards,
+        "counter": l.counter.map(|c| json!({
+            "admits": c.admits,
+            "remaining": c.remaining,
+            "capacity": c.capacity,
+            "reset_after_ms": c.reset_after.div_ceil(MILLI),
+        })),
+    })
+}

@@ -1,0 +1,165 @@
+//! The operator page `/ui`: the rules per domain as a tree, an "explain this request" form
+//! (check-only: nothing is charged), the keys limited most in the last minutes and decision
+//! rates. Everything is served by the binary (no external assets) under a strict
+//! Content-Security-Policy: the script and the style sheet are same-origin files, nothing
+//! inline. The page reads three JSON endpoints under `/ui/api/` (`json.rs` shapes them).
+
+mod json;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+
+use std::sync::Arc;
+
+use crate::insight::Insight;
+use crate::limiter::Limiter;
+use crate::limiter::parse_descriptor;
+
+/// The policy of every `/ui` response: only same-origin script, style and fetches; no inline
+/// code, no framing, no forms posting elsewhere.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+     style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; \
+     form-action 'none'; frame-ancestors 'none'";
+
+/// Most descriptors one explain request may carry.
+const MAX_EXPLAIN_DESCRIPTORS: usize = crate::limiter::MAX_DESCRIPTORS;
+/// Most keys listed as limited most.
+const TOP_KEYS: usize = 20;
+
+const PAGE: &str = include_str!("page.html");
+const SCRIPT: &str = include_str!("app.js");
+const STYLE: &str = include_str!("app.css");
+const ICON: &str = include_str!("favicon.svg");
+
+/// The page's files: path, content type, body.
+const ASSETS: [(&str, &str, &str); 5] = [
+    ("/ui", "text/html; charset=utf-8", PAGE),
+    ("/ui/", "text/html; charset=utf-8", PAGE),
+    ("/ui/app.js", "text/javascript; charset=utf-8", SCRIPT),
+    ("/ui/app.css", "text/css; charset=utf-8", STYLE),
+    ("/ui/favicon.svg", "image/svg+xml", ICON),
+];
+
+/// What the page reads.
+#[derive(Clone)]
+pub struct UiState {
+    /// The rules, the store (for explanations).
+    pub limiter: Arc<Limiter>,
+    /// The live figures.
+    pub insight: Arc<Insight>,
+}
+
+/// The `/ui` routes, with their state.
+pub fn router(state: UiState) -> Router {
+    let mut router = Router::new();
+    for (path, content_type, body) in ASSETS {
+        router = router.route(path, get(move || async move { asset(content_type, body) }));
+    }
+    router
+        .route("/ui/api/rules", get(rules))
+        .route("/ui/api/live", get(live))
+        .route("/ui/api/explain", post(explain))
+        .with_state(state)
+}
+
+/// A static file with the page's security headers.
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    secured((StatusCode::OK, [(header::CONTENT_TYPE, content_type)], body).into_response())
+}
+
+/// JSON with the page's security headers, never cached (it is live).
+fn json_response(status: StatusCode, value: serde_json::Value) -> Response {
+    let mut response = (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
+        .into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    secured(response)
+}
+
+fn secured(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    response
+}
+
+/// The loaded rules per domain, as trees.
+async fn rules(State(state): State<UiState>) -> Response {
+    json_response(StatusCode::OK, json::rules(&state.limiter.rules()))
+}
+
+/// Decision rates and the keys limited most.
+async fn live(State(state): State<UiState>) -> Response {
+    json_response(
+        StatusCode::OK,
+        json::live(&state.insight.rates(), &state.insight.top(TOP_KEYS)),
+    )
+}
+
+/// Explains `{"domain": "edge", "descriptors": ["k=v,k2=v2", ...]}` against the live rules
+/// and counters, charging nothing.
+async fn explain(State(state): State<UiState>, body: Bytes) -> Response {
+    let (domain, descriptors) = match explain_input(&body) {
+        Ok(input) => input,
+        Err(message) => {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                serde_json::json!({ "error": message }),
+            );
+        }
+    };
+    let rules = state.limiter.rules();
+    let explanation = state.limiter.explain(&rules, &domain, &descriptors).await;
+    json_response(StatusCode::OK, json::explanation(&explanation))
+}
+
+/// A descriptor's entries.
+type Entries = Vec<(String, String)>;
+
+/// The domain and descriptors of an explain request, or why it is not one.
+fn explain_input(body: &[u8]) -> Result<(String, Vec<Entries>), String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;
+    let domain = value["domain"]
+        .as_str()
+        .filter(|d| !d.is_empty())
+        .ok_or("a domain is required")?;
+    let texts = value["descriptors"]
+        .as_array()
+        .filter(|d| !d.is_empty())
+        .ok_or("at least one descriptor is required")?;
+    if texts.len() > MAX_EXPLAIN_DESCRIPTORS {
+        return Err(format!(
+            "at most {MAX_EXPLAIN_DESCRIPTORS} descriptors, got {}",
+            texts.len()
+        ));
+    }
+    let descriptors = texts
+        .iter()
+        .map(|t| {
+            let text = t.as_str().ok_or("each descriptor is a string k=v[,k=v]")?;
+            parse_descriptor(text)
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok((domain.to_owned(), descriptors))
+}
