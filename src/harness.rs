@@ -87,6 +87,7 @@ fn server() -> &'static Server {
             shards: 4,
             max_counters: 10_000,
             journal: false,
+            ..MemoryOptions::default()
         }));
         let limiter = Arc::new(Limiter::new(
             Arc::new(ArcSwap::from_pointee(rules)),
@@ -192,6 +193,7 @@ pub fn data_file(data: &[u8]) {
         shards: 2,
         max_counters: 1_000,
         journal: false,
+        ..MemoryOptions::default()
     });
     let now = 1_767_225_600 * SECOND;
     let records = match mode % 3 {

@@ -193,6 +193,7 @@ contract!(
     per_algorithm blocked_call_commits_nothing,
     per_algorithm same_counter_twice,
     store gates,
+    store quota_groups,
     per_algorithm checks_store_nothing,
     per_algorithm costs_above_one_and_capacity,
     store capacity_returns,
@@ -260,20 +261,56 @@ async fn gates(b: &Backend) {
         3,
         "advisory denial did not block"
     );
-    let q = charge("gate-q", l(5), 1, Gate::Quota);
-    b.apply(&[q.clone(), charge("gate-q0", l(0), 1, Gate::Quota)], T0)
+    let q = charge("gate-q", l(5), 1, Gate::Quota(0));
+    b.apply(&[q.clone(), charge("gate-q0", l(0), 1, Gate::Quota(1))], T0)
         .await;
     assert_eq!(
         b.one(&q, T0).await.verdict.remaining,
         3,
         "one quota admitted: committed"
     );
-    b.apply(&[a.clone(), charge("gate-q1", l(0), 1, Gate::Quota)], T0)
+    b.apply(&[a.clone(), charge("gate-q1", l(0), 1, Gate::Quota(0))], T0)
         .await;
     assert_eq!(
         b.one(&a, T0).await.verdict.remaining,
         2,
         "all quota denied: blocked"
+    );
+}
+
+/// A quota group (one quota descriptor's limits) is over when any of its charges is denied:
+/// a call whose only quota group is over commits nothing, not even the group's admitted
+/// charges; one group that fits lets the call through and its admitted charges commit.
+async fn quota_groups(b: &Backend) {
+    let l = |n| limit(Algorithm::FixedWindow, n, MINUTE);
+    let (g0, g1) = (Gate::Quota(0), Gate::Quota(1));
+    let roomy = charge("group-roomy", l(5), 1, g0);
+    let full = charge("group-full", l(0), 1, g0);
+    let o = b.apply(&[roomy.clone(), full.clone()], T0).await;
+    assert!(o[0].verdict.admitted && !o[1].verdict.admitted);
+    assert_eq!(
+        b.one(&costing(&roomy, 0), T0).await.verdict.remaining,
+        5,
+        "the only quota group is over: nothing committed"
+    );
+    let other = charge("group-other", l(5), 1, g1);
+    b.apply(&[roomy.clone(), full.clone(), other.clone()], T0)
+        .await;
+    assert_eq!(
+        (
+            b.one(&costing(&roomy, 0), T0).await.verdict.remaining,
+            b.one(&costing(&other, 0), T0).await.verdict.remaining,
+        ),
+        (4, 4),
+        "group 1 fits: the call's admitted charges committed"
+    );
+    let other_full = charge("group-other-full", l(0), 1, g1);
+    b.apply(&[roomy.clone(), full, other.clone(), other_full], T0)
+        .await;
+    assert_eq!(
+        b.one(&costing(&roomy, 0), T0).await.verdict.remaining,
+        4,
+        "both groups over: nothing committed"
     );
 }
 
@@ -506,11 +543,17 @@ fn agree(
         let mut now = T0 + 123_456 * 1_000;
         for op in &ops {
             now += op.advance_us * 1_000;
-            let gate = [Gate::Enforced, Gate::Enforced, Gate::Quota, Gate::Advisory][op.gate as usize];
-            let call: Vec<Charge> = [op.counter, (op.counter + 1) % 3]
+            // Enforced calls name two counters; quota calls three, in one or two quota groups.
+            let gates = match op.gate {
+                0 | 1 => [Gate::Enforced; 3],
+                2 => [Gate::Quota(0), Gate::Quota((op.advance_us % 2) as u32), Gate::Quota(1)],
+                _ => [Gate::Advisory; 3],
+            };
+            let call: Vec<Charge> = [op.counter, (op.counter + 1) % 3, (op.counter + 2) % 3]
                 .iter()
-                .take(if op.gate == 0 { 2 } else { 1 })
-                .map(|&i| charge(&format!("p{case}-{i}"), limits[i], op.cost, gate))
+                .zip(gates)
+                .take(match op.gate { 0 => 2, 2 => 3, _ => 1 })
+                .map(|(&i, gate)| charge(&format!("p{case}-{i}"), limits[i], op.cost, gate))
                 .collect();
             let expected = memory.apply_now(&call, now);
             let got = runtime.block_on(redis.apply(&call, now));

@@ -13,11 +13,10 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use tokio::sync::{Mutex, mpsc};
-use tonic::transport::Channel;
 
 use super::load::Load;
-use super::report::Report;
-use sluice::proto::rate_limit_service_client::RateLimitServiceClient;
+use super::report::{Report, load_average};
+use super::wire::Connection;
 
 /// When a run stops.
 #[derive(Debug, Clone, Copy)]
@@ -105,8 +104,9 @@ impl Shared {
     }
 }
 
-/// Runs the load over `channels` (one per connection) and returns the figures.
-pub async fn drive(channels: Vec<Channel>, load: Load, drive: Drive) -> Report {
+/// Runs the load over `connections` and returns the figures.
+pub async fn drive(connections: Vec<Connection>, load: Load, drive: Drive) -> Report {
+    let load_before = load_average();
     let start = Instant::now();
     let shared = Arc::new(Shared {
         load,
@@ -117,7 +117,7 @@ pub async fn drive(channels: Vec<Channel>, load: Load, drive: Drive) -> Report {
     let stamps = drive.rate.map(|rate| pace(rate, drive.stop, start));
     let workers: Vec<_> = (0..drive.concurrency.max(1))
         .map(|w| {
-            let client = RateLimitServiceClient::new(channels[w % channels.len()].clone());
+            let client = connections[w % connections.len()].clone();
             let shared = shared.clone();
             match &stamps {
                 None => tokio::spawn(closed_loop(client, shared)),
@@ -143,22 +143,15 @@ pub async fn drive(channels: Vec<Channel>, load: Load, drive: Drive) -> Report {
         elapsed: start.elapsed(),
         latency: total.latency,
         first_error: total.first_error,
+        load: load_before.zip(load_average()),
     }
 }
 
-async fn call(
-    client: &mut RateLimitServiceClient<Channel>,
-    shared: &Shared,
-    n: u64,
-) -> Result<i32, String> {
-    client
-        .should_rate_limit(shared.load.request(n))
-        .await
-        .map(|answer| answer.into_inner().overall_code)
-        .map_err(|status| format!("{}: {}", status.code(), status.message()))
+async fn call(client: &mut Connection, shared: &Shared, n: u64) -> Result<i32, String> {
+    client.call(shared.load.body(n)).await
 }
 
-async fn closed_loop(mut client: RateLimitServiceClient<Channel>, shared: Arc<Shared>) -> Tally {
+async fn closed_loop(mut client: Connection, shared: Arc<Shared>) -> Tally {
     let mut tally = Tally::new();
     while let Some(n) = shared.claim() {
         let sent = Instant::now();
@@ -171,11 +164,7 @@ async fn closed_loop(mut client: RateLimitServiceClient<Channel>, shared: Arc<Sh
 /// Intended send times with their call numbers, in order, shared by the open-loop workers.
 type Stamps = Arc<Mutex<mpsc::UnboundedReceiver<(u64, Instant)>>>;
 
-async fn open_loop(
-    mut client: RateLimitServiceClient<Channel>,
-    shared: Arc<Shared>,
-    stamps: Stamps,
-) -> Tally {
+async fn open_loop(mut client: Connection, shared: Arc<Shared>, stamps: Stamps) -> Tally {
     let mut tally = Tally::new();
     loop {
         let next = stamps.lock().await.recv().await;

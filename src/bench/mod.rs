@@ -1,24 +1,27 @@
 //! `sluice bench`: a load generator for any Envoy RLS v3 server (sluice or another).
 //!
 //! It reports calls, OK, OVER_LIMIT, errors, calls/s and latency percentiles (hdrhistogram),
-//! closed loop by default or open loop at a fixed rate. `examples/baseline.rs` is the do-nothing
-//! server on the same tonic stack that measures the transport's ceiling.
+//! closed loop by default or open loop at a fixed rate, and the machine's load average before
+//! and after the run. Calls go over raw HTTP/2 (`wire.rs`), so one core of load generator
+//! out-drives one core of server. `examples/baseline.rs` is the do-nothing server on the same
+//! tonic stack that measures the transport's ceiling.
 
 mod driver;
 mod load;
 mod report;
 #[cfg(test)]
 mod tests;
+mod wire;
 
 use std::io::Write;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use tonic::transport::{Channel, Endpoint};
 
 pub use driver::{Drive, Stop, drive};
 pub use load::{DescriptorArg, Load, parse_descriptor};
 pub use report::Report;
+pub use wire::Connection;
 
 /// Flags of `sluice bench`.
 #[derive(Debug, Args)]
@@ -108,37 +111,32 @@ pub enum BenchError {
     Io(#[from] std::io::Error),
 }
 
-/// Opens `count` HTTP/2 connections to `target` (`HOST:PORT`, or a full `http://` URI).
-pub async fn connect(target: &str, count: u64) -> Result<Vec<Channel>, BenchError> {
-    let uri = if target.contains("://") {
-        target.to_string()
-    } else {
-        format!("http://{target}")
-    };
-    let endpoint = Endpoint::from_shared(uri).map_err(|e| BenchError::Target {
-        target: target.into(),
-        reason: e.to_string(),
-    })?;
-    let endpoint = endpoint.tcp_nodelay(true);
-    let mut channels = Vec::new();
-    for _ in 0..count {
-        // Each connect() opens its own connection; clones of one Channel would share it.
-        let channel = endpoint.connect().await.map_err(|e| BenchError::Connect {
+/// Opens `count` HTTP/2 connections to `target` (`HOST:PORT`, or `http://HOST:PORT`).
+pub async fn connect(target: &str, count: u64) -> Result<Vec<Connection>, BenchError> {
+    let addr = target.strip_prefix("http://").unwrap_or(target);
+    if addr.contains('/') || !addr.contains(':') {
+        return Err(BenchError::Target {
             target: target.into(),
-            reason: format!(
-                "{e}: {}",
-                std::error::Error::source(&e).map_or(String::new(), |s| s.to_string())
-            ),
-        })?;
-        channels.push(channel);
+            reason: "expected HOST:PORT".into(),
+        });
     }
-    Ok(channels)
+    let mut connections = Vec::new();
+    for _ in 0..count {
+        let connection = wire::open(addr)
+            .await
+            .map_err(|reason| BenchError::Connect {
+                target: target.into(),
+                reason,
+            })?;
+        connections.push(connection);
+    }
+    Ok(connections)
 }
 
 /// Connects, runs the load described by `args`, and returns the figures.
 pub async fn execute(args: &BenchArgs) -> Result<Report, BenchError> {
     // More connections than calls in flight would leave some idle.
-    let channels = connect(&args.target, args.connections.min(args.concurrency)).await?;
+    let connections = connect(&args.target, args.connections.min(args.concurrency)).await?;
     let load = Load::new(&args.domain, &args.descriptors, args.keys);
     let stop = match (args.calls, args.duration) {
         (Some(n), _) => Stop::Calls(n),
@@ -150,7 +148,7 @@ pub async fn execute(args: &BenchArgs) -> Result<Report, BenchError> {
         stop,
         rate: args.rate,
     };
-    Ok(drive(channels, load, plan).await)
+    Ok(drive(connections, load, plan).await)
 }
 
 /// Runs `sluice bench` on its own runtime and writes the figures to `out`.

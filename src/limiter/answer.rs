@@ -5,9 +5,11 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use super::LimiterOptions;
 use super::decision::{Code, Decision, DescriptorStatus, ReportedLimit};
-use super::plan::{Plan, Slot, is_quota};
+use super::plan::{Plan, Slot, is_quota, quota_group};
 use super::request::Request;
 use super::response::{HeaderStyle, ResetPrecision};
 use super::{headers, metadata, upstream_headers};
@@ -29,17 +31,17 @@ pub(super) fn decide(
     let global_quota = options.global_quota_mode;
     let mut statuses = Vec::with_capacity(slots.len());
     // How each descriptor with a say gates the call, and whether it fits.
-    let mut gates: Vec<(Gate, bool)> = Vec::new();
+    let mut gates: SmallVec<[(Gate, bool); 2]> = SmallVec::new();
     // The limit chosen to describe each counted descriptor, with its verdict.
-    let mut chosen: Vec<Option<(&LimitRule, Verdict)>> = Vec::with_capacity(slots.len());
-    for slot in slots {
+    let mut chosen: SmallVec<[Option<(&LimitRule, Verdict)>; 2]> = SmallVec::new();
+    for (at, slot) in slots.iter().enumerate() {
         match slot {
             Slot::Free => {
                 statuses.push(DescriptorStatus::unlimited_by_absence());
                 chosen.push(None);
                 // Upstream's global quota mode counts it as a quota descriptor that fits.
                 if global_quota {
-                    gates.push((Gate::Quota, true));
+                    gates.push((quota_group(at), true));
                 }
             }
             Slot::Unlimited => {
@@ -61,7 +63,7 @@ pub(super) fn decide(
                     gate: *gate,
                     cost: *cost,
                 };
-                gates.push(counted.gating(*quota));
+                gates.push(counted.gating(quota.then(|| quota_group(at))));
                 statuses.push(counted.status(options.response.reset_precision, stats, metrics));
                 chosen.push(Some((rule, outcome.verdict)));
             }
@@ -106,14 +108,14 @@ struct Counted<'a> {
 }
 
 impl Counted<'_> {
-    /// How the descriptor gates the call and whether it fits; in quota mode (`quota`) a
-    /// shadow rule is a quota descriptor that always fits.
-    fn gating(&self, quota: bool) -> (Gate, bool) {
+    /// How the descriptor gates the call and whether it fits (the binding limit is a denied
+    /// one if any is); in quota mode (`quota`: its group) a shadow rule is a quota descriptor
+    /// that always fits.
+    fn gating(&self, quota: Option<Gate>) -> (Gate, bool) {
         let fits = self.outcome.verdict.admitted;
-        if quota {
-            (Gate::Quota, fits || self.gate == Gate::Advisory)
-        } else {
-            (self.gate, fits)
+        match quota {
+            Some(group) => (group, fits || self.gate == Gate::Advisory),
+            None => (self.gate, fits),
         }
     }
 

@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 
 use super::Limiter;
-use super::plan::{counter_key, gate_of};
+use super::plan::{counter_key, gate_of, quota_group};
 use super::request::Descriptor;
 use super::shards;
 use crate::algorithm::{Limit, Verdict};
@@ -178,11 +178,11 @@ pub async fn explain_with<'r>(
                 }) && e.limits.iter().any(|l| l.replaced_by.is_empty())
             })
         } else {
-            crate::store::gate::blocked(explained.iter().filter_map(|e| {
+            crate::store::gate::blocked(explained.iter().enumerate().filter_map(|(d, e)| {
                 let counted: Vec<&CounterState> =
                     e.limits.iter().filter_map(|l| l.counter.as_ref()).collect();
                 (!counted.is_empty())
-                    .then(|| (gate(e.walk.node()), counted.iter().all(|c| c.admits)))
+                    .then(|| (gate(d, e.walk.node()), counted.iter().all(|c| c.admits)))
             }))
         };
     for e in &mut explained {
@@ -205,10 +205,12 @@ pub async fn explain_with<'r>(
     }
 }
 
-/// How a descriptor's denial gates the call, by its node's own modes (global quota mode is not
-/// applied here).
-fn gate(node: Option<&crate::rules::Node>) -> Gate {
-    node.map_or(Gate::Enforced, |n| gate_of(n, n.quota_mode))
+/// How the denial of descriptor `d` gates the call, by its node's own modes (global quota mode
+/// is not applied here); a quota descriptor is its own quota group.
+fn gate(d: usize, node: Option<&crate::rules::Node>) -> Gate {
+    node.map_or(Gate::Enforced, |n| {
+        gate_of(n, n.quota_mode.then(|| quota_group(d)))
+    })
 }
 
 fn borrow(entries: &[(String, String)]) -> Vec<(&str, &str)> {

@@ -11,6 +11,8 @@ mod explain;
 pub mod headers;
 mod metadata;
 mod plan;
+#[cfg(test)]
+mod quota_tests;
 mod request;
 mod response;
 #[cfg(test)]
@@ -22,12 +24,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
+use smallvec::SmallVec;
 
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
 use crate::metrics::{self, Metrics};
 use crate::rules::RuleSet;
-use crate::store::{MemoryStore, Store, StoreError};
+use crate::store::{MemoryStore, Outcome, Store, StoreError};
 
 pub use decision::{Code, Decision, DescriptorStatus, ReportedLimit, StoreUse};
 pub use degraded::HEADER as DEGRADED_HEADER;
@@ -152,12 +155,24 @@ impl Limiter {
         }
         let plan = plan::Plan::build(&rules, request, &self.options, &self.metrics);
         let mut store = StoreUse::Skipped;
-        let outcomes = if plan.charges().is_empty() {
-            Vec::new()
+        let outcomes: SmallVec<[Outcome; 2]> = if plan.charges().is_empty() {
+            SmallVec::new()
         } else {
             let now = self.clock.now();
             let store_started = Instant::now();
-            let applied = self.store.apply(plan.charges(), now).await;
+            // A store that answers on the spot takes a one-charge call without a boxed future.
+            let inline = match plan.charges() {
+                [one] => self.store.apply_one_now(one, now),
+                _ => None,
+            };
+            let applied = match inline {
+                Some(outcome) => Ok(smallvec::smallvec![outcome]),
+                None => self
+                    .store
+                    .apply(plan.charges(), now)
+                    .await
+                    .map(SmallVec::from_vec),
+            };
             let elapsed = store_started.elapsed();
             self.metrics
                 .record_store(self.store.name(), elapsed.as_secs_f64(), applied.is_err());
@@ -168,7 +183,7 @@ impl Limiter {
                 }
                 Err(e) => {
                     store = StoreUse::Failed(elapsed);
-                    self.degrade(&plan, request, now, e)?
+                    SmallVec::from_vec(self.degrade(&plan, request, now, e)?)
                 }
             }
         };
@@ -190,7 +205,7 @@ impl Limiter {
         request: &Request,
         now: crate::clock::Nanos,
         error: StoreError,
-    ) -> Result<Vec<crate::store::Outcome>, LimitError> {
+    ) -> Result<Vec<Outcome>, LimitError> {
         let modes = plan.failure_modes();
         let outcomes = degraded::outcomes(
             plan.charges(),

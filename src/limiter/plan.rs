@@ -5,6 +5,8 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use smallvec::{SmallVec, smallvec};
+
 use super::LimiterOptions;
 use super::request::{Descriptor, LimitOverride, Request};
 use super::shards;
@@ -17,6 +19,9 @@ use crate::rules::{
 use crate::store::{Charge, CounterKeyBuilder, Gate};
 
 /// What one descriptor resolved to.
+// A slot lives only for its call, inline in the plan; boxing the large variant would bring back
+// the heap allocation per call the inline vectors avoid.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Slot<'r> {
     /// No limit applies (no match, whitelist, replaced, unknown domain).
     Free,
@@ -33,7 +38,7 @@ pub(super) enum Slot<'r> {
         /// The rule's `metadata` (`None` for a request-side override).
         metadata: Option<&'r serde_json::Value>,
         /// Each limit and the index of its charge.
-        limits: Vec<(Cow<'r, LimitRule>, usize)>,
+        limits: Limits<'r>,
         /// Hits charged.
         cost: u64,
         /// The rule's statistics series.
@@ -44,10 +49,17 @@ pub(super) enum Slot<'r> {
     },
 }
 
+/// A counted descriptor's limits, each with the index of its charge.
+pub(super) type Limits<'r> = SmallVec<[(Cow<'r, LimitRule>, usize); 2]>;
+
+/// Per call, held inline for calls of up to two descriptors (or charges): the common case
+/// plans without the heap.
+type PerCall<T> = SmallVec<[T; 2]>;
+
 /// A planned call: per-descriptor slots and the charges to send to the store.
 pub(super) struct Plan<'r> {
-    slots: Vec<Slot<'r>>,
-    charges: Vec<Charge>,
+    slots: PerCall<Slot<'r>>,
+    charges: PerCall<Charge>,
 }
 
 impl<'r> Plan<'r> {
@@ -69,15 +81,16 @@ impl<'r> Plan<'r> {
             replaced: replaced(&matched),
             options,
             metrics,
-            charges: Vec::new(),
+            charges: PerCall::new(),
         };
-        let slots: Vec<Slot<'r>> = request
+        let slots: PerCall<Slot<'r>> = request
             .descriptors
             .iter()
             .zip(matched)
-            .map(|(descriptor, m)| {
+            .enumerate()
+            .map(|(at, (descriptor, m))| {
                 let cost = descriptor.hits_addend.unwrap_or(request_cost);
-                planner.slot(descriptor, cost, m)
+                planner.slot(quota_group(at), descriptor, cost, m)
             })
             .collect();
         let mut charges = planner.charges;
@@ -88,7 +101,7 @@ impl<'r> Plan<'r> {
             // One quota descriptor that always passes means quota never blocks this call, so
             // the store must commit the admitted quota charges even if all of them are denied.
             for charge in &mut charges {
-                if charge.gate == Gate::Quota {
+                if matches!(charge.gate, Gate::Quota(_)) {
                     charge.gate = Gate::Advisory;
                 }
             }
@@ -149,7 +162,7 @@ fn passes_quota(slot: &Slot<'_>, global_quota_mode: bool) -> bool {
 enum Matched<'r> {
     Nothing,
     Override(LimitOverride, String),
-    Rule(Match<'r>, String),
+    Rule(Match<'r>, Cow<'r, str>),
 }
 
 /// What each descriptor matched in `domain` (overrides bypass matching and `replaces`).
@@ -157,7 +170,7 @@ fn match_all<'r>(
     domain: Option<&'r Domain>,
     request: &Request,
     metrics: &Metrics,
-) -> Vec<Matched<'r>> {
+) -> PerCall<Matched<'r>> {
     request
         .descriptors
         .iter()
@@ -166,7 +179,7 @@ fn match_all<'r>(
                 metrics.record_domain_not_found();
                 return Matched::Nothing;
             };
-            let entries: Vec<(&str, &str)> = d
+            let entries: SmallVec<[(&str, &str); 4]> = d
                 .entries
                 .iter()
                 .map(|(k, v)| (k.as_str(), v.as_str()))
@@ -184,7 +197,7 @@ fn match_all<'r>(
 
 /// The limit names dropped by `replaces`, which works across the descriptors of one call: a
 /// limit named by any matched limit's `replaces` is not counted and reported as no limit.
-fn replaced<'r>(matched: &[Matched<'r>]) -> Vec<&'r str> {
+fn replaced<'r>(matched: &[Matched<'r>]) -> PerCall<&'r str> {
     matched
         .iter()
         .filter_map(|m| match m {
@@ -199,15 +212,22 @@ fn replaced<'r>(matched: &[Matched<'r>]) -> Vec<&'r str> {
 /// What the descriptors of one call share while each is planned, and the charges so far.
 struct Planner<'a, 'r> {
     domain: &'a str,
-    replaced: Vec<&'r str>,
+    replaced: PerCall<&'r str>,
     options: &'a LimiterOptions,
     metrics: &'a Metrics,
-    charges: Vec<Charge>,
+    charges: PerCall<Charge>,
 }
 
 impl<'r> Planner<'_, 'r> {
-    /// The slot of `descriptor`, which matched `m` and costs `cost`; adds its charges.
-    fn slot(&mut self, descriptor: &Descriptor, cost: u64, m: Matched<'r>) -> Slot<'r> {
+    /// The slot of `descriptor`, which matched `m` and costs `cost`; adds its charges (in
+    /// quota mode, as quota group `group`).
+    fn slot(
+        &mut self,
+        group: Gate,
+        descriptor: &Descriptor,
+        cost: u64,
+        m: Matched<'r>,
+    ) -> Slot<'r> {
         let (rules, counted, stats_key) = match m {
             Matched::Nothing => return Slot::Free,
             Matched::Override(o, stats_key) => {
@@ -215,18 +235,18 @@ impl<'r> Planner<'_, 'r> {
                 let counted = Counted {
                     key: counter_key(self.domain, descriptor, None),
                     cost,
-                    gate: if quota { Gate::Quota } else { Gate::Enforced },
+                    gate: if quota { group } else { Gate::Enforced },
                     quota,
                     metadata: None,
                     shards: None,
                     failure: None,
                 };
                 let rule = override_rule(o, self.options);
-                (vec![Cow::Owned(rule)], counted, stats_key)
+                (smallvec![Cow::Owned(rule)], counted, Cow::Owned(stats_key))
             }
             Matched::Rule(found, stats_key) => {
                 let node = found.node();
-                let kept: Vec<Cow<'r, LimitRule>> = node
+                let kept: PerCall<Cow<'r, LimitRule>> = node
                     .limits
                     .iter()
                     .filter(|l| {
@@ -243,7 +263,7 @@ impl<'r> Planner<'_, 'r> {
                 let counted = Counted {
                     key: counter_key(self.domain, descriptor, Some(&found)),
                     cost,
-                    gate: gate_of(node, quota),
+                    gate: gate_of(node, quota.then_some(group)),
                     quota,
                     metadata: node.metadata.as_ref(),
                     shards: (node.shards > 1)
@@ -259,15 +279,21 @@ impl<'r> Planner<'_, 'r> {
     }
 }
 
-/// How a denial of a node's limits gates the call, `quota` saying whether quota mode applies.
-pub(super) fn gate_of(node: &Node, quota: bool) -> Gate {
-    if node.shadow_mode {
-        Gate::Advisory
-    } else if quota {
-        Gate::Quota
-    } else {
-        Gate::Enforced
+/// How a denial of a node's limits gates the call: `quota` is its quota group when quota mode
+/// applies.
+pub(super) fn gate_of(node: &Node, quota: Option<Gate>) -> Gate {
+    match quota {
+        _ if node.shadow_mode => Gate::Advisory,
+        Some(group) => group,
+        None => Gate::Enforced,
     }
+}
+
+/// The quota gate of the descriptor at `at` in its call: each quota descriptor is one group,
+/// over when any of its limits is denied (`store::gate`).
+pub(super) fn quota_group(at: usize) -> Gate {
+    // At most MAX_DESCRIPTORS descriptors reach planning.
+    Gate::Quota(u32::try_from(at).unwrap_or(u32::MAX))
 }
 
 /// The shared parameters of one counted descriptor's charges.
@@ -286,10 +312,10 @@ impl<'r> Counted<'r> {
     /// One charge per counted limit; `Free` when every limit was replaced.
     fn plan(
         self,
-        rules: Vec<Cow<'r, LimitRule>>,
+        rules: PerCall<Cow<'r, LimitRule>>,
         stats: impl FnOnce() -> Arc<RuleCounters>,
         options: &LimiterOptions,
-        charges: &mut Vec<Charge>,
+        charges: &mut PerCall<Charge>,
     ) -> Slot<'r> {
         if rules.is_empty() {
             return Slot::Free;

@@ -59,17 +59,23 @@ struct Fixture {
 }
 
 fn fixture(options: LimiterOptions) -> Fixture {
-    let sources = [("rules.yaml".into(), RULES.into())];
-    let rules = load_sources(&sources, &LoadOptions::default()).expect("rules compile");
     let clock = ManualClock::new(START);
-    let limiter = Limiter::new(
+    let limiter = limiter_for(RULES, options, &clock);
+    Fixture { limiter, clock }
+}
+
+/// A limiter on the rules in `yaml`, the embedded store and `clock` (shared by the limiter's
+/// test modules).
+pub(super) fn limiter_for(yaml: &str, options: LimiterOptions, clock: &ManualClock) -> Limiter {
+    let sources = [("rules.yaml".into(), yaml.into())];
+    let rules = load_sources(&sources, &LoadOptions::default()).expect("rules compile");
+    Limiter::new(
         Arc::new(ArcSwap::from_pointee(rules)),
         Arc::new(crate::store::MemoryStore::new()),
         Arc::new(clock.clone()),
         options,
         Arc::new(crate::metrics::Metrics::new(0.8, 1_000)),
-    );
-    Fixture { limiter, clock }
+    )
 }
 
 fn upstream_headers() -> LimiterOptions {

@@ -138,9 +138,9 @@ pub enum UrlProblem {
 /// What was wrong with a script reply.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum BadReply {
-    /// The reply is not an array.
+    /// The reply is not the script's binary string.
     #[error("{0:?}")]
-    NotArray(Value),
+    NotBytes(Value),
     /// A call's part has the wrong number of fields (four integers per charge).
     #[error("expected {expected} integers, got {got}")]
     Length {
@@ -152,9 +152,6 @@ pub enum BadReply {
     /// A field that must be a non-negative integer is negative.
     #[error("negative {0}")]
     Negative(i64),
-    /// A field that must be an integer is not.
-    #[error("expected an integer, got {0:?}")]
-    NotInteger(Value),
     /// Fewer outcomes than charges came back.
     #[error("outcomes missing")]
     Missing,

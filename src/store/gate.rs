@@ -1,32 +1,44 @@
 //! Whether a call is blocked, from how each of its charges gates it and whether each was admitted.
 
 /// How the denial of one charge affects its call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Gate {
     /// A denial blocks the whole call (an ordinary rule).
     Enforced,
-    /// The call is blocked only if every quota-mode charge of the call is denied.
-    Quota,
+    /// A charge of quota descriptor `group` (the descriptor's index in the call; one group per
+    /// descriptor, whatever its number of limits). A quota descriptor is over when any of its
+    /// charges is denied; the call is blocked only if every quota descriptor is over.
+    Quota(u32),
     /// A denial never blocks (shadow mode: counted, reported, not enforced).
     Advisory,
 }
 
 /// True when the call must be refused: an enforced charge was denied, or the call has quota
-/// charges and all of them were denied.
-pub fn blocked(outcomes: impl IntoIterator<Item = (Gate, bool)>) -> bool {
+/// charges and every quota group has a denied charge (upstream's QUOTA_MODE: a call is over
+/// when a non-quota descriptor is over, or when it has quota descriptors and all are over).
+///
+/// Allocation-free: the iterator is walked again per admitted quota charge (calls are small).
+pub fn blocked<I>(outcomes: I) -> bool
+where
+    I: IntoIterator<Item = (Gate, bool)>,
+    I::IntoIter: Clone,
+{
+    let outcomes = outcomes.into_iter();
     let mut any_quota = false;
-    let mut all_quota_denied = true;
-    for (gate, admitted) in outcomes {
+    for (gate, admitted) in outcomes.clone() {
         match gate {
             Gate::Enforced if !admitted => return true,
-            Gate::Quota => {
-                any_quota = true;
-                all_quota_denied &= !admitted;
-            }
+            Gate::Quota(_) => any_quota = true,
             _ => {}
         }
     }
-    any_quota && all_quota_denied
+    any_quota
+        && !outcomes.clone().any(|(gate, admitted)| {
+            // A group passes when its charges are all admitted (checked from each admitted one).
+            admitted
+                && matches!(gate, Gate::Quota(_))
+                && !outcomes.clone().any(|(g, a)| g == gate && !a)
+        })
 }
 
 #[cfg(test)]
@@ -41,12 +53,25 @@ mod tests {
         assert!(!blocked([]));
     }
 
-    /// Quota charges block only when all of them are denied.
+    /// Quota descriptors block only when all of them are denied.
     #[test]
     fn quota_blocks_only_when_all_quota_denied() {
-        assert!(!blocked([(Gate::Quota, false), (Gate::Quota, true)]));
-        assert!(blocked([(Gate::Quota, false), (Gate::Quota, false)]));
-        assert!(blocked([(Gate::Quota, false), (Gate::Enforced, true)]));
-        assert!(!blocked([(Gate::Quota, true), (Gate::Advisory, false)]));
+        let (q0, q1) = (Gate::Quota(0), Gate::Quota(1));
+        assert!(!blocked([(q0, false), (q1, true)]));
+        assert!(blocked([(q0, false), (q1, false)]));
+        assert!(blocked([(q0, false), (Gate::Enforced, true)]));
+        assert!(!blocked([(q0, true), (Gate::Advisory, false)]));
+        assert!(blocked([(q0, true), (q1, false), (Gate::Enforced, false)]));
+    }
+
+    /// A quota descriptor with several limits is over when any of them is denied, so one
+    /// admitted limit of an over descriptor does not let the call through.
+    #[test]
+    fn a_quota_group_is_over_when_any_of_its_charges_is_denied() {
+        let (q0, q1) = (Gate::Quota(0), Gate::Quota(1));
+        assert!(blocked([(q0, true), (q0, false)]));
+        assert!(blocked([(q0, false), (q0, true), (q1, true), (q1, false)]));
+        assert!(!blocked([(q0, true), (q0, false), (q1, true), (q1, true)]));
+        assert!(!blocked([(q1, true), (q0, false), (q1, true)]));
     }
 }

@@ -4,12 +4,18 @@
 //! make two descriptors share a counter, unlike upstream's `domain_key_value_` concatenation.
 //! The encoding excludes `requests_per_unit`, so a rule whose limit changes keeps its count.
 
+use smallvec::SmallVec;
+
 use crate::algorithm::Algorithm;
 use crate::clock::Nanos;
 
+/// Key bytes held inline, without a heap allocation: a domain and one or two short entries
+/// (`edge`, `api_key` = `customer-00000001` takes 52). Longer keys spill to the heap.
+const INLINE_KEY: usize = 64;
+
 /// The identity of one counter.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct CounterKey(Box<[u8]>);
+pub struct CounterKey(SmallVec<[u8; INLINE_KEY]>);
 
 impl CounterKey {
     /// The encoded bytes (stable across restarts and replicas).
@@ -19,7 +25,7 @@ impl CounterKey {
 
     /// Rebuilds a key from bytes produced by [`CounterKey::as_bytes`].
     pub fn from_bytes(bytes: &[u8]) -> Self {
-        Self(bytes.into())
+        Self(SmallVec::from_slice(bytes))
     }
 
     /// The key's family: its domain and first descriptor entry (the whole key if it cannot be
@@ -97,12 +103,12 @@ const SHARED_PATTERN: u8 = 1;
 
 /// Builds a [`CounterKey`] field by field.
 #[derive(Debug)]
-pub struct CounterKeyBuilder(Vec<u8>);
+pub struct CounterKeyBuilder(SmallVec<[u8; INLINE_KEY]>);
 
 impl CounterKeyBuilder {
     /// Starts a key in `domain`.
     pub fn new(domain: &str) -> Self {
-        let mut bytes = Vec::with_capacity(64);
+        let mut bytes = SmallVec::new();
         put_str(&mut bytes, domain);
         Self(bytes)
     }
@@ -126,13 +132,12 @@ impl CounterKeyBuilder {
 
     /// Finishes the key with the limit's identity: its position on the node, algorithm and window.
     pub fn finish(&self, index: u8, algorithm: Algorithm, window: Nanos) -> CounterKey {
-        let mut bytes = Vec::with_capacity(self.0.len() + 11);
-        bytes.extend_from_slice(&self.0);
+        let mut bytes = self.0.clone();
         bytes.push(0xff); // end of entries: no entry tag is 0xff
         bytes.push(index);
         bytes.push(algorithm as u8);
         bytes.extend_from_slice(&window.to_le_bytes());
-        CounterKey(bytes.into_boxed_slice())
+        CounterKey(bytes)
     }
 }
 
@@ -147,13 +152,13 @@ impl CounterKeyBuilder {
         window: Nanos,
         shard: u32,
     ) -> CounterKey {
-        let mut bytes = self.finish(index, algorithm, window).0.into_vec();
+        let mut bytes = self.finish(index, algorithm, window).0;
         bytes.extend_from_slice(&shard.to_le_bytes());
-        CounterKey(bytes.into_boxed_slice())
+        CounterKey(bytes)
     }
 }
 
-fn put_str(bytes: &mut Vec<u8>, s: &str) {
+fn put_str(bytes: &mut SmallVec<[u8; INLINE_KEY]>, s: &str) {
     bytes.extend_from_slice(&(s.len() as u32).to_le_bytes());
     bytes.extend_from_slice(s.as_bytes());
 }

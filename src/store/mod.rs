@@ -5,6 +5,7 @@
 //! the admitted charges only if the call as a whole is not blocked (see [`gate`]).
 
 mod error;
+mod fingerprint;
 pub mod gate;
 mod key;
 pub mod memory;
@@ -23,6 +24,7 @@ use crate::algorithm::{Limit, Verdict};
 use crate::clock::Nanos;
 
 pub use error::{BadReply, StoreError, UrlProblem};
+pub use fingerprint::{Fingerprint, Fingerprinter};
 pub use gate::Gate;
 pub use key::{CounterKey, CounterKeyBuilder, KeyParts};
 pub use memory::{MemoryOptions, MemoryStore};
@@ -85,6 +87,12 @@ pub trait Store: Send + Sync + 'static {
     /// Decides every charge of one call at `now`, atomically: either every admitted charge is
     /// committed (the call is not blocked) or nothing is. Returns one outcome per charge, in order.
     fn apply<'a>(&'a self, charges: &'a [Charge], now: Nanos) -> StoreFuture<'a>;
+
+    /// [`Store::apply`] for a call of one charge, answered on the spot by a store that never
+    /// waits (the embedded one): no boxed future, no vector. `None`: use [`Store::apply`].
+    fn apply_one_now(&self, _charge: &Charge, _now: Nanos) -> Option<Outcome> {
+        None
+    }
 
     /// A short name for logs and metrics (`memory`, `redis`).
     fn name(&self) -> &'static str;

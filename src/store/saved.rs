@@ -9,14 +9,24 @@
 use std::collections::VecDeque;
 
 use super::CounterKey;
+use super::Fingerprint;
 use crate::algorithm::{LogEntry, State};
 use crate::clock::Nanos;
+
+/// How a record names its counter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SavedKey {
+    /// The counter's fingerprint under the data directory's fingerprint key (this version).
+    Fingerprint(Fingerprint),
+    /// The counter's key bytes (records written by versions before fingerprints).
+    Bytes(CounterKey),
+}
 
 /// A counter read from (or written to) disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SavedCounter {
     /// The counter.
-    pub key: CounterKey,
+    pub key: SavedKey,
     /// Its state; for a sliding log, possibly only the entries since the previous record.
     pub state: State,
     /// When the counter goes idle if no call arrives.
@@ -26,8 +36,8 @@ pub struct SavedCounter {
 /// A held counter lent to persistence without copying it.
 #[derive(Debug, Clone, Copy)]
 pub struct CounterView<'a> {
-    /// The counter.
-    pub key: &'a CounterKey,
+    /// The counter's fingerprint.
+    pub fingerprint: Fingerprint,
     /// Its state.
     pub state: &'a State,
     /// When the counter goes idle if no call arrives.

@@ -1,8 +1,10 @@
 //! Matching a request descriptor against a domain: `*` patterns, upstream's per-level lookup,
 //! and the stats keys upstream derives from a match.
 
-use std::borrow::Borrow;
+use std::borrow::{Borrow, Cow};
 use std::hash::{Hash, Hasher};
+
+use smallvec::SmallVec;
 
 use crate::rules::{Domain, Level, LimitRule, Node};
 
@@ -63,7 +65,8 @@ impl Pattern {
 /// without limits of its own (upstream's whitelist, or an intermediate node), i.e. no limit.
 #[derive(Debug, Clone)]
 pub struct Match<'a> {
-    nodes: Vec<&'a Node>,
+    /// Inline up to four levels (deeper descriptors spill to the heap).
+    nodes: SmallVec<[&'a Node; 4]>,
     last: &'a Node,
 }
 
@@ -89,8 +92,14 @@ impl<'a> Match<'a> {
     /// value); else `key_value` (configured value), `key` (key-only) or `key_<pattern>`.
     /// `entries` are the request entries the match was made from. Metric-name sanitising is
     /// the metrics layer's job.
-    pub fn stats_key(&self, domain: &str, entries: &[(&str, &str)]) -> String {
+    ///
+    /// Without `detailed_metric` or `value_to_metric` on the path the key holds only
+    /// configured values: the node's `full_key`, compiled once (nothing built per call).
+    pub fn stats_key(&self, domain: &str, entries: &[(&str, &str)]) -> Cow<'a, str> {
         let detailed = self.last.detailed_metric;
+        if !detailed && !self.nodes.iter().any(|n| n.value_to_metric) {
+            return Cow::Borrowed(&self.last.full_key);
+        }
         let mut key = String::with_capacity(domain.len() + entries.len() * 16);
         key.push_str(domain);
         for (node, (_, runtime)) in self.nodes.iter().zip(entries) {
@@ -109,7 +118,7 @@ impl<'a> Match<'a> {
                 key.push_str(value);
             }
         }
-        key
+        Cow::Owned(key)
     }
 }
 
@@ -141,7 +150,7 @@ impl Domain {
     /// (see [`Match`]); a limit at a shallower depth never applies to a longer request.
     pub fn lookup<'a>(&'a self, entries: &[(&str, &str)]) -> Option<Match<'a>> {
         let mut level = &self.root;
-        let mut nodes = Vec::with_capacity(entries.len());
+        let mut nodes = SmallVec::new();
         for (i, (key, value)) in entries.iter().enumerate() {
             let node = level.find(key, value)?;
             nodes.push(node);

@@ -33,7 +33,7 @@ fn limited(
     Some((
         limit.requests_per_unit,
         limit.unit,
-        m.stats_key(domain, entries),
+        m.stats_key(domain, entries).into_owned(),
     ))
 }
 

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use parking_lot::MutexGuard;
 
 use super::shard::Shard;
-use super::{FULL_RETRY, MemoryStore};
+use super::{FULL_RETRY, Fingerprint, MemoryStore};
 use crate::algorithm::{self, State, Verdict};
 use crate::clock::Nanos;
 use crate::store::{Charge, Outcome, gate};
@@ -17,7 +17,11 @@ impl MemoryStore {
         if let [charge] = charges {
             return vec![self.apply_one(charge, now)];
         }
-        let shard_ids: Vec<usize> = charges.iter().map(|c| self.shard_of(&c.key)).collect();
+        let fps: Vec<Fingerprint> = charges
+            .iter()
+            .map(|c| self.fingerprinter.of(c.key.as_bytes()))
+            .collect();
+        let shard_ids: Vec<usize> = fps.iter().map(|&fp| self.shard_of(fp)).collect();
         let mut order: Vec<usize> = shard_ids.clone();
         order.sort_unstable();
         order.dedup();
@@ -33,11 +37,11 @@ impl MemoryStore {
             let earlier = pending
                 .iter()
                 .rev()
-                .find(|(j, _)| charges[*j].key == charge.key)
+                .find(|(j, _)| fps[*j] == fps[i])
                 .map(|(_, s)| s);
             let held = match earlier {
                 Some(_) => None,
-                None => guard_for(&guards, shard_ids[i]).get(&charge.key, charge.limit.algorithm),
+                None => guard_for(&guards, shard_ids[i]).get(fps[i], charge.limit.algorithm),
             };
             let stored = earlier.or(held.as_deref());
             let (verdict, next) = algorithm::decide(&charge.limit, stored, now, charge.cost);
@@ -73,16 +77,17 @@ impl MemoryStore {
         for (i, state) in pending {
             let charge = &charges[i];
             let idle_at = algorithm::idle_at(&charge.limit, &state);
-            guard_for_mut(&mut guards, shard_ids[i]).put(&charge.key, state, idle_at, self.journal);
+            guard_for_mut(&mut guards, shard_ids[i]).put(fps[i], state, idle_at, self.journal);
         }
         outcomes
     }
 
     /// [`MemoryStore::apply_now`] for a call with one counter (the common case): one lock,
     /// no bookkeeping of pending states. A lone charge blocks its call exactly when denied.
-    fn apply_one(&self, charge: &Charge, now: Nanos) -> Outcome {
-        let mut shard = self.shards[self.shard_of(&charge.key)].lock();
-        let held = shard.get(&charge.key, charge.limit.algorithm);
+    pub(super) fn apply_one(&self, charge: &Charge, now: Nanos) -> Outcome {
+        let fp = self.fingerprinter.of(charge.key.as_bytes());
+        let mut shard = self.shards[self.shard_of(fp)].lock();
+        let held = shard.get(fp, charge.limit.algorithm);
         let stored = held.as_deref();
         let (verdict, next) = algorithm::decide(&charge.limit, stored, now, charge.cost);
         let Some(next) = next else {
@@ -95,7 +100,7 @@ impl MemoryStore {
         let outcome = Outcome::judged(charge, stored, now, verdict);
         drop(held);
         let idle_at = algorithm::idle_at(&charge.limit, &next);
-        shard.put(&charge.key, next, idle_at, self.journal);
+        shard.put(fp, next, idle_at, self.journal);
         outcome
     }
 }

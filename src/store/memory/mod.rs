@@ -8,22 +8,27 @@
 //! Memory follows the active key count: each counter records when it goes idle, the sweep
 //! drops idle counters shard by shard, and `max_counters` bounds the total: past it, a call
 //! that would create a counter is refused (OVER_LIMIT) rather than growing without bound.
+//!
+//! A counter is held as its 128-bit keyed fingerprint (`store/fingerprint.rs`) beside its packed
+//! state in an open-addressed table (`table.rs`): 40 bytes a slot, about 50 to 63 bytes a
+//! counter all told, whatever the length of its key.
 
 mod apply;
 mod packed;
 mod shard;
+mod spill;
+mod table;
 
-use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
-use self::shard::{Hasher, Shard};
-use super::saved::{CounterView, SavedCounter};
-use super::{Charge, CounterKey, Store, StoreFuture, StoreStats};
+use self::shard::Shard;
+use super::saved::{CounterView, SavedCounter, SavedKey};
+use super::{Charge, Fingerprint, Fingerprinter, Outcome, Store, StoreFuture, StoreStats};
 use crate::clock::{Nanos, SECOND};
 
-/// The default bound on counters held: about 160 MB with typical 50-byte keys.
+/// The default bound on counters held: about 64 MB (a counter costs at most 63 bytes).
 pub const DEFAULT_MAX_COUNTERS: usize = 1_000_000;
 
 /// The retry hint of a call refused because the store is full: the sweep runs every second.
@@ -38,6 +43,9 @@ pub struct MemoryOptions {
     pub max_counters: usize,
     /// Track changed counters for a journal ([`MemoryStore::drain_dirty`]).
     pub journal: bool,
+    /// The secret key of counter fingerprints; `None` for a fresh random one. A persistent
+    /// store keeps its key in the data directory, so a restart finds its counters again.
+    pub fingerprint_key: Option<[u8; 16]>,
 }
 
 impl Default for MemoryOptions {
@@ -47,6 +55,7 @@ impl Default for MemoryOptions {
             shards: cores * 16,
             max_counters: DEFAULT_MAX_COUNTERS,
             journal: false,
+            fingerprint_key: None,
         }
     }
 }
@@ -55,7 +64,7 @@ impl Default for MemoryOptions {
 #[derive(Debug)]
 pub struct MemoryStore {
     shards: Box<[Mutex<Shard>]>,
-    hasher: Hasher,
+    fingerprinter: Fingerprinter,
     journal: bool,
     max_counters: usize,
     /// Counters held (and reserved by calls in progress), across all shards.
@@ -89,7 +98,9 @@ impl MemoryStore {
         let count = options.shards.max(1).next_power_of_two();
         Self {
             shards: (0..count).map(|_| Mutex::new(Shard::default())).collect(),
-            hasher: Hasher::default(),
+            fingerprinter: options
+                .fingerprint_key
+                .map_or_else(Fingerprinter::random, Fingerprinter::new),
             journal: options.journal,
             max_counters: options.max_counters,
             held: AtomicUsize::new(0),
@@ -146,6 +157,16 @@ impl MemoryStore {
         }
     }
 
+    /// The secret key of this store's counter fingerprints (persistence keeps it).
+    pub fn fingerprint_key(&self) -> [u8; 16] {
+        self.fingerprinter.key()
+    }
+
+    /// The fingerprint under which this store holds the counter with `key` bytes.
+    pub fn fingerprint(&self, key: &[u8]) -> Fingerprint {
+        self.fingerprinter.of(key)
+    }
+
     /// Takes in a counter read from disk, combined with any state already held for it.
     /// Counters idle at `now` are skipped, and so are new ones once the store is full.
     /// Returns whether the counter is held afterwards.
@@ -153,19 +174,22 @@ impl MemoryStore {
         if saved.idle_at <= now {
             return false;
         }
-        let mut shard = self.shards[self.shard_of(&saved.key)].lock();
-        let known = shard
-            .get(&saved.key, packed::algorithm_of(&saved.state))
-            .is_some();
+        let fp = match &saved.key {
+            SavedKey::Fingerprint(fp) => *fp,
+            // A record of an earlier version, which wrote the key itself.
+            SavedKey::Bytes(key) => self.fingerprinter.of(key.as_bytes()),
+        };
+        let mut shard = self.shards[self.shard_of(fp)].lock();
+        let known = shard.get(fp, packed::algorithm_of(&saved.state)).is_some();
         if !known && !self.reserve() {
             return false;
         }
-        shard.restore(saved);
+        shard.restore(fp, saved);
         true
     }
 
-    fn shard_of(&self, key: &CounterKey) -> usize {
-        (self.hasher.hash_one(key) as usize) & (self.shards.len() - 1)
+    fn shard_of(&self, fp: Fingerprint) -> usize {
+        (fp.shard_bits() as usize) & (self.shards.len() - 1)
     }
 
     /// Reserves room for one more counter; false when the store is full.
@@ -182,6 +206,10 @@ impl Store for MemoryStore {
     fn apply<'a>(&'a self, charges: &'a [Charge], now: Nanos) -> StoreFuture<'a> {
         let verdicts = self.apply_now(charges, now);
         Box::pin(std::future::ready(Ok(verdicts)))
+    }
+
+    fn apply_one_now(&self, charge: &Charge, now: Nanos) -> Option<Outcome> {
+        Some(self.apply_one(charge, now))
     }
 
     fn name(&self) -> &'static str {

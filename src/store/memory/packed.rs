@@ -15,7 +15,7 @@ const MICRO: u64 = 1_000;
 
 /// When a counter goes idle (in whole microseconds, rounded up so a counter is never reclaimed
 /// early), its algorithm, and its dirty bit, in one word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(super) struct Stamp(u64);
 
 impl Stamp {
@@ -71,7 +71,7 @@ pub(super) fn algorithm_of(state: &State) -> Algorithm {
 }
 
 /// A fixed-window, sliding-window or token-bucket state in two words, plus its stamp.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(super) struct Packed {
     words: [u64; 2],
     /// When the counter goes idle, its algorithm and dirty bit.
@@ -176,12 +176,12 @@ mod tests {
         }
     }
 
-    /// A packed counter and its key fit the memory budget: 24 bytes beside a 16-byte key box.
+    /// A packed counter and its fingerprint fit the memory budget: 40 bytes a table slot.
     #[test]
     fn packed_is_small() {
         assert_eq!(std::mem::size_of::<Packed>(), 24);
         assert_eq!(
-            std::mem::size_of::<(crate::store::CounterKey, Packed)>(),
+            std::mem::size_of::<(crate::store::Fingerprint, Packed)>(),
             40
         );
     }

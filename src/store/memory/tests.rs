@@ -100,6 +100,7 @@ fn full_store_refuses_new_counters() {
         shards: 4,
         max_counters: 3,
         journal: false,
+        fingerprint_key: None,
     });
     for name in ["a", "b", "c"] {
         assert!(
@@ -139,6 +140,7 @@ fn blocked_call_releases_reserved_room() {
         shards: 4,
         max_counters: 1,
         journal: false,
+        fingerprint_key: None,
     });
     for _ in 0..3 {
         let call = [
@@ -169,8 +171,8 @@ fn drain_hands_each_changed_counter_once() {
     store.apply_now(&[charge("b", 5, 2, Gate::Enforced)], 0);
     let drain = || {
         let mut seen = Vec::new();
-        store.drain_dirty(&mut |v| seen.push((v.key.clone(), v.state.clone(), v.idle_at)));
-        seen.sort_by(|a, b| a.0.cmp(&b.0));
+        store.drain_dirty(&mut |v| seen.push((v.fingerprint, v.state.clone(), v.idle_at)));
+        seen.sort_by_key(|s| s.0);
         seen
     };
     let seen = drain();
@@ -193,6 +195,7 @@ fn sweep_shrinks_tables() {
         shards: 1,
         max_counters: usize::MAX,
         journal: false,
+        fingerprint_key: None,
     });
     for i in 0..10_000 {
         store.apply_now(&[charge(&i.to_string(), 5, 1, Gate::Enforced)], 0);
@@ -201,4 +204,113 @@ fn sweep_shrinks_tables() {
     assert_eq!(store.retain_active(60 * SECOND), 10_000);
     assert!(store.is_empty());
     assert!(store.capacity() < big / 8, "tables shrank");
+}
+
+/// A counter costs one 40-byte table slot whatever its key's length, and the tables stay
+/// between 64 % and 80 % full: at most 63 bytes a counter, here with 200-byte keys.
+#[test]
+fn counters_cost_a_slot_not_their_key() {
+    let store = MemoryStore::with_options(MemoryOptions {
+        shards: 4,
+        max_counters: usize::MAX,
+        journal: true,
+        fingerprint_key: None,
+    });
+    let long = "k".repeat(200);
+    for i in 0..50_000 {
+        store.apply_now(&[charge(&format!("{long}{i}"), 5, 1, Gate::Enforced)], 0);
+    }
+    assert_eq!(store.len(), 50_000);
+    let bytes = store.capacity() * 40;
+    assert!(bytes <= 50_000 * 63, "{} bytes a counter", bytes / 50_000);
+}
+
+/// A record written by an earlier version names its counter by key bytes: restore combines it
+/// with the live counter of those bytes, as it does a record naming the fingerprint.
+#[test]
+fn restore_accepts_key_bytes_and_fingerprints() {
+    use crate::store::saved::{SavedCounter, SavedKey};
+    let store = MemoryStore::with_shards(4);
+    let live = charge("a", 5, 1, Gate::Enforced);
+    store.apply_now(std::slice::from_ref(&live), 0);
+    let saved = |key, count| SavedCounter {
+        key,
+        state: State::Fixed {
+            window_start: 0,
+            count,
+        },
+        idle_at: 60 * SECOND,
+    };
+    assert!(store.restore(saved(SavedKey::Bytes(live.key.clone()), 3), 0));
+    assert_eq!(store.len(), 1, "the same counter");
+    let fp = store.fingerprint(live.key.as_bytes());
+    assert!(store.restore(saved(SavedKey::Fingerprint(fp), 2), 0));
+    // 3 hits restored (the most advanced state), so 2 of 5 are left.
+    let left = store.apply_now(std::slice::from_ref(&live), 0)[0]
+        .verdict
+        .remaining;
+    assert_eq!((store.len(), left), (1, 1));
+}
+
+/// Distinct keys never share a counter in practice (a fingerprint collision has probability
+/// n^2 / 2^129); and if two ever did, a state of another algorithm reads as a fresh counter,
+/// never as a crash.
+#[test]
+fn colliding_state_of_another_algorithm_reads_as_fresh() {
+    use crate::algorithm::{Algorithm, Limit};
+    let mut shard = super::shard::Shard::default();
+    let fp = Fingerprinter::new([9; 16]).of(b"one key");
+    let fixed = State::Fixed {
+        window_start: 0,
+        count: 5,
+    };
+    shard.put(fp, fixed, 60 * SECOND, false);
+    let held = shard
+        .get(fp, Algorithm::TokenBucket)
+        .map(|s| s.into_owned());
+    let limit = Limit {
+        algorithm: Algorithm::TokenBucket,
+        requests: 5,
+        window: 60 * SECOND,
+        burst: 5,
+    };
+    let (verdict, _) = crate::algorithm::decide(&limit, held.as_ref(), 0, 1);
+    assert!(verdict.admitted && verdict.remaining == 4);
+}
+
+/// Sliding logs keep exactly their entries, and are reclaimed like every counter.
+#[test]
+fn sliding_logs_are_exact_and_reclaimed() {
+    use crate::algorithm::{Algorithm, Limit};
+    use crate::store::{Charge, CounterKeyBuilder};
+    let store = MemoryStore::with_shards(2);
+    let limit = Limit {
+        algorithm: Algorithm::SlidingLog,
+        requests: 3,
+        window: 10 * SECOND,
+        burst: 3,
+    };
+    let mut key = CounterKeyBuilder::new("d");
+    key.entry("k", "log");
+    let log = Charge {
+        key: key.finish(0, Algorithm::SlidingLog, limit.window),
+        limit,
+        cost: 1,
+        gate: Gate::Enforced,
+    };
+    let call = std::slice::from_ref(&log);
+    for at in 0..3 {
+        assert!(store.apply_now(call, at * SECOND)[0].verdict.admitted);
+    }
+    let denied = store.apply_now(call, 3 * SECOND)[0].verdict;
+    assert!(!denied.admitted);
+    assert_eq!(
+        denied.reset_after,
+        7 * SECOND,
+        "the oldest entry leaves at 10 s"
+    );
+    assert!(store.apply_now(call, 10 * SECOND)[0].verdict.admitted);
+    assert_eq!(store.retain_active(19 * SECOND), 0);
+    assert_eq!(store.retain_active(20 * SECOND), 1);
+    assert!(store.is_empty());
 }

@@ -1,8 +1,9 @@
-//! One counter record in bytes: LEB128 varints throughout, so a typical record is the key plus
-//! a dozen bytes.
+//! One counter record in bytes: LEB128 varints throughout, so a typical record is the counter's
+//! 16-byte fingerprint plus a dozen bytes.
 //!
 //! ```text
-//! record  = algorithm:u8 key_len:varint key idle_at:varint state
+//! record  = (algorithm | 0x80):u8 fingerprint:16 bytes idle_at:varint state
+//!         | algorithm:u8 key_len:varint key idle_at:varint state      (written before 0.2)
 //! state   = fixed:   window_start count
 //!         | sliding: window_start previous current
 //!         | bucket:  tat_scaled (u128)
@@ -14,8 +15,11 @@
 use std::collections::VecDeque;
 
 use crate::algorithm::{Algorithm, LogEntry, State};
-use crate::store::CounterKey;
-use crate::store::saved::{CounterView, SavedCounter};
+use crate::store::saved::{CounterView, SavedCounter, SavedKey};
+use crate::store::{CounterKey, Fingerprint};
+
+/// Set in the algorithm byte of a record that names its counter by fingerprint.
+const FINGERPRINTED: u8 = 0x80;
 
 /// The longest key accepted from disk (a request key is far smaller: 64 KiB of entries).
 const MAX_KEY: u64 = 1 << 20;
@@ -41,10 +45,8 @@ pub fn encode(view: CounterView<'_>, out: &mut Vec<u8>) {
         State::Log { .. } => Algorithm::SlidingLog,
         State::Bucket { .. } => Algorithm::TokenBucket,
     };
-    out.push(algorithm as u8);
-    let key = view.key.as_bytes();
-    put(out, key.len() as u128);
-    out.extend_from_slice(key);
+    out.push(algorithm as u8 | FINGERPRINTED);
+    out.extend_from_slice(&view.fingerprint.to_bytes());
     put(out, u128::from(view.idle_at));
     match view.state {
         State::Fixed {
@@ -84,13 +86,22 @@ pub fn encode(view: CounterView<'_>, out: &mut Vec<u8>) {
 pub fn decode(input: &mut &[u8]) -> Result<SavedCounter, DecodeError> {
     let (&tag, rest) = input.split_first().ok_or(DecodeError::Short)?;
     *input = rest;
-    let key_len = get_u64(input)?;
-    if key_len > MAX_KEY || key_len > input.len() as u64 {
-        return Err(DecodeError::Bad("key length"));
-    }
-    let (key, rest) = input.split_at(key_len as usize);
-    *input = rest;
-    let key = CounterKey::from_bytes(key);
+    let key = if tag & FINGERPRINTED != 0 {
+        let (bytes, rest) = input.split_first_chunk::<16>().ok_or(DecodeError::Short)?;
+        *input = rest;
+        SavedKey::Fingerprint(
+            Fingerprint::from_bytes(*bytes).ok_or(DecodeError::Bad("zero fingerprint"))?,
+        )
+    } else {
+        let key_len = get_u64(input)?;
+        if key_len > MAX_KEY || key_len > input.len() as u64 {
+            return Err(DecodeError::Bad("key length"));
+        }
+        let (key, rest) = input.split_at(key_len as usize);
+        *input = rest;
+        SavedKey::Bytes(CounterKey::from_bytes(key))
+    };
+    let tag = tag & !FINGERPRINTED;
     let idle_at = get_u64(input)?;
     let state = match tag {
         0 => State::Fixed {
@@ -166,7 +177,7 @@ fn get_u64(input: &mut &[u8]) -> Result<u64, DecodeError> {
 mod tests {
     use super::*;
     use crate::algorithm::Algorithm;
-    use crate::store::CounterKeyBuilder;
+    use crate::store::{CounterKeyBuilder, Fingerprinter};
 
     fn key() -> CounterKey {
         let mut b = CounterKeyBuilder::new("edge");
@@ -174,11 +185,14 @@ mod tests {
         b.finish(0, Algorithm::SlidingWindow, 60)
     }
 
+    fn fingerprint() -> Fingerprint {
+        Fingerprinter::new([3; 16]).of(key().as_bytes())
+    }
+
     fn round_trip(state: State, log_from: u64) -> SavedCounter {
-        let key = key();
         let mut bytes = Vec::new();
         let view = CounterView {
-            key: &key,
+            fingerprint: fingerprint(),
             state: &state,
             idle_at: 123_456_789,
             log_from,
@@ -190,7 +204,7 @@ mod tests {
         saved
     }
 
-    /// Every state comes back exactly, with its key and idle time.
+    /// Every state comes back exactly, with its fingerprint and idle time.
     #[test]
     fn records_round_trip() {
         let log = State::Log {
@@ -218,7 +232,7 @@ mod tests {
             let saved = round_trip(state.clone(), 0);
             assert_eq!(
                 (saved.key, saved.state, saved.idle_at),
-                (key(), state, 123_456_789)
+                (SavedKey::Fingerprint(fingerprint()), state, 123_456_789)
             );
         }
     }
@@ -244,7 +258,6 @@ mod tests {
     /// Truncated or garbled bytes are errors, never panics.
     #[test]
     fn bad_bytes_are_errors() {
-        let key = key();
         let state = State::Fixed {
             window_start: 60,
             count: 3,
@@ -252,7 +265,7 @@ mod tests {
         let mut bytes = Vec::new();
         encode(
             CounterView {
-                key: &key,
+                fingerprint: fingerprint(),
                 state: &state,
                 idle_at: 1,
                 log_from: 0,
@@ -263,7 +276,7 @@ mod tests {
             assert!(decode(&mut &bytes[..cut]).is_err(), "cut at {cut}");
         }
         let mut bad = bytes.clone();
-        bad[0] = 9;
+        bad[0] = 9 | FINGERPRINTED;
         assert_eq!(decode(&mut &bad[..]), Err(DecodeError::Bad("algorithm")));
         assert!(
             decode(
@@ -273,6 +286,34 @@ mod tests {
                 ][..]
             )
             .is_err()
+        );
+        let mut zero = vec![FINGERPRINTED];
+        zero.extend_from_slice(&[0; 16]);
+        zero.extend_from_slice(&[1, 1, 1]);
+        assert_eq!(
+            decode(&mut &zero[..]),
+            Err(DecodeError::Bad("zero fingerprint"))
+        );
+    }
+
+    /// A record of the earlier format, which named the counter by its key bytes, still reads.
+    #[test]
+    fn records_with_key_bytes_still_read() {
+        let key = key();
+        let mut bytes = vec![Algorithm::FixedWindow as u8];
+        put(&mut bytes, key.as_bytes().len() as u128);
+        bytes.extend_from_slice(key.as_bytes());
+        for v in [500, 60, 3] {
+            put(&mut bytes, v); // idle_at, window_start, count
+        }
+        let saved = decode(&mut &bytes[..]).expect("decodes");
+        assert_eq!(saved.key, SavedKey::Bytes(key));
+        assert_eq!(
+            saved.state,
+            State::Fixed {
+                window_start: 60,
+                count: 3
+            }
         );
     }
 }

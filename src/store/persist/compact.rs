@@ -148,7 +148,7 @@ fn remove_older(dir: &Path, seq: u64) {
 }
 
 /// Makes a rename durable (a no-op where directories cannot be opened).
-fn sync_dir(dir: &Path) -> io::Result<()> {
+pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
     match File::open(dir) {
         Ok(d) => d.sync_all().or(Ok(())),
         Err(_) => Ok(()),

@@ -19,6 +19,7 @@ mod failure;
 mod file;
 mod journal;
 mod restore;
+mod secret;
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -31,13 +32,16 @@ use parking_lot::Mutex;
 use self::file::FrameBuf;
 use self::journal::Journal;
 use super::memory::MemoryOptions;
-use super::{Charge, FlushFuture, MemoryStore, PersistStats, Store, StoreFuture, StoreStats};
+use super::{
+    Charge, FlushFuture, MemoryStore, Outcome, PersistStats, Store, StoreFuture, StoreStats,
+};
 use crate::clock::Nanos;
 
 pub use self::codec::DecodeError;
 pub use self::failure::{LOG_EVERY as FAILURE_LOG_EVERY, RETRY_EVERY as FAILURE_RETRY_EVERY};
 pub use self::file::VERSION as FORMAT_VERSION;
 pub(crate) use self::restore::{restore_bytes, restore_payload};
+pub use self::secret::FILE as FINGERPRINT_KEY_FILE;
 
 /// The name of the lock file that keeps a second sluice out of the data directory.
 pub const LOCK_FILE: &str = "LOCK";
@@ -145,8 +149,11 @@ impl PersistentStore {
         };
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         let lock = restore::lock(&dir)?;
+        let key_file = dir.join(secret::FILE);
+        let fingerprint_key = secret::load_or_create(&dir).map_err(io(&key_file))?;
         let memory = Arc::new(MemoryStore::with_options(MemoryOptions {
             journal: true,
+            fingerprint_key: Some(fingerprint_key),
             ..memory
         }));
         let started = std::time::Instant::now();
@@ -291,6 +298,10 @@ impl PersistentStore {
 impl Store for PersistentStore {
     fn apply<'a>(&'a self, charges: &'a [Charge], now: Nanos) -> StoreFuture<'a> {
         self.shared.memory.apply(charges, now)
+    }
+
+    fn apply_one_now(&self, charge: &Charge, now: Nanos) -> Option<Outcome> {
+        self.shared.memory.apply_one_now(charge, now)
     }
 
     fn name(&self) -> &'static str {

@@ -214,7 +214,6 @@ pub async fn execute(
         for key in &keys {
             cmd.arg(*key);
         }
-        cmd.arg(jobs.len());
         for (job, map) in jobs.iter().zip(&remapped) {
             let charges: Vec<Fields> = job
                 .charges
@@ -242,13 +241,11 @@ pub async fn execute(
             link.discard(lease);
         }
     })?;
-    let Value::Array(items) = reply else {
-        return Err(BadReply::NotArray(reply).into());
-    };
-    let mut rest = items.as_slice();
+    let mut rest = scripts::reply_bytes(&reply)?;
     jobs.iter()
         .map(|job| {
-            let (mine, after) = rest.split_at(rest.len().min(job.costs.len() * 4));
+            let (mine, after) =
+                rest.split_at(rest.len().min(job.costs.len() * scripts::REPLY_BYTES));
             rest = after;
             scripts::outcomes(mine, &job.costs).map_err(StoreError::from)
         })

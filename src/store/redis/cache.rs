@@ -17,9 +17,12 @@ use parking_lot::Mutex;
 
 use crate::algorithm::{Limit, Verdict};
 use crate::clock::Nanos;
-use crate::store::{Charge, CounterKey, Outcome};
+use crate::store::{Charge, Outcome};
 
 type Hasher = foldhash::fast::RandomState;
+
+/// One lock's share of the cache, by counter key bytes.
+type Shard = Mutex<HashMap<Box<[u8]>, Entry, Hasher>>;
 
 /// What one entry may take in memory, for sizing the cache in bytes (upstream's
 /// `LOCAL_CACHE_SIZE_IN_BYTES`): the key's handle and the entry (64 bytes, checked below) and
@@ -41,7 +44,9 @@ struct Entry {
 /// The cache.
 #[derive(Debug)]
 pub struct OverLimitCache {
-    shards: Box<[Mutex<HashMap<CounterKey, Entry, Hasher>>]>,
+    /// Keyed by the counter key's bytes, boxed to their length (a `CounterKey` keeps short
+    /// keys inline, which suits a call's stack, not a long-lived table).
+    shards: Box<[Shard]>,
     per_shard: usize,
     hasher: Hasher,
 }
@@ -62,8 +67,9 @@ impl OverLimitCache {
         if self.per_shard == 0 {
             return None;
         }
-        let shard = self.shard(&charge.key).lock();
-        let entry = shard.get(&charge.key)?;
+        let key = charge.key.as_bytes();
+        let shard = self.shard(key).lock();
+        let entry = shard.get(key)?;
         let hit =
             entry.limit == charge.limit && entry.cost == charge.cost.max(1) && now < entry.until;
         hit.then(|| Outcome {
@@ -91,14 +97,15 @@ impl OverLimitCache {
             cost: charge.cost.max(1),
             until: sent_at.saturating_add(outcome.verdict.reset_after),
         };
-        let mut shard = self.shard(&charge.key).lock();
-        if shard.len() >= self.per_shard && !shard.contains_key(&charge.key) {
+        let key = charge.key.as_bytes();
+        let mut shard = self.shard(key).lock();
+        if shard.len() >= self.per_shard && !shard.contains_key(key) {
             shard.retain(|_, e| e.until > sent_at);
             if shard.len() >= self.per_shard {
                 return;
             }
         }
-        shard.insert(charge.key.clone(), entry);
+        shard.insert(key.into(), entry);
     }
 
     /// Drops the entries expired at `now`.
@@ -113,7 +120,7 @@ impl OverLimitCache {
         self.shards.iter().map(|s| s.lock().len()).sum()
     }
 
-    fn shard(&self, key: &CounterKey) -> &Mutex<HashMap<CounterKey, Entry, Hasher>> {
+    fn shard(&self, key: &[u8]) -> &Shard {
         let at = self.hasher.hash_one(key) as usize % self.shards.len();
         &self.shards[at]
     }
@@ -185,7 +192,7 @@ mod tests {
     /// The per-entry size behind [`ENTRY_BYTES`] holds.
     #[test]
     fn entry_size() {
-        let table = std::mem::size_of::<(CounterKey, Entry)>() + 1;
+        let table = std::mem::size_of::<(Box<[u8]>, Entry)>() + 1;
         assert!(table <= 65, "{table}");
         assert!(2 * table + 48 <= ENTRY_BYTES);
     }

@@ -4,17 +4,20 @@
 -- One run decides one call, or a batch of concurrent calls one after the other, each
 -- all-or-nothing on its own (see batch.rs).
 -- KEYS: the distinct counter keys of the calls (one slot in Redis Cluster).
--- ARGV[1]: the number of calls; then per call:
---   now in microseconds, or "" for Redis's own clock (TIME; the production setting, so clock
---   skew between replicas cannot over-admit; with a caller's clock, used by tests, keys
---   expire an hour of Redis time after their state goes idle, at the earliest);
---   the number of charges; then 7 fields per charge: key index (into KEYS), algorithm
---   (0 fixed_window, 1 sliding_window, 2 sliding_log, 3 token_bucket, 4 fixed_window in
---   upstream's key layout), requests, window (us), burst, cost (0 = check), gate (0 enforced,
---   1 quota, 2 advisory). For 4 the key names the window (upstream.rs), so window is the
---   key's expiry in seconds and burst the microseconds left in the window.
--- Reply: 4 integers per charge, calls in order: admitted (1/0), remaining, reset_after (us),
---        available (the hits that would have fit; meaningful for denied charges).
+-- ARGV: one binary string per call (struct.pack '<i8...': little-endian 64-bit integers, read
+-- in C by struct.unpack, where a decimal argument each would cost a RESP header and a
+-- tonumber): now in microseconds, or -1 for Redis's own clock (TIME; the production setting,
+-- so clock skew between replicas cannot over-admit; with a caller's clock, used by tests, keys
+-- expire an hour of Redis time after their state goes idle, at the earliest); the number of
+-- charges; then 7 fields per charge: key index (into KEYS), algorithm (0 fixed_window,
+-- 1 sliding_window, 2 sliding_log, 3 token_bucket, 4 fixed_window in upstream's key layout),
+-- requests, window (us), burst, cost (0 = check), gate (0 enforced, 1 advisory, 2 + g a charge
+-- of quota group g: one group per quota descriptor, over when any of its charges is denied).
+-- For 4 the key names the window (upstream.rs), so window is the key's expiry in seconds and
+-- burst the microseconds left in the window.
+-- Reply: one binary string, 4 little-endian 64-bit integers per charge, calls in order:
+--        admitted (1/0), remaining, reset_after (us), available (the hits that would have
+--        fit; meaningful for denied charges).
 --
 -- State per key: fixed_window hash {s = window start, n = count}; sliding_window hash
 -- {s = window start, p = previous, c = current}; token_bucket string "hi:lo" (theoretical
@@ -26,6 +29,7 @@ local R = 16777216              -- 2^24: limb base of the exact wide arithmetic 
 local EXACT = 9007199254740992  -- 2^53: doubles hold every integer below it exactly
 local LATEST = 4503599627370496 -- 2^52 us: the latest arrival time a bucket may store
 local floor, max, format = math.floor, math.max, string.format
+local unpack_call, pack = struct.unpack, struct.pack
 
 -- Lua numbers are doubles: a product such as requests * window (us) passes 2^53 for limits
 -- like a million a day. Such products are compared as base-2^24 limbs instead, so every
@@ -288,7 +292,7 @@ end
 
 -- Expiry in whole milliseconds, never early. With the caller's clock (tests) that time is not
 -- Redis's, so keys are kept at least an hour of Redis time instead.
-local CALLER_CLOCK = ARGV[2] ~= ''
+local CALLER_CLOCK = struct.unpack('<i8', ARGV[1]) >= 0
 local function ms(us)
   local t = floor(us / 1000) + 1
   if CALLER_CLOCK and t < 3600000 then return 3600000 end
@@ -355,23 +359,21 @@ local function clock()
 end
 
 -- Decide each call in turn: every charge in order (a key named twice sees its own earlier
--- charge), then commit the admitted ones only if the call is not blocked (src/store/gate.rs).
+-- charge), then commit the admitted ones only if the call is not blocked (src/store/gate.rs:
+-- an enforced charge denied, or quota groups present and each with a denied charge).
 -- Later calls of a batch see earlier calls' commits, exactly as separate runs in that order
 -- would. Dispatch is by plain comparisons: a script's body (and every table and closure in
 -- it) is rebuilt on each run.
-local latest, reply, o = {}, {}, 2 -- latest: the state Redis now holds, per key (not logs)
-for _ = 1, tonumber(ARGV[1]) do
-  local now
-  if ARGV[o] == '' then now = clock() else now = tonumber(ARGV[o]) end
-  local count = tonumber(ARGV[o + 1])
-  o = o + 2
+local latest, reply = {}, {}
+for call = 1, #ARGV do
+  local packed = ARGV[call]
+  local now, count, o = unpack_call('<i8i8', packed)
+  if now < 0 then now = clock() end
   local stored, pending, commit_alg, commit_w = {}, {}, {}, {}
-  local blocked, any_quota, all_quota_denied = false, false, true
+  local blocked, quota_over = false, nil -- quota_over[g]: group g has a denied charge
   for _ = 1, count do
-    local k, alg = tonumber(ARGV[o]), tonumber(ARGV[o + 1])
-    local n, w, b = tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4])
-    local cost, gate = tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6])
-    o = o + 7
+    local k, alg, n, w, b, cost, gate
+    k, alg, n, w, b, cost, gate, o = unpack_call('<i8i8i8i8i8i8i8', packed, o)
     local key = KEYS[k]
     local decide
     if alg == 0 then decide = fixed elseif alg == 1 then decide = sliding
@@ -399,16 +401,19 @@ for _ = 1, tonumber(ARGV[1]) do
       pending[k], commit_alg[k], commit_w[k] = next, alg, w
     end
     if gate == 0 and not ok then blocked = true end
-    if gate == 1 then
-      any_quota = true
-      if ok then all_quota_denied = false end
+    if gate >= 2 then
+      quota_over = quota_over or {}
+      quota_over[gate] = quota_over[gate] or not ok
     end
-    reply[#reply + 1] = ok and 1 or 0
-    reply[#reply + 1] = remaining
-    reply[#reply + 1] = reset
-    reply[#reply + 1] = available
+    reply[#reply + 1] = pack('<i8i8i8i8', ok and 1 or 0, remaining, reset, available)
   end
-  if not (blocked or (any_quota and all_quota_denied)) then
+  if quota_over and not blocked then
+    blocked = true
+    for _, over in pairs(quota_over) do
+      if not over then blocked = false end
+    end
+  end
+  if not blocked then
     for k, alg in pairs(commit_alg) do
       local key, old, st, w = KEYS[k], stored[k] or nil, pending[k], commit_w[k]
       if alg == 0 then fixed_store(key, old, st, now, w)
@@ -421,4 +426,4 @@ for _ = 1, tonumber(ARGV[1]) do
     end
   end
 end
-return reply
+return table.concat(reply)

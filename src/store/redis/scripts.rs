@@ -50,19 +50,18 @@ pub fn fields(charge: &Charge, key_index: usize) -> Fields {
 /// four algorithms are 0 to 3).
 pub const UPSTREAM_FIXED_WINDOW: u64 = 4;
 
-/// Appends one call to a script run's ARGV: its time (`None` = Redis's clock), its number of
-/// charges, then their fields. Numbers go straight into the command buffer.
+/// Appends one call to a script run's ARGV, as one binary argument of little-endian 64-bit
+/// integers (the script reads it with `struct.unpack`): its time in microseconds (-1 = Redis's
+/// clock), its number of charges, then their fields.
 pub fn push_call(cmd: &mut redis::Cmd, now_us: Option<u64>, charges: &[Fields]) {
-    match now_us {
-        Some(now) => cmd.arg(now),
-        None => cmd.arg(""),
-    };
-    cmd.arg(charges.len());
-    for f in charges {
-        for v in f {
-            cmd.arg(*v);
-        }
+    let mut packed = Vec::with_capacity(16 + charges.len() * 7 * 8);
+    let now = now_us.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+    packed.extend_from_slice(&now.to_le_bytes());
+    packed.extend_from_slice(&(charges.len() as u64).to_le_bytes());
+    for v in charges.iter().flatten() {
+        packed.extend_from_slice(&v.to_le_bytes());
     }
+    cmd.arg(packed);
 }
 
 /// The window in microseconds (rule windows are whole milliseconds; at least 1 µs).
@@ -70,42 +69,55 @@ pub fn window_us(limit: &Limit) -> u64 {
     (limit.window / MICRO).max(1)
 }
 
+/// The script's gate field: 0 enforced, 1 advisory, 2 + g a charge of quota group g.
 fn gate_code(gate: Gate) -> u64 {
     match gate {
         Gate::Enforced => 0,
-        Gate::Quota => 1,
-        Gate::Advisory => 2,
+        Gate::Advisory => 1,
+        Gate::Quota(group) => 2 + u64::from(group),
     }
 }
 
-/// Reads one call's part of a script reply: four integers per charge of `costs`.
-pub fn outcomes(items: &[Value], costs: &[u64]) -> Result<Vec<Outcome>, BadReply> {
-    if items.len() != costs.len() * 4 {
+/// Bytes of one charge's answer in the script's reply: four little-endian 64-bit integers.
+pub const REPLY_BYTES: usize = 32;
+
+/// The script's reply: one binary string (one parse of one bulk string, where an array of
+/// integers cost the client a parse per number).
+pub fn reply_bytes(reply: &Value) -> Result<&[u8], BadReply> {
+    match reply {
+        Value::BulkString(bytes) => Ok(bytes),
+        other => Err(BadReply::NotBytes(other.clone())),
+    }
+}
+
+/// Reads one call's part of a script reply: [`REPLY_BYTES`] per charge of `costs`.
+pub fn outcomes(bytes: &[u8], costs: &[u64]) -> Result<Vec<Outcome>, BadReply> {
+    if bytes.len() != costs.len() * REPLY_BYTES {
         return Err(BadReply::Length {
             expected: costs.len() * 4,
-            got: items.len(),
+            got: bytes.len() / 8,
         });
     }
-    let int = |v: &Value| match v {
-        Value::Int(i) => u64::try_from(*i).map_err(|_| BadReply::Negative(*i)),
-        other => Err(BadReply::NotInteger(other.clone())),
+    let int = |b: &[u8]| {
+        let i = i64::from_le_bytes(b.try_into().expect("8-byte chunks"));
+        u64::try_from(i).map_err(|_| BadReply::Negative(i))
     };
     costs
         .iter()
-        .zip(items.chunks_exact(4))
+        .zip(bytes.chunks_exact(REPLY_BYTES))
         .map(|(cost, f)| {
-            let admitted = int(&f[0])? == 1;
-            let remaining = int(&f[1])?;
+            let admitted = int(&f[..8])? == 1;
+            let remaining = int(&f[8..16])?;
             let verdict = Verdict {
                 admitted,
                 remaining,
-                reset_after: int(&f[2])?.saturating_mul(MICRO),
+                reset_after: int(&f[16..24])?.saturating_mul(MICRO),
             };
             // As the memory store reports it (`Outcome::judged`): remaining + cost when admitted.
             let available = if admitted {
                 remaining.saturating_add(*cost)
             } else {
-                int(&f[3])?
+                int(&f[24..32])?
             };
             Ok(Outcome { verdict, available })
         })

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Summarises what scripts/bench wrote under OUT (argument 1) as Markdown: medians, ratios to
+the do-nothing baseline, and whether the machine was quiet (1-minute load average < 1.0 before
+and after every run) while the timing figures were taken."""
+import json
+import os
+import re
+import statistics
+import sys
+
+QUIET = 1.0
+out = sys.argv[1]
+med = statistics.median
+
+
+def lines(name):
+    path = os.path.join(out, name)
+    return [json.loads(l) for l in open(path) if l.strip()] if os.path.exists(path) else []
+
+
+def quiet_note(pairs):
+    """pairs: (load before, load after) of each run."""
+    if not pairs:
+        return ""
+    worst = max(max(a, b if b is not None else a) for a, b in pairs)
+    best = min(a for a, _ in pairs)
+    state = "quiet" if worst < QUIET else "**NOT quiet** (timing figures include other work)"
+    return f"load average over the runs: {best:.2f} to {worst:.2f}: {state}"
+
+
+print("# sluice benchmark results\n")
+if os.path.exists(f"{out}/machine.txt"):
+    print(open(f"{out}/machine.txt").read())
+
+if os.path.exists(f"{out}/criterion.txt"):
+    print("## criterion (median of criterion's estimate)\n")
+    print("| bench | time |\n| --- | --- |")
+    name = None
+    for line in open(f"{out}/criterion.txt"):
+        line = line.rstrip()
+        m = re.match(r"^(\S+/\S+)\s*(time:.*)?$", line)
+        if m and "/" in line.split()[0]:
+            name = m.group(1)
+        t = re.search(r"time:\s+\[\S+ \S+ (\S+) (\S+) \S+ \S+\]", line)
+        if t and name:
+            print(f"| {name} | {t.group(1)} {t.group(2)} |")
+            name = None
+
+memory = lines("memory.jsonl")
+if memory:
+    print("\n## memory per active counter\n")
+    print("| algorithm | counters | hits each | bytes per counter |\n| --- | --- | --- | --- |")
+    for m in memory:
+        print(f"| {m['algorithm']} | {m['counters']:,} | {m['hits_per_counter']} | {m['bytes_per_counter']} |")
+
+runs = lines("runs.jsonl")
+
+
+def pick(server, keys, mode, inflight=64):
+    return [r for r in runs if r["server"] == server and r["keys"] == keys and r["mode"] == mode
+            and r.get("inflight", 64) == inflight]
+
+
+def cpu_us(r, ticks="server_cpu_ticks"):
+    return r.get(ticks, 0) / r["clk_tck"] * 1e6 / max(r["report"]["calls"], 1)
+
+
+def loads(rs):
+    return [(r["report"].get("load_before", r["load_before"]) or 0, r["report"].get("load_after"))
+            for r in rs]
+
+
+e2e = [r for r in runs if r["server"] in ("baseline", "sluice", "sluice-no-persist")
+       and r.get("inflight", 64) == 64]
+if pick("sluice", 1, "closed"):
+    print("\n## end to end (`sluice bench`, median of %d runs each)\n" % len(pick("sluice", 1, "closed")))
+    print(quiet_note(loads(e2e)) + "\n")
+    print("| server | keys | closed loop calls/s | vs baseline | server CPU µs/call | p50 µs | p99 µs |"
+          " open loop rate | open p50 µs | open p99 µs | open p99.9 µs | errors |")
+    print("| --- " * 12 + "|")
+    for keys in (1, 100000):
+        base = med([r["report"]["calls_per_sec"] for r in pick("baseline", keys, "closed")] or [0])
+        for server in ("baseline", "sluice", "sluice-no-persist"):
+            c, o = pick(server, keys, "closed"), pick(server, keys, "open")
+            if not c:
+                continue
+            rate = med([r["report"]["calls_per_sec"] for r in c])
+            lat = lambda rs, p: med([r["report"]["latency_us"][p] for r in rs]) if rs else float("nan")
+            print(f"| {server} | {keys:,} | {rate:,.0f} | {rate / base if base else 0:.2f} "
+                  f"| {med([cpu_us(r) for r in c]):.1f} | {lat(c, 'p50'):.0f} | {lat(c, 'p99'):.0f} "
+                  f"| {o[0]['rate'] if o else '-':,} | {lat(o, 'p50'):.0f} | {lat(o, 'p99'):.0f} "
+                  f"| {lat(o, 'p999'):.0f} | {sum(r['report']['errors'] for r in o + c)} |")
+
+h2 = lines("h2load.jsonl")
+if h2:
+    print("\n## h2load, 1 key (median calls/s; ratio to the baseline)\n")
+    print(quiet_note([(r["load_before"], r["load_after"]) for r in h2]) + "\n")
+    print("| server | runs | calls/s | vs baseline |\n| --- | --- | --- | --- |")
+    base = med([r["calls_per_sec"] for r in h2 if r["server"] == "baseline"] or [0])
+    for server in ("baseline", "sluice", "sluice-no-persist"):
+        rates = [r["calls_per_sec"] for r in h2 if r["server"] == server]
+        if rates:
+            print(f"| {server} | {len(rates)} | {med(rates):,.0f} | {med(rates) / base if base else 0:.3f} |")
+
+redis = [r for r in runs if r["server"] in ("baseline", "sluice-redis") and r.get("inflight", 64) in (64, 256)
+         and any(x["server"] == "sluice-redis" for x in runs)]
+if any(r["server"] == "sluice-redis" for r in redis):
+    print("\n## Redis store (`sluice bench`, 1 key, closed loop; Redis on the server's machine)\n")
+    print(quiet_note(loads([r for r in redis if r["keys"] == 1])) + "\n")
+    print("| in flight | server | calls/s | vs baseline | server CPU µs/call | Redis CPU µs/call | p99 µs | errors |")
+    print("| --- " * 8 + "|")
+    for inflight in (64, 256):
+        base = med([r["report"]["calls_per_sec"] for r in pick("baseline", 1, "closed", inflight)] or [0])
+        for server in ("baseline", "sluice-redis"):
+            c = pick(server, 1, "closed", inflight)
+            if not c:
+                continue
+            rate = med([r["report"]["calls_per_sec"] for r in c])
+            redis_cpu = med([cpu_us(r, "redis_cpu_ticks") for r in c]) if server != "baseline" else 0
+            print(f"| {inflight} | {server} | {rate:,.0f} | {rate / base if base else 0:.2f} "
+                  f"| {med([cpu_us(r) for r in c]):.1f} | {redis_cpu:.1f} "
+                  f"| {med([r['report']['latency_us']['p99'] for r in c]):.0f} "
+                  f"| {sum(r['report']['errors'] for r in c)} |")
+
+if os.path.exists(f"{out}/callgrind/results.md"):
+    print()
+    print(open(f"{out}/callgrind/results.md").read())

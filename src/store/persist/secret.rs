@@ -1,0 +1,76 @@
+//! The data directory's fingerprint key: the secret under which the memory store fingerprints
+//! its counters, kept beside the data (file `FINGERPRINT_KEY`, owner-only) so that a restart
+//! names every counter as the run before it did.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use super::compact::sync_dir;
+use crate::store::fingerprint::random_key;
+
+/// The file holding the key, as 32 hexadecimal digits.
+pub const FILE: &str = "FINGERPRINT_KEY";
+
+/// The key kept in `dir`, created (and made durable) on first use.
+pub fn load_or_create(dir: &Path) -> io::Result<[u8; 16]> {
+    let path = dir.join(FILE);
+    // Read as every data file is: a regular file only (a FIFO here cannot hang the start), capped.
+    match crate::files::read_to_string(&path, 4096) {
+        Ok(text) => parse(text.trim()).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{FILE} does not hold 32 hexadecimal digits"),
+            )
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let key = random_key();
+            let tmp = dir.join(format!("{FILE}.tmp"));
+            let mut file = owner_only().open(&tmp)?;
+            file.write_all(hex(&key).as_bytes())?;
+            file.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            sync_dir(dir)?;
+            Ok(key)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn owner_only() -> std::fs::OpenOptions {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options
+}
+
+fn hex(key: &[u8; 16]) -> String {
+    key.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn parse(text: &str) -> Option<[u8; 16]> {
+    if text.len() != 32 || !text.is_ascii() {
+        return None;
+    }
+    let mut key = [0u8; 16];
+    for (i, byte) in key.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The key is created once and read back unchanged; a damaged file is an error.
+    #[test]
+    fn key_is_created_once_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = load_or_create(dir.path()).unwrap();
+        assert_eq!(load_or_create(dir.path()).unwrap(), first);
+        std::fs::write(dir.path().join(FILE), "not hex").unwrap();
+        let err = load_or_create(dir.path()).unwrap_err();
+        assert!(err.to_string().contains(FILE), "{err}");
+    }
+}
