@@ -71,6 +71,14 @@ struct Failed {
 /// Rotates the journal and writes the snapshot; returns the snapshot's size.
 fn compact(shared: &Shared, now: Nanos) -> Result<u64, Failed> {
     let dir = &shared.settings.dir;
+    // No data file before the key that names its counters.
+    if shared.key_pending.load(Ordering::Acquire) {
+        super::secret::create(dir, &shared.memory.fingerprint_key()).map_err(|error| Failed {
+            error,
+            behind: true,
+        })?;
+        shared.key_pending.store(false, Ordering::Release);
+    }
     // Everything journaled before this point is in memory, which the snapshot reads after it;
     // everything after goes to the new journal.
     let (seq, catching_up) = {

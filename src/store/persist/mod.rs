@@ -118,6 +118,8 @@ struct Shared {
     compacting: AtomicBool,
     /// Compact at the next flush (files left by an earlier run).
     compact_soon: AtomicBool,
+    /// Set while the fingerprint key exists only in memory (the disk was full at start).
+    key_pending: AtomicBool,
     /// The running compaction thread, joined by the last flush.
     compaction: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Size of the last snapshot written, in bytes.
@@ -150,7 +152,7 @@ impl PersistentStore {
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         let lock = restore::lock(&dir)?;
         let key_file = dir.join(secret::FILE);
-        let fingerprint_key = secret::load_or_create(&dir).map_err(io(&key_file))?;
+        let (fingerprint_key, unwritten_key) = secret::load_or_new(&dir).map_err(io(&key_file))?;
         let memory = Arc::new(MemoryStore::with_options(MemoryOptions {
             journal: true,
             fingerprint_key: Some(fingerprint_key),
@@ -168,8 +170,12 @@ impl PersistentStore {
         );
         let mut journal = Journal::closed(&dir, restored.last_seq);
         let failure = failure::Failure::default();
-        if let Err(e) = journal.rotate(&dir) {
-            // A full disk must not stop the start: the journal resumes once it can be written.
+        // A full disk must not stop the start: the key, then the journal, are written once the
+        // disk can take them (a compaction writes a pending key before any data file).
+        let key_pending = AtomicBool::new(unwritten_key.is_some());
+        if let Some(e) = unwritten_key {
+            failure.failed(now, "writing the fingerprint key", &e);
+        } else if let Err(e) = journal.rotate(&dir) {
             failure.failed(now, "starting a journal", &e);
         }
         let shared = Shared {
@@ -177,6 +183,7 @@ impl PersistentStore {
             memory,
             journal: Mutex::new(journal),
             failure,
+            key_pending,
             compacting: AtomicBool::new(false),
             compaction: Mutex::new(None),
             compact_soon: AtomicBool::new(restored.files > 0),

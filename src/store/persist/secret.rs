@@ -11,29 +11,47 @@ use crate::store::fingerprint::random_key;
 /// The file holding the key, as 32 hexadecimal digits.
 pub const FILE: &str = "FINGERPRINT_KEY";
 
-/// The key kept in `dir`, created (and made durable) on first use.
-pub fn load_or_create(dir: &Path) -> io::Result<[u8; 16]> {
+/// The key kept in `dir`, if there is one.
+pub fn load(dir: &Path) -> io::Result<Option<[u8; 16]>> {
     let path = dir.join(FILE);
     // Read as every data file is: a regular file only (a FIFO here cannot hang the start), capped.
     match crate::files::read_to_string(&path, 4096) {
-        Ok(text) => parse(text.trim()).ok_or_else(|| {
+        Ok(text) => parse(text.trim()).map(Some).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("{FILE} does not hold 32 hexadecimal digits"),
             )
         }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let key = random_key();
-            let tmp = dir.join(format!("{FILE}.tmp"));
-            let mut file = owner_only().open(&tmp)?;
-            file.write_all(hex(&key).as_bytes())?;
-            file.sync_all()?;
-            std::fs::rename(&tmp, &path)?;
-            sync_dir(dir)?;
-            Ok(key)
-        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// Writes `key` into `dir`, durably (a temporary file renamed into place, then the directory
+/// synced), so that no data file is ever written before the key that names its counters.
+pub fn create(dir: &Path, key: &[u8; 16]) -> io::Result<()> {
+    let tmp = dir.join(format!("{FILE}.tmp"));
+    let written = owner_only().open(&tmp).and_then(|mut file| {
+        file.write_all(hex(key).as_bytes())?;
+        file.sync_all()
+    });
+    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, dir.join(FILE))) {
+        // A partial file must not keep the space a retry needs.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    sync_dir(dir)
+}
+
+/// The key kept in `dir`, or a new one with whether it still has to be written: a full disk
+/// must not stop the start, so a key that cannot be written yet is kept in memory and written
+/// before the first data file (see `compact`).
+pub fn load_or_new(dir: &Path) -> io::Result<([u8; 16], Option<io::Error>)> {
+    if let Some(key) = load(dir)? {
+        return Ok((key, None));
+    }
+    let key = random_key();
+    Ok((key, create(dir, &key).err()))
 }
 
 fn owner_only() -> std::fs::OpenOptions {
@@ -67,10 +85,12 @@ mod tests {
     #[test]
     fn key_is_created_once_and_kept() {
         let dir = tempfile::tempdir().unwrap();
-        let first = load_or_create(dir.path()).unwrap();
-        assert_eq!(load_or_create(dir.path()).unwrap(), first);
+        let (first, unwritten) = load_or_new(dir.path()).unwrap();
+        assert!(unwritten.is_none());
+        assert_eq!(load(dir.path()).unwrap(), Some(first));
+        assert_eq!(load_or_new(dir.path()).unwrap().0, first);
         std::fs::write(dir.path().join(FILE), "not hex").unwrap();
-        let err = load_or_create(dir.path()).unwrap_err();
+        let err = load_or_new(dir.path()).unwrap_err();
         assert!(err.to_string().contains(FILE), "{err}");
     }
 }
