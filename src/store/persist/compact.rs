@@ -8,7 +8,7 @@
 //! A snapshot is also how persistence catches up after a failed write: once the new journal
 //! is open, every later change goes to it, and the snapshot holds everything before.
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::path::Path;
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 
 use super::Shared;
 use super::codec;
-use super::file::{FRAME_TARGET, FrameBuf, Kind};
+use super::file::{FRAME_TARGET, FrameBuf, Kind, sync_dir};
 use crate::clock::Nanos;
 
 /// Starts compacting on a new thread; the `compacting` flag is cleared when it ends.
@@ -152,13 +152,5 @@ fn remove_older(dir: &Path, seq: u64) {
         {
             tracing::warn!(file = %entry.path().display(), error = %e, "cannot delete an old data file");
         }
-    }
-}
-
-/// Makes a rename durable (a no-op where directories cannot be opened).
-pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
-    match File::open(dir) {
-        Ok(d) => d.sync_all().or(Ok(())),
-        Err(_) => Ok(()),
     }
 }

@@ -5,7 +5,7 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use super::compact::sync_dir;
+use super::file::sync_dir;
 use crate::store::fingerprint::random_key;
 
 /// The file holding the key, as 32 hexadecimal digits.
