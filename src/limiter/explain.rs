@@ -103,89 +103,132 @@ pub async fn explain_with<'r>(
         })
         .collect();
     let replacers = replacers(&walks);
-    let mut explained: Vec<Explained<'r>> = Vec::with_capacity(walks.len());
     let mut charges: Vec<(usize, usize, Charge)> = Vec::new();
-    for (d, (entries, walk)) in descriptors.iter().zip(walks).enumerate() {
-        let mut limits = Vec::new();
-        if let (Reached::Limited, Some(node)) = (walk.reached, walk.node()) {
-            let descriptor = Descriptor {
+    let mut explained: Vec<Explained<'r>> = descriptors
+        .iter()
+        .zip(walks)
+        .enumerate()
+        .map(|(d, (entries, walk))| {
+            let limits = limit_states(rules, domain, entries, &walk, &replacers, |l, charge| {
+                charges.push((d, l, charge))
+            });
+            let upstream = walk.upstream.clone();
+            Explained {
                 entries: entries.clone(),
-                ..Descriptor::default()
-            };
-            let found = rules
-                .domain(domain)
-                .and_then(|dm| dm.lookup(&borrow(entries)));
-            let key = counter_key(domain, &descriptor, found.as_ref());
-            for rule in &node.limits {
-                let replaced_by = replaced_by(rule, &replacers);
-                let shards = node.shards.max(1);
-                if replaced_by.is_empty()
-                    && let LimitKind::Counted(limit) = rule.kind
-                {
-                    for (sub, part) in sub_counters(&limit, shards) {
-                        let key = match part {
-                            Some(i) => {
-                                key.finish_shard(rule.index, limit.algorithm, limit.window, i)
-                            }
-                            None => key.finish(rule.index, limit.algorithm, limit.window),
-                        };
-                        // Cost 0 and advisory: judged as a one-hit call, nothing committed.
-                        let charge = Charge {
-                            key,
-                            limit: sub,
-                            cost: 0,
-                            gate: Gate::Advisory,
-                        };
-                        charges.push((d, limits.len(), charge));
-                    }
-                }
-                limits.push(LimitState {
-                    rule,
-                    replaced_by,
-                    shards,
-                    counter: None,
-                });
+                walk,
+                limits,
+                upstream,
+            }
+        })
+        .collect();
+    let store_error = read_counters(store, &charges, &mut explained, now).await;
+    let would_refuse = !global_shadow_mode && would_refuse(&explained, store_error.is_some());
+    note_refused_hits(&mut explained);
+    Explanation {
+        domain: domain.to_owned(),
+        descriptors: explained,
+        would_refuse,
+        store_error,
+    }
+}
+
+/// The limits of the node `walk` reached (none unless it is limited), each counted one handed
+/// to `charge` as a check-only charge (cost 0, advisory: judged as a one-hit call, nothing
+/// committed) with its index among the limits.
+fn limit_states<'r>(
+    rules: &'r RuleSet,
+    domain: &str,
+    entries: &[(String, String)],
+    walk: &Walk<'r>,
+    replacers: &[(Cow<'r, str>, Cow<'r, str>)],
+    mut charge: impl FnMut(usize, Charge),
+) -> Vec<LimitState<'r>> {
+    let mut limits = Vec::new();
+    let (Reached::Limited, Some(node)) = (walk.reached, walk.node()) else {
+        return limits;
+    };
+    let descriptor = Descriptor {
+        entries: entries.to_vec(),
+        ..Descriptor::default()
+    };
+    let found = rules
+        .domain(domain)
+        .and_then(|dm| dm.lookup(&borrow(entries)));
+    let key = counter_key(domain, &descriptor, found.as_ref());
+    for rule in &node.limits {
+        let replaced_by = replaced_by(rule, replacers);
+        let shards = node.shards.max(1);
+        if replaced_by.is_empty()
+            && let LimitKind::Counted(limit) = rule.kind
+        {
+            for (sub, part) in sub_counters(&limit, shards) {
+                let key = match part {
+                    Some(i) => key.finish_shard(rule.index, limit.algorithm, limit.window, i),
+                    None => key.finish(rule.index, limit.algorithm, limit.window),
+                };
+                let check = Charge {
+                    key,
+                    limit: sub,
+                    cost: 0,
+                    gate: Gate::Advisory,
+                };
+                charge(limits.len(), check);
             }
         }
-        let upstream = walk.upstream.clone();
-        explained.push(Explained {
-            entries: entries.clone(),
-            walk,
-            limits,
-            upstream,
+        limits.push(LimitState {
+            rule,
+            replaced_by,
+            shards,
+            counter: None,
         });
     }
-    let mut store_error = None;
-    if !charges.is_empty() {
-        let only: Vec<Charge> = charges.iter().map(|(_, _, c)| c.clone()).collect();
-        match store.apply(&only, now).await {
-            Ok(outcomes) => {
-                for ((d, l, charge), outcome) in charges.iter().zip(outcomes) {
-                    let state = &mut explained[*d].limits[*l].counter;
-                    *state = Some(combine(*state, outcome.verdict, charge.limit.capacity()));
-                }
-            }
-            Err(e) => store_error = Some(e.to_string()),
-        }
+    limits
+}
+
+/// Reads every counter of `charges` (check-only) into `explained`; the store's error, if any.
+async fn read_counters(
+    store: &dyn Store,
+    charges: &[(usize, usize, Charge)],
+    explained: &mut [Explained<'_>],
+    now: Nanos,
+) -> Option<String> {
+    if charges.is_empty() {
+        return None;
     }
-    // As the limiter gates a call: shadow rules never refuse, quota rules only all together;
-    // without the store, a counted `failure_mode: deny` rule refuses.
-    let would_refuse = !global_shadow_mode
-        && if store_error.is_some() {
-            explained.iter().any(|e| {
-                e.walk.node().is_some_and(|n| {
-                    !n.shadow_mode && n.failure_mode == crate::rules::FailureMode::Deny
-                }) && e.limits.iter().any(|l| l.replaced_by.is_empty())
-            })
-        } else {
-            crate::store::gate::blocked(explained.iter().enumerate().filter_map(|(d, e)| {
-                let counted: Vec<&CounterState> =
-                    e.limits.iter().filter_map(|l| l.counter.as_ref()).collect();
-                (!counted.is_empty())
-                    .then(|| (gate(d, e.walk.node()), counted.iter().all(|c| c.admits)))
-            }))
-        };
-    for e in &mut explained {
+    let only: Vec<Charge> = charges.iter().map(|(_, _, c)| c.clone()).collect();
+    match store.apply(&only, now).await {
+        Ok(outcomes) => {
+            for ((d, l, charge), outcome) in charges.iter().zip(outcomes) {
+                let state = &mut explained[*d].limits[*l].counter;
+                *state = Some(combine(*state, outcome.verdict, charge.limit.capacity()));
+            }
+            None
+        }
+        Err(e) => Some(e.to_string()),
+    }
+}
+
+/// Whether the call would be refused, as the limiter gates a call: shadow rules never refuse,
+/// quota rules only all together; without the store, a counted `failure_mode: deny` rule
+/// refuses.
+fn would_refuse(explained: &[Explained<'_>], store_failed: bool) -> bool {
+    if store_failed {
+        return explained.iter().any(|e| {
+            e.walk.node().is_some_and(|n| {
+                !n.shadow_mode && n.failure_mode == crate::rules::FailureMode::Deny
+            }) && e.limits.iter().any(|l| l.replaced_by.is_empty())
+        });
+    }
+    crate::store::gate::blocked(explained.iter().enumerate().filter_map(|(d, e)| {
+        let counted: Vec<&CounterState> =
+            e.limits.iter().filter_map(|l| l.counter.as_ref()).collect();
+        (!counted.is_empty()).then(|| (gate(d, e.walk.node()), counted.iter().all(|c| c.admits)))
+    }))
+}
+
+/// Where upstream differs for a descriptor that is refused: it would still charge the hits.
+fn note_refused_hits(explained: &mut [Explained<'_>]) {
+    for e in explained {
         if e.limits
             .iter()
             .any(|l| l.counter.is_some_and(|c| !c.admits))
@@ -196,12 +239,6 @@ pub async fn explain_with<'r>(
                     .to_owned(),
             );
         }
-    }
-    Explanation {
-        domain: domain.to_owned(),
-        descriptors: explained,
-        would_refuse,
-        store_error,
     }
 }
 
