@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::net::{TcpListener, UnixListener};
 use tokio_stream::wrappers::UnixListenerStream;
@@ -93,7 +92,7 @@ pub(super) struct Serving {
     pub health: HealthCheck,
     /// gRPC connections are closed gracefully after about this age (±10 %, see `grpc`), then
     /// forcibly after the grace.
-    pub connection_age: (Duration, Duration),
+    pub connection_age: ConnectionAge,
     /// Cancelled when the listeners should stop accepting.
     pub close: CancellationToken,
     /// Cancelled at shutdown (the TLS acceptor stops on it).
@@ -156,8 +155,7 @@ async fn serve_grpc<H: HealthApi>(
         serving.tracer.clone(),
     );
     let routes = Routes::new(health).add_service(service.into_server());
-    let (age, grace) = serving.connection_age;
-    let lifetime = ConnectionAge { age, grace };
+    let lifetime = serving.connection_age;
     let close = serving.close.clone();
     match incoming {
         GrpcIncoming::Plain(incoming) => {

@@ -272,10 +272,10 @@ async fn launch(
         tracer: tracer.clone(),
         tls: parts.tls.clone(),
         health: Arc::new(move || readiness.check()),
-        connection_age: (
-            parts.settings.grpc_max_connection_age,
-            parts.settings.grpc_max_connection_age_grace,
-        ),
+        connection_age: grpc::ConnectionAge {
+            age: parts.settings.grpc_max_connection_age,
+            grace: parts.settings.grpc_max_connection_age_grace,
+        },
         close: lifecycle.close,
         shutdown: shutdown.clone(),
     };
