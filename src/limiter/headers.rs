@@ -26,8 +26,7 @@ pub fn build(
     reset_after: Nanos,
     over_limit: bool,
 ) -> Vec<(Cow<'static, str>, String)> {
-    // The policy item starts with its quoted name; the RateLimit item repeats that name.
-    let name = policy.rfind(";q=").map_or(policy, |at| &policy[..at]);
+    let name = policy_name(policy);
     let reset = whole_seconds_up(reset_after);
     // Written with itoa into strings of the exact size: these are the response's own heap
     // blocks, and the formatting machinery cost more than the rest of the answer.
@@ -45,6 +44,19 @@ pub fn build(
         headers.push((CACHE_CONTROL.into(), "no-store".to_owned()));
     }
     headers
+}
+
+/// The quoted name that starts a policy item `<quoted name>;q=<n>;w=<s>` (the RateLimit item
+/// repeats it). The name may hold `;`, the two parameters after it cannot, so it ends at the
+/// second `;` from the right: a plain scan of the short tail, where a substring or `char`
+/// search cost more than the rest of the headers.
+fn policy_name(policy: &str) -> &str {
+    let mut separators = policy.bytes().enumerate().rev().filter(|&(_, b)| b == b';');
+    match (separators.next(), separators.next()) {
+        // `;` is ASCII, so the name ends on a character boundary.
+        (Some(_), Some((at, _))) => &policy[..at],
+        _ => policy,
+    }
 }
 
 #[cfg(test)]
@@ -65,6 +77,13 @@ mod tests {
                 (RATELIMIT.into(), "\"edge.api_key\";r=42;t=2".to_owned()),
             ]
         );
+    }
+
+    /// A name holding `;` and `;q=` is kept whole in the RateLimit item.
+    #[test]
+    fn a_name_with_separators_is_kept_whole() {
+        let h = build("\"a;q=1;w=2\";q=5;w=60", 3, SECOND, false);
+        assert_eq!(h[1].1, "\"a;q=1;w=2\";r=3;t=1");
     }
 
     /// A refusal adds Retry-After (at least 1 s) and forbids caching.
