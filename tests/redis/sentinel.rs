@@ -36,9 +36,11 @@ descriptors:
 
 /// The call timeout under test.
 const TIMEOUT: Duration = Duration::from_millis(100);
-/// The timeout plus generous room for a loaded two-core machine: only a call that waited on
-/// the switch itself would pass it.
-const BUDGET: Duration = Duration::from_millis(600);
+/// Calls each load worker must have had answered while the master switched. A worker whose
+/// calls waited on the switch itself gets one or two answers in those seconds; one answered
+/// within the call timeout gets ten or more a second. A count, not a clock: a loaded machine
+/// slows every call alike and cannot fail it.
+const ANSWERED_DURING_SWITCH: usize = 3;
 
 /// A store on `set` through its sentinels, with four pooled connections (so a stale one
 /// would be met) and the sentinels' password `sentinel_password`.
@@ -69,7 +71,7 @@ async fn load(
     addr: std::net::SocketAddr,
     id: usize,
     stop: Arc<AtomicBool>,
-    sent: Arc<AtomicUsize>,
+    answered: Arc<Vec<AtomicUsize>>,
 ) -> Seen {
     let mut client = connect(addr).await;
     let mut seen = Seen::default();
@@ -80,7 +82,7 @@ async fn load(
         let r = call(&mut client, one_descriptor("sentinel", &[(key, &value)])).await;
         seen.slowest = seen.slowest.max(started.elapsed());
         seen.calls += 1;
-        sent.fetch_add(1, Ordering::Relaxed);
+        answered[id].fetch_add(1, Ordering::Relaxed);
         match header(&r, "x-ratelimit-mode") {
             None => assert_eq!(r.overall_code, OK, "{key} from redis"),
             Some("degraded") if key == "open" => assert_eq!(r.overall_code, OK),
@@ -130,15 +132,19 @@ async fn failover_under_load(switch: Switch) {
     set.wait_replicated();
 
     let stop = Arc::new(AtomicBool::new(false));
-    let sent = Arc::new(AtomicUsize::new(0));
+    let answered: Arc<Vec<AtomicUsize>> = Arc::new((0..4).map(|_| AtomicUsize::new(0)).collect());
+    let counts = |answered: &[AtomicUsize]| -> Vec<usize> {
+        answered.iter().map(|n| n.load(Ordering::Relaxed)).collect()
+    };
     let workers: Vec<_> = (0..4)
-        .map(|id| tokio::spawn(load(server.grpc_addr, id, stop.clone(), sent.clone())))
+        .map(|id| tokio::spawn(load(server.grpc_addr, id, stop.clone(), answered.clone())))
         .collect();
     eventually(Duration::from_secs(10), "load is running", async || {
-        sent.load(Ordering::Relaxed) >= 40
+        counts(&answered).iter().sum::<usize>() >= 40
     })
     .await;
     let switched_at = Instant::now();
+    let before_switch = counts(&answered);
     match switch {
         Switch::KillMaster => {
             let master = set
@@ -202,14 +208,26 @@ async fn failover_under_load(switch: Switch) {
         "{switch:?}: decisions from the new master {:?} after the switch began",
         switched_at.elapsed()
     );
-    let calls_during = sent.load(Ordering::Relaxed);
+    let after_switch = counts(&answered);
+    let during: Vec<usize> = after_switch
+        .iter()
+        .zip(&before_switch)
+        .map(|(a, b)| a - b)
+        .collect();
+    println!("{switch:?}: calls answered per worker while the master switched: {during:?}");
+    for (id, answered) in during.iter().enumerate() {
+        assert!(
+            *answered >= ANSWERED_DURING_SWITCH,
+            "worker {id} had {answered} calls answered while the master switched: calls waited on it"
+        );
+    }
+    let calls_during = after_switch.iter().sum::<usize>();
     stop.store(true, Ordering::Relaxed);
     let mut degraded = 0;
     for worker in workers {
         let seen = worker.await.expect("every call was answered");
-        assert!(
-            seen.slowest < BUDGET,
-            "a call waited {:?} during the switch",
+        println!(
+            "{switch:?}: the slowest call of a worker took {:?}",
             seen.slowest
         );
         degraded += seen.degraded;
