@@ -86,95 +86,43 @@ impl Bootstrap {
     /// The bootstrap, with `sluice_transport` (YAML at the cluster's indentation, or empty)
     /// in sluice's cluster.
     fn render(&self, sluice_transport: &str) -> String {
-        let Self {
-            sluice,
-            upstream,
-            failure_mode_deny,
-        } = self;
-        format!(
-            r#"admin:
-  address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
-static_resources:
-  listeners:
-  - name: ingress
-    address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: ingress_http
-          use_remote_address: true
-          route_config:
-            virtual_hosts:
-            - name: app
-              domains: ["*"]
-              routes:
-              - match: {{ prefix: "/nested" }}
-                route:
-                  cluster: upstream
-                  rate_limits:
-                  - actions:
-                    - generic_key: {{ descriptor_value: nested }}
-                    - request_headers: {{ header_name: x-tenant, descriptor_key: tenant }}
-                    - request_headers: {{ header_name: x-plan, descriptor_key: plan }}
-              - match: {{ prefix: "/ip" }}
-                route:
-                  cluster: upstream
-                  rate_limits:
-                  - actions:
-                    - remote_address: {{}}
-              - match: {{ prefix: "/" }}
-                route:
-                  cluster: upstream
-                  rate_limits:
-                  - actions:
-                    - generic_key: {{ descriptor_value: per_key }}
-                    - request_headers: {{ header_name: x-key, descriptor_key: key }}
-          http_filters:
-          - name: envoy.filters.http.ratelimit
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit
-              domain: {DOMAIN}
-              timeout: 2s
-              failure_mode_deny: {failure_mode_deny}
-              enable_x_ratelimit_headers: DRAFT_VERSION_03
-              rate_limit_service:
-                transport_api_version: V3
-                grpc_service:
-                  envoy_grpc: {{ cluster_name: sluice }}
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
-  clusters:
-  - name: sluice
-    type: STATIC
-    connect_timeout: 1s
-{sluice_transport}    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: {{ http2_protocol_options: {{}} }}
-    load_assignment:
-      cluster_name: sluice
-      endpoints:
-      - lb_endpoints:
-        - endpoint: {{ address: {{ socket_address: {{ address: {sluice_ip}, port_value: {sluice_port} }} }} }}
-  - name: upstream
-    type: STATIC
-    connect_timeout: 1s
-    load_assignment:
-      cluster_name: upstream
-      endpoints:
-      - lb_endpoints:
-        - endpoint: {{ address: {{ socket_address: {{ address: {upstream_ip}, port_value: {upstream_port} }} }} }}
-"#,
-            sluice_ip = sluice.ip(),
-            sluice_port = sluice.port(),
-            upstream_ip = upstream.ip(),
-            upstream_port = upstream.port(),
-        )
+        skeleton(&Skeleton {
+            domain: DOMAIN,
+            failure_mode_deny: self.failure_mode_deny,
+            timeout: "2s",
+            use_remote_address: true,
+            routes: THREE_ROUTES,
+            cluster: "sluice",
+            address: &socket_address(self.sluice),
+            transport: sluice_transport,
+            upstream: self.upstream,
+        })
     }
 }
+
+/// [`Bootstrap`]'s routes (see [`Bootstrap::yaml`]), indented as under `routes:`.
+const THREE_ROUTES: &str = r#"              - match: { prefix: "/nested" }
+                route:
+                  cluster: upstream
+                  rate_limits:
+                  - actions:
+                    - generic_key: { descriptor_value: nested }
+                    - request_headers: { header_name: x-tenant, descriptor_key: tenant }
+                    - request_headers: { header_name: x-plan, descriptor_key: plan }
+              - match: { prefix: "/ip" }
+                route:
+                  cluster: upstream
+                  rate_limits:
+                  - actions:
+                    - remote_address: {}
+              - match: { prefix: "/" }
+                route:
+                  cluster: upstream
+                  rate_limits:
+                  - actions:
+                    - generic_key: { descriptor_value: per_key }
+                    - request_headers: { header_name: x-key, descriptor_key: key }
+"#;
 
 /// A bootstrap with one listener (admin too) on free loopback ports: `routes` (YAML route
 /// entries, indented as under `routes:`) to the `upstream` cluster, behind the `ratelimit`
@@ -188,6 +136,46 @@ pub fn with_routes(
     address: &str,
     upstream: SocketAddr,
 ) -> String {
+    skeleton(&Skeleton {
+        domain,
+        failure_mode_deny,
+        timeout: "10s",
+        use_remote_address: false,
+        routes,
+        cluster: "ratelimit",
+        address,
+        transport: "",
+        upstream,
+    })
+}
+
+/// What differs between the tests' bootstraps; everything else is [`skeleton`]'s.
+struct Skeleton<'a> {
+    domain: &'a str,
+    failure_mode_deny: bool,
+    /// The filter's call timeout, e.g. `2s`.
+    timeout: &'a str,
+    use_remote_address: bool,
+    /// Route entries, indented as under `routes:`.
+    routes: &'a str,
+    /// The rate-limit service's cluster name.
+    cluster: &'a str,
+    /// Its Envoy address: a `socket_address` or a `pipe`.
+    address: &'a str,
+    /// Its `transport_socket` (YAML at the cluster's indentation), or empty.
+    transport: &'a str,
+    upstream: SocketAddr,
+}
+
+/// One listener (admin too) on free loopback ports, the `ratelimit` filter with draft-03
+/// headers in front of the router, the rate-limit service's cluster over HTTP/2 and the
+/// `upstream` cluster.
+fn skeleton(s: &Skeleton) -> String {
+    let remote_address = if s.use_remote_address {
+        "          use_remote_address: true\n"
+    } else {
+        ""
+    };
     format!(
         r#"admin:
   address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
@@ -201,7 +189,7 @@ static_resources:
         typed_config:
           "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
           stat_prefix: ingress_http
-          route_config:
+{remote_address}          route_config:
             virtual_hosts:
             - name: app
               domains: ["*"]
@@ -212,25 +200,25 @@ static_resources:
               "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit
               domain: {domain}
               failure_mode_deny: {failure_mode_deny}
-              timeout: 10s
+              timeout: {timeout}
               enable_x_ratelimit_headers: DRAFT_VERSION_03
               rate_limit_service:
                 transport_api_version: V3
                 grpc_service:
-                  envoy_grpc: {{ cluster_name: ratelimit }}
+                  envoy_grpc: {{ cluster_name: {cluster} }}
           - name: envoy.filters.http.router
             typed_config:
               "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
   clusters:
-  - name: ratelimit
+  - name: {cluster}
     type: STATIC
     connect_timeout: 1s
-    typed_extension_protocol_options:
+{transport}    typed_extension_protocol_options:
       envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
         "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
         explicit_http_config: {{ http2_protocol_options: {{}} }}
     load_assignment:
-      cluster_name: ratelimit
+      cluster_name: {cluster}
       endpoints:
       - lb_endpoints:
         - endpoint: {{ address: {{ {address} }} }}
@@ -241,10 +229,16 @@ static_resources:
       cluster_name: upstream
       endpoints:
       - lb_endpoints:
-        - endpoint: {{ address: {{ socket_address: {{ address: {}, port_value: {} }} }} }}
+        - endpoint: {{ address: {{ {upstream} }} }}
 "#,
-        upstream.ip(),
-        upstream.port()
+        routes = s.routes,
+        domain = s.domain,
+        failure_mode_deny = s.failure_mode_deny,
+        timeout = s.timeout,
+        cluster = s.cluster,
+        transport = s.transport,
+        address = s.address,
+        upstream = socket_address(s.upstream),
     )
 }
 
