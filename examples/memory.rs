@@ -28,6 +28,8 @@ fn rss_bytes() -> Result<u64, String> {
 }
 
 fn main() -> Result<(), String> {
+    // As the server does: see `sluice::huge_pages`.
+    sluice::huge_pages::disable_unless_asked();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: memory ALGORITHM [COUNTERS] [HITS]";
     let algorithm = args

@@ -57,6 +57,7 @@ pub mod app;
 pub mod clock;
 #[doc(hidden)]
 pub mod harness;
+pub mod huge_pages;
 pub mod insight;
 pub mod limiter;
 pub mod metrics;

@@ -18,6 +18,7 @@ use cli::Command;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    let huge_pages_off = sluice::huge_pages::disable_unless_asked();
     let invocation = cli::parse(std::env::args_os());
     let outcome = match invocation.command {
         Command::Check(args) => return exit_code(cli::check::run(&args)),
@@ -34,6 +35,7 @@ fn main() -> ExitCode {
                 if let Some(warning) = &prepared.warning {
                     tracing::warn!("{warning}");
                 }
+                tracing::debug!(huge_pages_off, "transparent huge pages");
                 tokio::runtime::Builder::new_multi_thread()
                     .enable_all()
                     .build()

@@ -95,3 +95,26 @@ fn serve_refuses_a_taken_port() {
     let said = out.stderr.matches("Address already in use").count();
     assert_eq!(said, 1, "{}", out.stderr);
 }
+
+/// `serve` turns transparent huge pages off for itself (its memory would otherwise move in
+/// 2 MiB steps), unless `MIMALLOC_ALLOW_THP` leaves the choice to the allocator.
+#[test]
+fn serve_turns_huge_pages_off_unless_asked() {
+    let thp_enabled = |server: &common::process::Sluice| {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("THP_enabled:"))
+            .map(|v| v.trim().to_owned())
+    };
+    let server = Serve::new().rules(RULES).start();
+    // Kernels before 5.0 do not report the flag; there is nothing to check on them.
+    if let Some(flag) = thp_enabled(&server) {
+        assert_eq!(flag, "0");
+        let asked = Serve::new()
+            .rules(RULES)
+            .env("MIMALLOC_ALLOW_THP", "1")
+            .start();
+        assert_eq!(thp_enabled(&asked).as_deref(), Some("1"));
+    }
+}
