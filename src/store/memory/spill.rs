@@ -2,8 +2,9 @@
 //! counts): their words on the heap, exactly as many as needed, beside the stamp.
 //!
 //! The words are 32-bit, so a sliding log costs its table slot plus 12 bytes an admission
-//! instant (its 64-bit instant and a 32-bit hit count: a count never exceeds a 32-bit limit) in a boxed slice of exactly its length:
-//! a `VecDeque` of 16-byte pairs would keep 16 bytes an entry and up to twice the entries.
+//! instant (its 64-bit instant and a 32-bit hit count: a count never exceeds a 32-bit limit),
+//! in a boxed slice of exactly its length: a `VecDeque` of 16-byte pairs would keep 16 bytes
+//! an entry and up to twice the entries.
 
 use std::collections::VecDeque;
 
@@ -18,9 +19,8 @@ const ENTRY_WORDS: usize = 3;
 #[derive(Debug, Default)]
 pub(super) struct Spilled {
     /// A log's entries, oldest first, three words each (a count clamped to `u32::MAX`, see
-    /// [`push_entry`]); a wide sliding window's
-    /// `window_start`, `previous` and `current`, two words each; a fixed window's
-    /// `window_start` and `count`; a bucket's `tat_scaled` in four words.
+    /// [`push_entry`]); a wide sliding window's `window_start`, `previous` and `current`, a
+    /// fixed window's `window_start` and `count`, a bucket's `tat_scaled`: two words a `u64`.
     words: Box<[u32]>,
     /// When the counter goes idle, its algorithm and dirty bit.
     pub(super) stamp: Stamp,
@@ -29,35 +29,27 @@ pub(super) struct Spilled {
 impl Spilled {
     /// Spills `state` (any algorithm's; the memory store spills only what does not pack).
     pub(super) fn pack(state: &State, idle_at: Nanos) -> Self {
-        let mut words = Vec::new();
-        match state {
+        let words = match state {
             State::Log { entries, .. } => {
-                words.reserve_exact(entries.len() * ENTRY_WORDS);
+                let mut words = Vec::with_capacity(entries.len() * ENTRY_WORDS);
                 for e in entries {
                     push_entry(&mut words, e);
                 }
+                words
             }
             State::Sliding {
                 window_start,
                 previous,
                 current,
-            } => {
-                for v in [*window_start, *previous, *current] {
-                    push_u64(&mut words, v);
-                }
-            }
+            } => halves(&[*window_start, *previous, *current]),
             State::Fixed {
                 window_start,
                 count,
-            } => {
-                push_u64(&mut words, *window_start);
-                push_u64(&mut words, *count);
-            }
+            } => halves(&[*window_start, *count]),
             State::Bucket { tat_scaled } => {
-                push_u64(&mut words, *tat_scaled as u64);
-                push_u64(&mut words, (*tat_scaled >> 64) as u64);
+                halves(&[*tat_scaled as u64, (*tat_scaled >> 64) as u64])
             }
-        }
+        };
         Self {
             words: words.into_boxed_slice(),
             stamp: Stamp::new(idle_at, algorithm_of(state)),
@@ -102,6 +94,15 @@ impl Spilled {
             _ => 0,
         }
     }
+}
+
+/// `values` as words, two each, in one allocation of exactly their length.
+fn halves(values: &[u64]) -> Vec<u32> {
+    let mut words = Vec::with_capacity(values.len() * 2);
+    for &v in values {
+        push_u64(&mut words, v);
+    }
+    words
 }
 
 /// Appends `v` as two words, low half first.
