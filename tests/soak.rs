@@ -193,16 +193,19 @@ async fn saturated_rate(addr: SocketAddr, for_how_long: Duration) -> f64 {
     calls.load(Ordering::Relaxed) as f64 / for_how_long.as_secs_f64()
 }
 
-/// Resident memory of `pid` in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
+/// Resident memory of `pid` in KiB: the whole (`VmRSS`, which is judged), and its anonymous
+/// (heap, stacks) and file-backed (the binary's pages, which the page cache can evict and
+/// fault back under other processes' pressure) parts, printed so a swing can be told apart.
+fn rss_kib(pid: u32) -> (u64, u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("RssAnon:"), field("RssFile:"))
 }
 
 /// Marks a fault for its whole duration plus a second of settling.
@@ -259,6 +262,7 @@ async fn soak() {
     let load = tokio::spawn(load(shared.clone(), rate));
     let started = Instant::now();
     let mut rss: Vec<(u64, u64)> = Vec::new();
+    let mut split: Vec<(u64, u64, u64)> = Vec::new();
     let (mut reloads, mut redis_restarts, mut kills) = (0, 0, 0);
     let mut second = 0u64;
     // SIGKILL restarts every 43 s, but at most four lives in a long run: memory must be seen
@@ -268,7 +272,9 @@ async fn soak() {
         tokio::time::sleep(Duration::from_secs(1)).await;
         second += 1;
         if second.is_multiple_of(10) {
-            rss.push((second, rss_kib(server.pid())));
+            let (whole, anon, file) = rss_kib(server.pid());
+            rss.push((second, whole));
+            split.push((second, anon, file));
         }
         if second.is_multiple_of(17) {
             reloads += 1;
@@ -310,6 +316,7 @@ async fn soak() {
         get(&totals.shed),
     );
     eprintln!("RSS (s, KiB; 0 marks a restart): {rss:?}");
+    eprintln!("RSS split (s, anonymous KiB, file-backed KiB): {split:?}");
     assert!(over.is_empty(), "over-admission:\n{}", over.join("\n"));
     assert_eq!(get(&totals.errors), 0, "errors outside the faults");
     assert!(get(&totals.admitted) > 0 && get(&totals.denied) > 0);

@@ -95,6 +95,8 @@ pub struct Limiter {
     clock: Arc<dyn Clock>,
     options: LimiterOptions,
     metrics: Arc<Metrics>,
+    /// The store's latency and failure series, resolved once.
+    store_series: metrics::StoreSeries,
     /// Counts `failure_mode: local` rules while the store is unreachable.
     fallback: MemoryStore,
     degraded_log: degraded::BurstLog,
@@ -111,6 +113,7 @@ impl Limiter {
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
+            store_series: metrics.store_series(store.name()),
             rules,
             store,
             clock,
@@ -174,8 +177,8 @@ impl Limiter {
                     .map(SmallVec::from_vec),
             };
             let elapsed = store_started.elapsed();
-            self.metrics
-                .record_store(self.store.name(), elapsed.as_secs_f64(), applied.is_err());
+            self.store_series
+                .record(elapsed.as_secs_f64(), applied.is_err());
             match applied {
                 Ok(outcomes) => {
                     store = StoreUse::Answered(elapsed);

@@ -22,6 +22,7 @@ use prometheus::{
 
 pub use names::*;
 pub use series::RuleCounters;
+pub use sluice::StoreSeries;
 pub use upstream::{HitOutcome, HitSplit, split_hits};
 
 /// Latency buckets from 10 µs to 100 ms: a decision should take well under a millisecond.

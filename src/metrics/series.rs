@@ -28,7 +28,9 @@ pub struct RuleCounters {
 /// The five families of the per-rule series and the series created so far.
 pub(super) struct Series {
     families: [IntCounterVec; 5],
-    created: RwLock<HashMap<Box<str>, Arc<RuleCounters>>>,
+    /// Hashed with foldhash, not SipHash: this lookup runs on every counted call, the keys
+    /// are short, and the map is capped (a client cannot grow it past `max_series`).
+    created: RwLock<HashMap<Box<str>, Arc<RuleCounters>, foldhash::quality::RandomState>>,
     max_series: usize,
     folded: IntCounter,
 }
@@ -51,7 +53,7 @@ impl Series {
                     "Over-limit hits let through by shadow mode.",
                 ),
             ],
-            created: RwLock::new(HashMap::new()),
+            created: RwLock::new(HashMap::default()),
             max_series: max_series.max(1),
             folded: families.counter(
                 SERIES_FOLDED,

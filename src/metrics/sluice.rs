@@ -9,6 +9,23 @@ use super::{
     RULES_LAST_SUCCESS, STORE_ERRORS, STORE_SECONDS,
 };
 
+/// One backend's store latency and failure series.
+#[derive(Debug, Clone)]
+pub struct StoreSeries {
+    seconds: Histogram,
+    errors: IntCounter,
+}
+
+impl StoreSeries {
+    /// Records one store round trip.
+    pub fn record(&self, seconds: f64, failed: bool) {
+        self.seconds.observe(seconds);
+        if failed {
+            self.errors.inc();
+        }
+    }
+}
+
 /// sluice's own families of deciding.
 pub(super) struct Sluice {
     decision_seconds: Histogram,
@@ -70,15 +87,12 @@ impl Metrics {
         self.sluice.decision_seconds.observe(seconds);
     }
 
-    /// Records one store round trip.
-    pub fn record_store(&self, backend: &str, seconds: f64, failed: bool) {
-        let sluice = &self.sluice;
-        sluice
-            .store_seconds
-            .with_label_values(&[backend])
-            .observe(seconds);
-        if failed {
-            sluice.store_errors.with_label_values(&[backend]).inc();
+    /// The store series of `backend`, resolved once (a limiter's store does not change), so
+    /// recording a round trip does not look its labels up per call.
+    pub fn store_series(&self, backend: &str) -> StoreSeries {
+        StoreSeries {
+            seconds: self.sluice.store_seconds.with_label_values(&[backend]),
+            errors: self.sluice.store_errors.with_label_values(&[backend]),
         }
     }
 
