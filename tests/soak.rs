@@ -361,7 +361,8 @@ fn assert_flat(rss: &[(u64, u64)]) -> Vec<String> {
 /// Each life's whole minutes after its warm-up, as the mean of their samples (KiB).
 fn minute_means(rss: &[(u64, u64)]) -> Vec<Vec<f64>> {
     let per_minute = (JUDGED_SECS / SAMPLE_EVERY_SECS) as usize;
-    let mut lives: Vec<Vec<(u64, Vec<u64>)>> = vec![Vec::new()];
+    // Per life: each minute after the warm-up, with the sum and the count of its samples.
+    let mut lives: Vec<Vec<(u64, u64, usize)>> = vec![Vec::new()];
     let mut born = 0;
     for &(second, kib) in rss {
         if kib == 0 {
@@ -375,8 +376,11 @@ fn minute_means(rss: &[(u64, u64)]) -> Vec<Vec<f64>> {
         let minute = (second - born - WARM_UP_SECS) / JUDGED_SECS;
         let life = lives.last_mut().expect("there is always a current life");
         match life.last_mut() {
-            Some((at, samples)) if *at == minute => samples.push(kib),
-            _ => life.push((minute, vec![kib])),
+            Some((at, sum, count)) if *at == minute => {
+                *sum += kib;
+                *count += 1;
+            }
+            _ => life.push((minute, kib, 1)),
         }
     }
     lives
@@ -384,8 +388,8 @@ fn minute_means(rss: &[(u64, u64)]) -> Vec<Vec<f64>> {
         .map(|life| {
             life.into_iter()
                 // A life's last minute is cut short by the restart or the end of the run.
-                .filter(|(_, samples)| samples.len() == per_minute)
-                .map(|(_, samples)| mean(&samples))
+                .filter(|&(_, _, count)| count == per_minute)
+                .map(|(_, sum, count)| sum as f64 / count as f64)
                 .collect()
         })
         .collect()
@@ -416,11 +420,7 @@ fn judge(minutes: &[f64], of: &str, rss: &[(u64, u64)]) -> String {
     )
 }
 
-fn mean(samples: &[u64]) -> f64 {
-    samples.iter().sum::<u64>() as f64 / samples.len() as f64
-}
-
-/// `SECS` seconds of samples from `from`, every `SAMPLE_EVERY_SECS`, of `kib` each.
+/// `secs` seconds of samples from `from`, every `SAMPLE_EVERY_SECS`, of `kib` each.
 fn flat(from: u64, secs: u64, kib: u64) -> Vec<(u64, u64)> {
     (0..secs / SAMPLE_EVERY_SECS)
         .map(|i| (from + i * SAMPLE_EVERY_SECS, kib))
