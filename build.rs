@@ -1,6 +1,9 @@
 //! Compiles the vendored schemas in `proto/` with protox (no system protoc needed): the RLS v3
 //! service, and the xDS discovery service with envoyproxy/ratelimit's rule resource. Generates
-//! protojson (serde) impls of the RLS messages for the `/json` endpoint with pbjson.
+//! protojson (serde) impls of the RLS messages for the `/json` endpoint with pbjson. The RLS
+//! route sluice serves is generated a second time by hand (`tonic_build::manual`): the same
+//! method and path, answering with `crate::service::wire::Answer`, which writes a decision
+//! straight to protobuf instead of through the generated response message.
 
 use std::path::PathBuf;
 
@@ -25,6 +28,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .codec_path("crate::proto::codec::Codec")
         .extern_path(".google.protobuf", "::pbjson_types")
         .compile_fds(descriptors)?;
+    let should_rate_limit = tonic_build::manual::Method::builder()
+        .name("should_rate_limit")
+        .route_name("ShouldRateLimit")
+        .input_type("crate::proto::RateLimitRequest")
+        .output_type("crate::service::wire::Answer")
+        .codec_path("crate::service::wire::AnswerCodec")
+        .build();
+    tonic_build::manual::Builder::new()
+        .build_client(false)
+        .build_transport(false)
+        .compile(&[tonic_build::manual::Service::builder()
+            .name("RateLimitService")
+            .package("envoy.service.ratelimit.v3")
+            .method(should_rate_limit)
+            .build()]);
     pbjson_build::Builder::new()
         .register_descriptors(&descriptor_bytes)?
         .out_dir(&out)

@@ -18,9 +18,8 @@ use crate::insight::Insight;
 use crate::limiter::{Limiter, LimiterOptions};
 use crate::metrics::Metrics;
 use crate::proto::RateLimitRequest;
-use crate::proto::rate_limit_service_server::RateLimitService;
 use crate::rules::{LoadOptions, load_sources};
-use crate::service::RlsService;
+use crate::service::{RateLimitService, RlsService};
 use crate::store::{MemoryOptions, MemoryStore, persist};
 
 /// The rules requests are decided by: every algorithm, nesting, wildcards, shadow and quota
@@ -158,7 +157,7 @@ pub fn grpc_request(data: &[u8]) {
             .should_rate_limit(tonic::Request::new(request)),
     );
     match answer {
-        Ok(response) => assert_eq!(response.get_ref().statuses.len(), descriptors),
+        Ok(response) => assert_eq!(response.get_ref().statuses().len(), descriptors),
         Err(status) => assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}"),
     }
 }

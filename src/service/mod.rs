@@ -1,5 +1,8 @@
 //! The gRPC `envoy.service.ratelimit.v3.RateLimitService`: proto ↔ domain mapping only.
 
+mod server;
+pub mod wire;
+
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,10 +15,14 @@ use crate::metrics;
 use crate::proto::envoy::config::core::v3::HeaderValue;
 use crate::proto::envoy::r#type::v3::RateLimitUnit;
 use crate::proto::rate_limit_response::{self, DescriptorStatus, rate_limit};
-use crate::proto::rate_limit_service_server::{RateLimitService, RateLimitServiceServer};
 use crate::proto::{RateLimitRequest, RateLimitResponse};
 use crate::rules::Unit;
 use crate::telemetry::{CallSpan, CallTracer};
+use server::rate_limit_service_server::RateLimitServiceServer;
+use wire::Answer;
+
+/// The RLS route's service trait (generated over [`Answer`]).
+pub use server::rate_limit_service_server::RateLimitService;
 
 /// The RLS v3 service backed by a [`Limiter`].
 #[derive(Clone)]
@@ -41,7 +48,7 @@ impl RlsService {
         &self,
         request: RateLimitRequest,
         mut span: Option<CallSpan>,
-    ) -> Result<RateLimitResponse, Status> {
+    ) -> Result<Answer, Status> {
         let request = match to_domain(request) {
             Ok(request) => request,
             Err(e) => {
@@ -62,7 +69,7 @@ impl RlsService {
             span.record(&request, &self.limiter.rules(), &result);
         }
         match result {
-            Ok(decision) => Ok(to_proto(decision)),
+            Ok(decision) => Ok(Answer::from(decision)),
             Err(LimitError::Invalid(e)) => Err(Status::invalid_argument(e.to_string())),
             // UNAVAILABLE, never UNKNOWN: Envoy's failure_mode_deny must decide a store outage,
             // transient or not (a bad script reply is the store failing as much as a timeout).
@@ -84,7 +91,7 @@ impl RateLimitService for RlsService {
     async fn should_rate_limit(
         &self,
         request: Request<RateLimitRequest>,
-    ) -> Result<Response<RateLimitResponse>, Status> {
+    ) -> Result<Response<Answer>, Status> {
         let started = Instant::now();
         let span = self
             .tracer

@@ -1,0 +1,219 @@
+//! The RLS answer written straight from a decision to protobuf's wire format.
+//!
+//! Building the generated `RateLimitResponse` per call (strings copied out of the decision,
+//! nested messages allocated) and encoding it (prost measures every nested message twice) cost
+//! more instructions than deciding the call. [`Answer`] keeps the decision's parts and writes
+//! the same bytes a `RateLimitResponse` of them would decode from: the tests decode its output
+//! and compare it with [`super::to_proto`] of the same decision.
+
+use std::borrow::Cow;
+
+use bytes::BufMut;
+use tonic::Status;
+use tonic::codec::{Codec, EncodeBuf, Encoder};
+
+use crate::limiter::{Code, Decision, DescriptorStatus};
+use crate::proto::RateLimitRequest;
+use crate::proto::codec::Decoder as RequestDecoder;
+
+/// One call's answer as the gRPC route sends it (`RateLimitResponse` on the wire).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    code: Code,
+    statuses: Vec<DescriptorStatus>,
+    headers: Vec<(Cow<'static, str>, String)>,
+    /// The dynamic metadata, already a `google.protobuf.Struct` (rare: only when configured).
+    metadata: Option<pbjson_types::Struct>,
+}
+
+impl Default for Answer {
+    fn default() -> Self {
+        Self {
+            code: Code::Ok,
+            statuses: Vec::new(),
+            headers: Vec::new(),
+            metadata: None,
+        }
+    }
+}
+
+impl From<Decision> for Answer {
+    fn from(decision: Decision) -> Self {
+        Self {
+            code: decision.code,
+            statuses: decision.statuses,
+            headers: decision.headers,
+            metadata: decision.dynamic_metadata.map(super::to_struct),
+        }
+    }
+}
+
+impl Answer {
+    /// The statuses, one per request descriptor.
+    pub fn statuses(&self) -> &[DescriptorStatus] {
+        &self.statuses
+    }
+
+    /// Writes the answer as a `RateLimitResponse` message body.
+    pub fn write(&self, buf: &mut impl BufMut) {
+        put_uint(buf, 1, super::code(self.code) as u64);
+        for status in &self.statuses {
+            put_key(buf, 2, LEN);
+            put_varint(buf, status_len(status) as u64);
+            write_status(buf, status);
+        }
+        for (key, value) in &self.headers {
+            put_key(buf, 3, LEN);
+            put_varint(buf, (str_len(key) + str_len(value)) as u64);
+            put_str(buf, 1, key);
+            put_str(buf, 2, value);
+        }
+        if let Some(metadata) = &self.metadata {
+            use prost::Message;
+            put_key(buf, 6, LEN);
+            // Writing to a growable buffer cannot run out of room.
+            let _ = metadata.encode_length_delimited(buf);
+        }
+    }
+}
+
+/// The codec of the generated RLS route: requests decoded by prost (undecodable ones are
+/// `INVALID_ARGUMENT`), answers written by [`Answer::write`].
+#[derive(Debug, Clone, Default)]
+pub struct AnswerCodec;
+
+impl Codec for AnswerCodec {
+    type Encode = Answer;
+    type Decode = RateLimitRequest;
+    type Encoder = AnswerEncoder;
+    type Decoder = RequestDecoder<RateLimitRequest>;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        AnswerEncoder
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        RequestDecoder::default()
+    }
+}
+
+/// Writes answers into tonic's frame buffer.
+#[derive(Debug, Clone, Default)]
+pub struct AnswerEncoder;
+
+impl Encoder for AnswerEncoder {
+    type Item = Answer;
+    type Error = Status;
+
+    fn encode(&mut self, answer: Answer, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        answer.write(dst);
+        Ok(())
+    }
+}
+
+/// Wire type of a varint field.
+const VARINT: u8 = 0;
+/// Wire type of a length-delimited field (strings, messages).
+const LEN: u8 = 2;
+
+/// The body of one `DescriptorStatus`.
+fn write_status(buf: &mut impl BufMut, status: &DescriptorStatus) {
+    put_uint(buf, 1, super::code(status.code) as u64);
+    if let Some(limit) = &status.limit {
+        put_key(buf, 2, LEN);
+        put_varint(buf, limit_len(limit) as u64);
+        put_uint(buf, 1, u64::from(limit.requests_per_unit));
+        put_uint(buf, 2, super::response_unit(limit.unit) as u64);
+        put_str(buf, 3, limit.name.as_deref().unwrap_or_default());
+    }
+    put_uint(buf, 3, u64::from(status.remaining));
+    if let Some(reset) = status.reset_after {
+        let (seconds, nanos) = duration(reset);
+        put_key(buf, 4, LEN);
+        put_varint(buf, (uint_len(seconds) + uint_len(nanos)) as u64);
+        put_uint(buf, 1, seconds);
+        put_uint(buf, 2, nanos);
+    }
+}
+
+fn status_len(status: &DescriptorStatus) -> usize {
+    let limit = status
+        .limit
+        .as_ref()
+        .map_or(0, |limit| nested_len(limit_len(limit)));
+    let reset = status.reset_after.map_or(0, |reset| {
+        let (seconds, nanos) = duration(reset);
+        nested_len(uint_len(seconds) + uint_len(nanos))
+    });
+    uint_len(super::code(status.code) as u64)
+        + limit
+        + uint_len(u64::from(status.remaining))
+        + reset
+}
+
+fn limit_len(limit: &crate::limiter::ReportedLimit) -> usize {
+    uint_len(u64::from(limit.requests_per_unit))
+        + uint_len(super::response_unit(limit.unit) as u64)
+        + str_len(limit.name.as_deref().unwrap_or_default())
+}
+
+/// A reset as `google.protobuf.Duration`'s seconds and nanos, both never negative.
+fn duration(reset: crate::clock::Nanos) -> (u64, u64) {
+    let d = super::duration_ms_up(reset);
+    (d.seconds.unsigned_abs(), u64::from(d.nanos.unsigned_abs()))
+}
+
+/// A nested message field of `body` bytes: key, length, body.
+fn nested_len(body: usize) -> usize {
+    1 + varint_len(body as u64) + body
+}
+
+/// A varint field: absent when zero, as proto3 writes it.
+fn uint_len(value: u64) -> usize {
+    if value == 0 { 0 } else { 1 + varint_len(value) }
+}
+
+/// A string field: absent when empty.
+fn str_len(text: &str) -> usize {
+    if text.is_empty() {
+        0
+    } else {
+        nested_len(text.len())
+    }
+}
+
+fn put_uint(buf: &mut impl BufMut, tag: u8, value: u64) {
+    if value != 0 {
+        put_key(buf, tag, VARINT);
+        put_varint(buf, value);
+    }
+}
+
+fn put_str(buf: &mut impl BufMut, tag: u8, text: &str) {
+    if !text.is_empty() {
+        put_key(buf, tag, LEN);
+        put_varint(buf, text.len() as u64);
+        buf.put_slice(text.as_bytes());
+    }
+}
+
+/// A field key; every tag here is below 16, so a key is one byte.
+fn put_key(buf: &mut impl BufMut, tag: u8, wire_type: u8) {
+    buf.put_u8(tag << 3 | wire_type);
+}
+
+fn put_varint(buf: &mut impl BufMut, mut value: u64) {
+    while value >= 0x80 {
+        buf.put_u8(value as u8 | 0x80);
+        value >>= 7;
+    }
+    buf.put_u8(value as u8);
+}
+
+fn varint_len(value: u64) -> usize {
+    let bits = 64 - (value | 1).leading_zeros() as usize;
+    bits.div_ceil(7)
+}
+
+#[cfg(test)]
+mod tests;
