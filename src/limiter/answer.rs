@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 
 use super::LimiterOptions;
 use super::decision::{Code, Decision, DescriptorStatus, ReportedLimit};
-use super::plan::{Plan, Slot, is_quota, quota_group};
+use super::plan::{Plan, RuleRef, Slot, is_quota, quota_group};
 use super::request::Request;
 use super::response::{HeaderStyle, ResetPrecision};
 use super::{headers, metadata, upstream_headers};
@@ -161,7 +161,7 @@ impl Counted<'_> {
 /// The limit that describes a descriptor: a denied one with the longest wait (all must pass),
 /// else the one closest to exhaustion.
 fn binding_limit<'a>(
-    limits: &'a [(Cow<'_, LimitRule>, usize)],
+    limits: &'a [(RuleRef<'_>, usize)],
     outcomes: &[Outcome],
 ) -> (&'a LimitRule, Outcome) {
     let mut best: Option<(&LimitRule, Outcome)> = None;
@@ -184,7 +184,7 @@ fn binding_limit<'a>(
             },
         };
         if better {
-            best = Some((rule.as_ref(), o));
+            best = Some((&**rule, o));
         }
     }
     best.expect("a counted slot has at least one limit")

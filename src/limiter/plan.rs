@@ -3,6 +3,7 @@
 //! gates). `answer.rs` turns the store's outcomes for the plan into the answer.
 
 use std::borrow::Cow;
+use std::ops::Deref;
 use std::sync::Arc;
 
 use smallvec::{SmallVec, smallvec};
@@ -50,7 +51,28 @@ pub(super) enum Slot<'r> {
 }
 
 /// A counted descriptor's limits, each with the index of its charge.
-pub(super) type Limits<'r> = SmallVec<[(Cow<'r, LimitRule>, usize); 2]>;
+pub(super) type Limits<'r> = SmallVec<[(RuleRef<'r>, usize); 2]>;
+
+/// A limit that applies to a descriptor: a configured rule's, or one the request sent. Two
+/// words (a `Cow` would hold a whole rule inline), so a plan's slots stay small to build and
+/// move.
+pub(super) enum RuleRef<'r> {
+    /// A rule of the rule set in force.
+    Rule(&'r LimitRule),
+    /// A request-side override, built for its call (rare; boxed to keep the common case small).
+    Override(Box<LimitRule>),
+}
+
+impl Deref for RuleRef<'_> {
+    type Target = LimitRule;
+
+    fn deref(&self) -> &LimitRule {
+        match self {
+            Self::Rule(rule) => rule,
+            Self::Override(rule) => rule,
+        }
+    }
+}
 
 /// Per call, held inline for calls of up to two descriptors (or charges): the common case
 /// plans without the heap.
@@ -242,11 +264,12 @@ impl<'r> Planner<'_, 'r> {
                     failure: None,
                 };
                 let rule = override_rule(o, self.options);
-                (smallvec![Cow::Owned(rule)], counted, Cow::Owned(stats_key))
+                let rule = RuleRef::Override(Box::new(rule));
+                (smallvec![rule], counted, Cow::Owned(stats_key))
             }
             Matched::Rule(found, stats_key) => {
                 let node = found.node();
-                let kept: PerCall<Cow<'r, LimitRule>> = node
+                let kept: PerCall<RuleRef<'r>> = node
                     .limits
                     .iter()
                     .filter(|l| {
@@ -254,7 +277,7 @@ impl<'r> Planner<'_, 'r> {
                             .as_deref()
                             .is_none_or(|n| !self.replaced.contains(&n))
                     })
-                    .map(Cow::Borrowed)
+                    .map(RuleRef::Rule)
                     .collect();
                 if kept.iter().any(|l| l.kind == LimitKind::Unlimited) {
                     return Slot::Unlimited;
@@ -312,7 +335,7 @@ impl<'r> Counted<'r> {
     /// One charge per counted limit; `Free` when every limit was replaced.
     fn plan(
         self,
-        rules: PerCall<Cow<'r, LimitRule>>,
+        rules: PerCall<RuleRef<'r>>,
         stats: impl FnOnce() -> Arc<RuleCounters>,
         options: &LimiterOptions,
         charges: &mut PerCall<Charge>,

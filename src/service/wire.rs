@@ -55,7 +55,7 @@ impl Answer {
     }
 
     /// Writes the answer as a `RateLimitResponse` message body.
-    pub fn write(&self, buf: &mut impl BufMut) {
+    pub fn write(&self, buf: &mut impl Sink) {
         put_uint(buf, 1, super::code(self.code) as u64);
         for status in &self.statuses {
             put_key(buf, 2, LEN);
@@ -71,8 +71,7 @@ impl Answer {
         if let Some(metadata) = &self.metadata {
             use prost::Message;
             put_key(buf, 6, LEN);
-            // Writing to a growable buffer cannot run out of room.
-            let _ = metadata.encode_length_delimited(buf);
+            buf.put_slice(&metadata.encode_length_delimited_to_vec());
         }
     }
 }
@@ -106,10 +105,90 @@ impl Encoder for AnswerEncoder {
     type Error = Status;
 
     fn encode(&mut self, answer: Answer, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        answer.write(dst);
+        // Written on the stack first, then copied in one go: byte by byte, tonic's buffer
+        // checks its room through two layers on every write, which cost more than the writing.
+        let mut stack = StackSink::new();
+        answer.write(&mut stack);
+        match stack.written() {
+            Some(bytes) => dst.put_slice(bytes),
+            None => {
+                let mut bytes = Vec::new();
+                answer.write(&mut bytes);
+                dst.put_slice(&bytes);
+            }
+        }
         Ok(())
     }
 }
+
+/// Where an answer is written: a buffer on the stack on the route, a `Vec` for an answer too
+/// large for it and in tests.
+pub trait Sink {
+    /// Appends one byte.
+    fn put_u8(&mut self, byte: u8);
+    /// Appends `bytes`.
+    fn put_slice(&mut self, bytes: &[u8]);
+}
+
+/// A fixed buffer on the stack that notes when an answer does not fit (then it is written
+/// again into a `Vec`): nothing is lost and nothing panics, whatever the answer's size.
+struct StackSink {
+    bytes: [u8; INLINE_ANSWER],
+    len: usize,
+    overflowed: bool,
+}
+
+impl StackSink {
+    fn new() -> Self {
+        Self {
+            bytes: [0; INLINE_ANSWER],
+            len: 0,
+            overflowed: false,
+        }
+    }
+
+    /// The bytes written; `None` if the answer did not fit.
+    fn written(&self) -> Option<&[u8]> {
+        (!self.overflowed).then(|| &self.bytes[..self.len])
+    }
+}
+
+impl Sink for StackSink {
+    #[inline]
+    fn put_u8(&mut self, byte: u8) {
+        match self.bytes.get_mut(self.len) {
+            Some(slot) => {
+                *slot = byte;
+                self.len += 1;
+            }
+            None => self.overflowed = true,
+        }
+    }
+
+    #[inline]
+    fn put_slice(&mut self, bytes: &[u8]) {
+        match self.bytes.get_mut(self.len..self.len + bytes.len()) {
+            Some(slots) => {
+                slots.copy_from_slice(bytes);
+                self.len += bytes.len();
+            }
+            None => self.overflowed = true,
+        }
+    }
+}
+
+impl Sink for Vec<u8> {
+    fn put_u8(&mut self, byte: u8) {
+        self.push(byte);
+    }
+
+    fn put_slice(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+/// Answers up to this size (a few statuses with their headers) are written on the stack.
+const INLINE_ANSWER: usize = 256;
 
 /// Wire type of a varint field.
 const VARINT: u8 = 0;
@@ -117,7 +196,7 @@ const VARINT: u8 = 0;
 const LEN: u8 = 2;
 
 /// The body of one `DescriptorStatus`.
-fn write_status(buf: &mut impl BufMut, status: &DescriptorStatus) {
+fn write_status(buf: &mut impl Sink, status: &DescriptorStatus) {
     put_uint(buf, 1, super::code(status.code) as u64);
     if let Some(limit) = &status.limit {
         put_key(buf, 2, LEN);
@@ -164,16 +243,19 @@ fn duration(reset: crate::clock::Nanos) -> (u64, u64) {
 }
 
 /// A nested message field of `body` bytes: key, length, body.
+#[inline]
 fn nested_len(body: usize) -> usize {
     1 + varint_len(body as u64) + body
 }
 
 /// A varint field: absent when zero, as proto3 writes it.
+#[inline]
 fn uint_len(value: u64) -> usize {
     if value == 0 { 0 } else { 1 + varint_len(value) }
 }
 
 /// A string field: absent when empty.
+#[inline]
 fn str_len(text: &str) -> usize {
     if text.is_empty() {
         0
@@ -182,14 +264,16 @@ fn str_len(text: &str) -> usize {
     }
 }
 
-fn put_uint(buf: &mut impl BufMut, tag: u8, value: u64) {
+#[inline]
+fn put_uint(buf: &mut impl Sink, tag: u8, value: u64) {
     if value != 0 {
         put_key(buf, tag, VARINT);
         put_varint(buf, value);
     }
 }
 
-fn put_str(buf: &mut impl BufMut, tag: u8, text: &str) {
+#[inline]
+fn put_str(buf: &mut impl Sink, tag: u8, text: &str) {
     if !text.is_empty() {
         put_key(buf, tag, LEN);
         put_varint(buf, text.len() as u64);
@@ -198,11 +282,13 @@ fn put_str(buf: &mut impl BufMut, tag: u8, text: &str) {
 }
 
 /// A field key; every tag here is below 16, so a key is one byte.
-fn put_key(buf: &mut impl BufMut, tag: u8, wire_type: u8) {
+#[inline]
+fn put_key(buf: &mut impl Sink, tag: u8, wire_type: u8) {
     buf.put_u8(tag << 3 | wire_type);
 }
 
-fn put_varint(buf: &mut impl BufMut, mut value: u64) {
+#[inline]
+fn put_varint(buf: &mut impl Sink, mut value: u64) {
     while value >= 0x80 {
         buf.put_u8(value as u8 | 0x80);
         value >>= 7;
@@ -210,6 +296,7 @@ fn put_varint(buf: &mut impl BufMut, mut value: u64) {
     buf.put_u8(value as u8);
 }
 
+#[inline]
 fn varint_len(value: u64) -> usize {
     let bits = 64 - (value | 1).leading_zeros() as usize;
     bits.div_ceil(7)

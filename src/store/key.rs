@@ -102,15 +102,27 @@ const RUNTIME_VALUE: u8 = 0;
 const SHARED_PATTERN: u8 = 1;
 
 /// Builds a [`CounterKey`] field by field.
+///
+/// The bytes are written into a plain array while they fit (a `SmallVec` append, through its
+/// general insert, cost more than the rest of building the key), and spill to a `Vec` past it.
 #[derive(Debug)]
-pub struct CounterKeyBuilder(SmallVec<[u8; INLINE_KEY]>);
+pub struct CounterKeyBuilder {
+    inline: [u8; INLINE_KEY],
+    len: usize,
+    /// Every byte once the key outgrew `inline`; empty until then.
+    spilled: Vec<u8>,
+}
 
 impl CounterKeyBuilder {
     /// Starts a key in `domain`.
     pub fn new(domain: &str) -> Self {
-        let mut bytes = SmallVec::new();
-        put_str(&mut bytes, domain);
-        Self(bytes)
+        let mut builder = Self {
+            inline: [0; INLINE_KEY],
+            len: 0,
+            spilled: Vec::new(),
+        };
+        builder.put_str(domain);
+        builder
     }
 
     /// Adds one descriptor entry with the request's value.
@@ -124,24 +136,17 @@ impl CounterKeyBuilder {
     }
 
     fn level(&mut self, tag: u8, key: &str, value: &str) -> &mut Self {
-        self.0.push(tag);
-        put_str(&mut self.0, key);
-        put_str(&mut self.0, value);
+        self.put(&[tag]);
+        self.put_str(key);
+        self.put_str(value);
         self
     }
 
     /// Finishes the key with the limit's identity: its position on the node, algorithm and window.
     pub fn finish(&self, index: u8, algorithm: Algorithm, window: Nanos) -> CounterKey {
-        let mut bytes = self.0.clone();
-        bytes.push(0xff); // end of entries: no entry tag is 0xff
-        bytes.push(index);
-        bytes.push(algorithm as u8);
-        bytes.extend_from_slice(&window.to_le_bytes());
-        CounterKey(bytes)
+        self.finish_with(&identity(index, algorithm, window), &[])
     }
-}
 
-impl CounterKeyBuilder {
     /// As [`CounterKeyBuilder::finish`], for sub-counter `shard` of a rule split with
     /// `shards:`. The four extra bytes after the limit's identity make it differ from every
     /// unsharded key (which ends right after the window).
@@ -152,15 +157,68 @@ impl CounterKeyBuilder {
         window: Nanos,
         shard: u32,
     ) -> CounterKey {
-        let mut bytes = self.finish(index, algorithm, window).0;
-        bytes.extend_from_slice(&shard.to_le_bytes());
-        CounterKey(bytes)
+        self.finish_with(&identity(index, algorithm, window), &shard.to_le_bytes())
+    }
+
+    /// The entries so far, then `identity` and `extra`.
+    fn finish_with(&self, identity: &[u8], extra: &[u8]) -> CounterKey {
+        let prefix = self.bytes();
+        let (end, len) = (
+            prefix.len() + identity.len(),
+            prefix.len() + identity.len() + extra.len(),
+        );
+        if len <= INLINE_KEY {
+            let mut inline = [0; INLINE_KEY];
+            inline[..prefix.len()].copy_from_slice(prefix);
+            inline[prefix.len()..end].copy_from_slice(identity);
+            inline[end..len].copy_from_slice(extra);
+            return CounterKey(SmallVec::from_buf_and_len(inline, len));
+        }
+        let mut bytes = Vec::with_capacity(len);
+        bytes.extend_from_slice(prefix);
+        bytes.extend_from_slice(identity);
+        bytes.extend_from_slice(extra);
+        CounterKey(SmallVec::from_vec(bytes))
+    }
+
+    fn bytes(&self) -> &[u8] {
+        if self.spilled.is_empty() {
+            &self.inline[..self.len]
+        } else {
+            &self.spilled
+        }
+    }
+
+    #[inline]
+    fn put_str(&mut self, s: &str) {
+        self.put(&(s.len() as u32).to_le_bytes());
+        self.put(s.as_bytes());
+    }
+
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        let end = self.len + bytes.len();
+        if self.spilled.is_empty() && end <= INLINE_KEY {
+            self.inline[self.len..end].copy_from_slice(bytes);
+            self.len = end;
+            return;
+        }
+        if self.spilled.is_empty() {
+            self.spilled.extend_from_slice(&self.inline[..self.len]);
+        }
+        self.spilled.extend_from_slice(bytes);
     }
 }
 
-fn put_str(bytes: &mut SmallVec<[u8; INLINE_KEY]>, s: &str) {
-    bytes.extend_from_slice(&(s.len() as u32).to_le_bytes());
-    bytes.extend_from_slice(s.as_bytes());
+/// The limit's identity after the entries: 0xff (no entry tag is 0xff), its position on the
+/// node, its algorithm and its window.
+fn identity(index: u8, algorithm: Algorithm, window: Nanos) -> [u8; 11] {
+    let mut bytes = [0; 11];
+    bytes[0] = 0xff;
+    bytes[1] = index;
+    bytes[2] = algorithm as u8;
+    bytes[3..].copy_from_slice(&window.to_le_bytes());
+    bytes
 }
 
 #[cfg(test)]
@@ -173,6 +231,37 @@ mod tests {
             b.entry(k, v);
         }
         b.finish(0, Algorithm::FixedWindow, 60)
+    }
+
+    /// The encoding spelled out byte by byte, for keys that fit inline and keys that spill
+    /// (at the entries or only at the limit's identity or shard): the bytes saved by a release
+    /// are the bytes the next one rebuilds.
+    #[test]
+    fn the_bytes_are_the_documented_encoding_at_every_length() {
+        fn text(out: &mut Vec<u8>, s: &str) {
+            out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            out.extend_from_slice(s.as_bytes());
+        }
+        for len in [0, 1, 20, 30, 31, 35, 40, 60, 200, 5_000] {
+            let value = "v".repeat(len);
+            let mut b = CounterKeyBuilder::new("dom");
+            b.entry("k", &value).shared_entry("s", "p*");
+            let mut expected = Vec::new();
+            text(&mut expected, "dom");
+            expected.push(RUNTIME_VALUE);
+            text(&mut expected, "k");
+            text(&mut expected, &value);
+            expected.push(SHARED_PATTERN);
+            text(&mut expected, "s");
+            text(&mut expected, "p*");
+            expected.extend_from_slice(&[0xff, 3, Algorithm::SlidingWindow as u8]);
+            expected.extend_from_slice(&60u64.to_le_bytes());
+            let key = b.finish(3, Algorithm::SlidingWindow, 60);
+            assert_eq!(key.as_bytes(), expected.as_slice(), "{len}");
+            expected.extend_from_slice(&7u32.to_le_bytes());
+            let shard = b.finish_shard(3, Algorithm::SlidingWindow, 60, 7);
+            assert_eq!(shard.as_bytes(), expected.as_slice(), "{len}");
+        }
     }
 
     /// Separators inside keys and values cannot make two descriptors share a counter.
