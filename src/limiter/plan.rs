@@ -4,7 +4,6 @@
 
 use std::borrow::Cow;
 use std::ops::Deref;
-use std::sync::Arc;
 
 use smallvec::{SmallVec, smallvec};
 
@@ -13,7 +12,7 @@ use super::request::{Descriptor, LimitOverride, Request};
 use super::shards;
 use crate::algorithm::Limit;
 use crate::clock::SECOND;
-use crate::metrics::{Metrics, RuleCounters};
+use crate::metrics::{Metrics, RuleSeries};
 use crate::rules::{
     Domain, FailureMode, LimitKind, LimitRule, Match, Node, RuleSet, override_stats_key,
 };
@@ -43,7 +42,7 @@ pub(super) enum Slot<'r> {
         /// Hits charged.
         cost: u64,
         /// The rule's statistics series.
-        stats: Arc<RuleCounters>,
+        stats: RuleSeries<'r>,
         /// What the rule does when the store is unreachable (`None`: a request-side override,
         /// which has no rule to say).
         failure: Option<FailureMode>,
@@ -250,7 +249,8 @@ impl<'r> Planner<'_, 'r> {
         cost: u64,
         m: Matched<'r>,
     ) -> Slot<'r> {
-        let (rules, counted, stats_key) = match m {
+        // The node's series slot goes with a stats key the rules fix (`Borrowed`: its full key).
+        let (rules, counted, stats_key, slot) = match m {
             Matched::Nothing => return Slot::Free,
             Matched::Override(o, stats_key) => {
                 let quota = self.options.global_quota_mode;
@@ -265,7 +265,7 @@ impl<'r> Planner<'_, 'r> {
                 };
                 let rule = override_rule(o, self.options);
                 let rule = RuleRef::Override(Box::new(rule));
-                (smallvec![rule], counted, Cow::Owned(stats_key))
+                (smallvec![rule], counted, Cow::Owned(stats_key), None)
             }
             Matched::Rule(found, stats_key) => {
                 let node = found.node();
@@ -293,11 +293,14 @@ impl<'r> Planner<'_, 'r> {
                         .then(|| (node.shards, shards::route(&descriptor.entries))),
                     failure: Some(node.failure_mode),
                 };
-                (kept, counted, stats_key)
+                (kept, counted, stats_key, Some(&node.series))
             }
         };
         let (metrics, domain) = (self.metrics, self.domain);
-        let stats = || metrics.rule(domain, &stats_key);
+        let stats = || match (stats_key, slot) {
+            (Cow::Borrowed(key), Some(slot)) => metrics.rule_in(slot, domain, key),
+            (key, _) => RuleSeries::Looked(metrics.rule(domain, &key)),
+        };
         counted.plan(rules, stats, self.options, &mut self.charges)
     }
 }
@@ -336,7 +339,7 @@ impl<'r> Counted<'r> {
     fn plan(
         self,
         rules: PerCall<RuleRef<'r>>,
-        stats: impl FnOnce() -> Arc<RuleCounters>,
+        stats: impl FnOnce() -> RuleSeries<'r>,
         options: &LimiterOptions,
         charges: &mut PerCall<Charge>,
     ) -> Slot<'r> {

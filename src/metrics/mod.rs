@@ -21,7 +21,7 @@ use prometheus::{
 };
 
 pub use names::*;
-pub use series::RuleCounters;
+pub use series::{RuleCounters, RuleSeries, SeriesSlot};
 pub use sluice::StoreSeries;
 pub use upstream::{HitOutcome, HitSplit, split_hits};
 
@@ -33,6 +33,8 @@ const LATENCY_BUCKETS: [f64; 13] = [
 
 /// The metrics registry and handles.
 pub struct Metrics {
+    /// Tells this registry from others in one process (see [`SeriesSlot`]).
+    id: u64,
     registry: Registry,
     upstream: upstream::Upstream,
     sluice: sluice::Sluice,
@@ -57,7 +59,10 @@ impl Metrics {
         let families = Families(&registry);
         let upstream = upstream::Upstream::new(&families, near_ratio, max_series);
         let folded = upstream.series.folded();
+        // Only told apart, never ordered: any unique number will do.
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Self {
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             upstream,
             sluice: sluice::Sluice::new(&families, max_series, folded),
             store: store::StoreFigures::new(&families),

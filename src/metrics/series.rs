@@ -5,7 +5,8 @@
 //! into one overflow series per domain and the fold is counted.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::ops::Deref;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::RwLock;
 use prometheus::{IntCounter, IntCounterVec};
@@ -23,6 +24,56 @@ pub struct RuleCounters {
     pub(super) near_limit: IntCounter,
     pub(super) within_limit: IntCounter,
     pub(super) shadow_mode: IntCounter,
+}
+
+/// A rule's series resolved once per rule set: each compiled rule node holds one, so every call
+/// after the first skips the lookup (hashing the stats key under a lock). Filled only with a
+/// series of the rule's own (never an overflow series, whose every fold is counted), and tagged
+/// with the registry that filled it, so a rule set shared by two registries (tests, benchmarks)
+/// still counts in each its own.
+#[derive(Debug, Default)]
+pub struct SeriesSlot(OnceLock<(u64, Arc<RuleCounters>)>);
+
+impl Clone for SeriesSlot {
+    /// A copy of a rule starts unresolved: resolving again costs one lookup.
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl SeriesSlot {
+    /// The series held for `registry`, if resolved.
+    pub(super) fn get(&self, registry: u64) -> Option<&RuleCounters> {
+        self.0
+            .get()
+            .filter(|(filled_by, _)| *filled_by == registry)
+            .map(|(_, counters)| &**counters)
+    }
+
+    /// Holds `counters` of `registry` (the first registry to fill it keeps it).
+    pub(super) fn fill(&self, registry: u64, counters: Arc<RuleCounters>) {
+        let _ = self.0.set((registry, counters));
+    }
+}
+
+/// The counters of a rule series: borrowed from the rule's [`SeriesSlot`] once resolved, else
+/// looked up for the call.
+pub enum RuleSeries<'a> {
+    /// Held by the rule set.
+    Resolved(&'a RuleCounters),
+    /// Looked up (a stats key with runtime values, an override, or an overflow series).
+    Looked(Arc<RuleCounters>),
+}
+
+impl Deref for RuleSeries<'_> {
+    type Target = RuleCounters;
+
+    fn deref(&self) -> &RuleCounters {
+        match self {
+            Self::Resolved(counters) => counters,
+            Self::Looked(counters) => counters,
+        }
+    }
 }
 
 /// The five families of the per-rule series and the series created so far.
@@ -74,14 +125,14 @@ impl Series {
     }
 
     /// The counters of the series for `stats_key`, created on first use; past the cap, the
-    /// overflow series of the domain.
-    pub(super) fn get(&self, domain: &str, stats_key: &str) -> Arc<RuleCounters> {
+    /// overflow series of the domain. `true` with a series of the key's own (not an overflow).
+    pub(super) fn get(&self, domain: &str, stats_key: &str) -> (Arc<RuleCounters>, bool) {
         if let Some(found) = self.created.read().get(stats_key) {
-            return found.clone();
+            return (found.clone(), true);
         }
         let mut created = self.created.write();
         if let Some(found) = created.get(stats_key) {
-            return found.clone();
+            return (found.clone(), true);
         }
         let (key1, key2) = if created.len() >= self.max_series {
             self.folded.inc();
@@ -99,10 +150,11 @@ impl Series {
             within_limit: within.with_label_values(&labels),
             shadow_mode: shadow.with_label_values(&labels),
         });
-        if labels[1] != OVERFLOW_KEY {
+        let own = labels[1] != OVERFLOW_KEY;
+        if own {
             created.insert(stats_key.into(), counters.clone());
         }
-        counters
+        (counters, own)
     }
 }
 
@@ -138,6 +190,61 @@ mod tests {
             label_keys("d", "d.k_a:b"),
             ("k_a_b".to_owned(), String::new())
         );
+    }
+
+    /// A slot resolves on the first call and then serves its own registry only; a second
+    /// registry reading the same rule counts in its own series; an overflow series is never
+    /// held, so every fold is still counted.
+    #[test]
+    fn a_slot_holds_its_registrys_own_series() {
+        let hit = HitOutcome {
+            hits: 1,
+            capacity: 5,
+            available: 5,
+            admitted: true,
+            shadowed: false,
+        };
+        let (first, second) = (Metrics::new(0.8, 10), Metrics::new(0.8, 10));
+        let slot = SeriesSlot::default();
+        assert!(matches!(
+            first.rule_in(&slot, "d", "d.k"),
+            RuleSeries::Looked(_)
+        ));
+        for _ in 0..3 {
+            let series = first.rule_in(&slot, "d", "d.k");
+            assert!(matches!(series, RuleSeries::Resolved(_)));
+            first.record_hits(&series, &hit);
+        }
+        let other = second.rule_in(&slot, "d", "d.k");
+        assert!(matches!(other, RuleSeries::Looked(_)));
+        second.record_hits(&other, &hit);
+        let line = |metrics: &Metrics| {
+            let text = metrics.render();
+            text.lines()
+                .find(|l| l.starts_with(RULE_TOTAL_HITS) && l.contains("key1=\"k\""))
+                .map(str::to_owned)
+        };
+        assert!(
+            line(&first).is_some_and(|l| l.ends_with(" 3")),
+            "{:?}",
+            line(&first)
+        );
+        assert!(
+            line(&second).is_some_and(|l| l.ends_with(" 1")),
+            "{:?}",
+            line(&second)
+        );
+
+        let full = Metrics::new(0.8, 1);
+        let _ = full.rule("d", "d.taken");
+        let overflow = SeriesSlot::default();
+        for _ in 0..3 {
+            assert!(matches!(
+                full.rule_in(&overflow, "d", "d.k"),
+                RuleSeries::Looked(_)
+            ));
+        }
+        assert!(full.render().contains(&format!("{SERIES_FOLDED} 3")));
     }
 
     /// Past the cap, new keys fold into one overflow series and the fold is counted.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use prometheus::{Histogram, IntCounter, IntCounterVec};
 
-use super::series::Series;
+use super::series::{RuleSeries, Series, SeriesSlot};
 use super::{
     CONFIG_LOAD_ERROR, CONFIG_LOAD_SUCCESS, Families, GLOBAL_SHADOW_MODE, Metrics, RESPONSE_TIME,
     RuleCounters, SERVICE_ERROR, SHOULD_RATE_LIMIT, SHOULD_RATE_LIMIT_ERROR, STORE_ERROR,
@@ -128,7 +128,25 @@ impl Metrics {
     /// The counters of the rule series for `stats_key` (`domain.key1.key2...`), created on
     /// first use; past the cap, the overflow series of the domain.
     pub fn rule(&self, domain: &str, stats_key: &str) -> Arc<RuleCounters> {
-        self.upstream.series.get(domain, stats_key)
+        self.upstream.series.get(domain, stats_key).0
+    }
+
+    /// [`Metrics::rule`] for a rule whose stats key is fixed by the rules (`slot` is its
+    /// node's): looked up once, then read from the slot.
+    pub fn rule_in<'a>(
+        &self,
+        slot: &'a SeriesSlot,
+        domain: &str,
+        stats_key: &str,
+    ) -> RuleSeries<'a> {
+        if let Some(counters) = slot.get(self.id) {
+            return RuleSeries::Resolved(counters);
+        }
+        let (counters, own) = self.upstream.series.get(domain, stats_key);
+        if own {
+            slot.fill(self.id, counters.clone());
+        }
+        RuleSeries::Looked(counters)
     }
 
     /// Records one descriptor's hits against its rule series.

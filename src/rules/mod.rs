@@ -215,6 +215,8 @@ pub struct Node {
     pub location: Location,
     /// Child nodes.
     pub children: Level,
+    /// This node's per-rule metric series, resolved on its first counted call.
+    pub series: crate::metrics::SeriesSlot,
 }
 
 /// The nodes of one depth under one parent, indexed for matching precedence:

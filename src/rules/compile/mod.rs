@@ -271,6 +271,7 @@ fn build_node(ctx: &mut Ctx<'_>, parent: &str, mut raw: RawDescriptor) -> Option
             col: (raw.pos.0 > 0).then_some(raw.pos.1),
         },
         children,
+        series: Default::default(),
     })
 }
 
