@@ -3,7 +3,6 @@
 //! headers in the configured style, and the dynamic metadata when asked for.
 
 use std::borrow::Cow;
-use std::sync::Arc;
 
 use smallvec::SmallVec;
 
@@ -225,7 +224,7 @@ fn reported(rule: &LimitRule) -> ReportedLimit {
     ReportedLimit {
         requests_per_unit: rule.requests_per_unit,
         unit: rule.unit,
-        name: rule.name.as_deref().map(Arc::from),
+        name: rule.name.clone(),
     }
 }
 

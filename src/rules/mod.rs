@@ -21,6 +21,7 @@ mod view;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::algorithm::{Algorithm, Limit};
 
@@ -174,7 +175,7 @@ pub struct LimitRule {
     /// length equals `window`; `None` for a window that is no unit (reported as UNKNOWN).
     pub unit: Option<Unit>,
     /// `name` (reported in `current_limit.name`; target of `replaces`).
-    pub name: Option<String>,
+    pub name: Option<Arc<str>>,
     /// Names of limits this one replaces while it matches in the same request.
     pub replaces: Vec<String>,
     /// Position among the node's limits (0 for `rate_limit`); part of the counter key.

@@ -84,7 +84,7 @@ fn limit(rule: &LimitRule) -> Value {
         LimitKind::Unlimited => (None, None),
     };
     json!({
-        "name": rule.name,
+        "name": rule.name.as_deref(),
         "text": rule.describe(),
         "algorithm": algorithm,
         "window": window,

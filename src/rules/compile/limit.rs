@@ -2,6 +2,7 @@
 //! replaces, and the `RateLimit-Policy` item computed once here instead of per request.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use super::Ctx;
 use crate::algorithm::{Algorithm, Limit};
@@ -93,7 +94,7 @@ fn build(
         kind,
         requests_per_unit: raw.requests_per_unit,
         unit,
-        name,
+        name: name.map(Arc::from),
         replaces: raw.replaces.iter().map(|r| r.value.clone()).collect(),
         index,
         policy,
