@@ -56,8 +56,8 @@ if memory:
 runs = lines("runs.jsonl")
 
 
-def pick(server, keys, mode, inflight=64):
-    return [r for r in runs if r["server"] == server and r["keys"] == keys and r["mode"] == mode
+def pick(server, keys, mode, inflight=64, rows=None):
+    return [r for r in (runs if rows is None else rows) if r["server"] == server and r["keys"] == keys and r["mode"] == mode
             and r.get("inflight", 64) == inflight]
 
 
@@ -102,17 +102,19 @@ if h2:
         if rates:
             print(f"| {server} | {len(rates)} | {med(rates):,.0f} | {med(rates) / base if base else 0:.3f} |")
 
-redis = [r for r in runs if r["server"] in ("baseline", "sluice-redis") and r.get("inflight", 64) in (64, 256)
-         and any(x["server"] == "sluice-redis" for x in runs)]
+# The Redis step's own rows (it tags them); rows of an older script carry no step.
+redis = [r for r in runs if r.get("step") == "redis"] or [
+    r for r in runs if r["server"] in ("baseline", "sluice-redis")
+    and r.get("inflight", 64) in (64, 256) and any(x["server"] == "sluice-redis" for x in runs)]
 if any(r["server"] == "sluice-redis" for r in redis):
     print("\n## Redis store (`sluice bench`, 1 key, closed loop; Redis on the server's machine)\n")
     print(quiet_note(loads([r for r in redis if r["keys"] == 1])) + "\n")
     print("| in flight | server | calls/s | vs baseline | server CPU µs/call | Redis CPU µs/call | p99 µs | errors |")
     print("| --- " * 8 + "|")
     for inflight in (64, 256):
-        base = med([r["report"]["calls_per_sec"] for r in pick("baseline", 1, "closed", inflight)] or [0])
+        base = med([r["report"]["calls_per_sec"] for r in pick("baseline", 1, "closed", inflight, redis)] or [0])
         for server in ("baseline", "sluice-redis"):
-            c = pick(server, 1, "closed", inflight)
+            c = pick(server, 1, "closed", inflight, redis)
             if not c:
                 continue
             rate = med([r["report"]["calls_per_sec"] for r in c])

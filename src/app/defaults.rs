@@ -36,6 +36,8 @@ pub const REDIS_CONNECT_TIMEOUT: Duration = crate::store::redis::DEFAULT_CONNECT
 pub const REDIS_EXPIRATION_JITTER: Duration = crate::store::redis::DEFAULT_EXPIRATION_JITTER;
 /// Multiplexed connections to a standalone Redis.
 pub const REDIS_CONNECTIONS: usize = crate::store::redis::DEFAULT_CONNECTIONS;
+/// Script runs outstanding per Redis connection before calls share runs.
+pub const REDIS_RUNS_IN_FLIGHT: usize = crate::store::redis::DEFAULT_RUNS_IN_FLIGHT;
 /// Most over-limit counters answered from memory.
 pub const LOCAL_CACHE_SIZE: usize = crate::store::redis::DEFAULT_LOCAL_CACHE_SIZE;
 /// Replicas sharing a Redis store.

@@ -80,6 +80,11 @@ pub struct RedisArgs {
     /// on each).
     #[arg(long, env = "SLUICE_REDIS_CONNECTIONS", default_value_t = defaults::REDIS_CONNECTIONS, value_parser = clap::value_parser!(u16).range(1..).map(usize::from))]
     pub redis_connections: usize,
+    /// Script runs outstanding per connection (standalone Redis or Sentinel master) before
+    /// further calls queue and share the next run: more lowers latency under moderate load
+    /// on a distant Redis, fewer batches more calls per run (less CPU in Redis and here).
+    #[arg(long, env = "SLUICE_REDIS_RUNS_IN_FLIGHT", default_value_t = defaults::REDIS_RUNS_IN_FLIGHT, value_parser = clap::value_parser!(u16).range(1..).map(usize::from))]
+    pub redis_runs_in_flight: usize,
     /// Most over-limit counters answered locally without a Redis round trip (0 disables).
     #[arg(long, env = "SLUICE_LOCAL_CACHE_SIZE", default_value_t = defaults::LOCAL_CACHE_SIZE)]
     pub local_cache_size: usize,
@@ -120,6 +125,7 @@ impl RedisArgs {
             timeout: self.redis_timeout.into(),
             connect_timeout: self.redis_connect_timeout.into(),
             connections: self.redis_connections,
+            runs_in_flight: self.redis_runs_in_flight,
             local_cache_size: self.local_cache_size,
             ..RedisSettings::new(url)
         }

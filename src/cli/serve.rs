@@ -327,12 +327,16 @@ mod tests {
             "redis://h:1",
             "--redis-connections",
             "3",
+            "--redis-runs-in-flight",
+            "4",
         ]);
         let StoreSettings::Redis(redis) = args.unwrap().settings().store else {
             panic!("redis store")
         };
         assert_eq!((redis.url.as_str(), redis.connections), ("redis://h:1", 3));
+        assert_eq!(redis.runs_in_flight, 4);
         assert!(serve(&["--store", "redis"]).is_err(), "a URL is required");
         assert!(serve(&["--redis-connections", "0"]).is_err());
+        assert!(serve(&["--redis-runs-in-flight", "0"]).is_err());
     }
 }

@@ -36,6 +36,11 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(10);
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// The default number of multiplexed connections to a standalone Redis.
 pub const DEFAULT_CONNECTIONS: usize = 2;
+/// The default number of script runs outstanding per connection before calls queue and share
+/// the next run: one (measured with Redis beside the server, interleaved runs: 0.52 and 0.54
+/// of the do-nothing server's calls/s at 64 and 256 calls in flight, against 0.47 and 0.50
+/// with four).
+pub const DEFAULT_RUNS_IN_FLIGHT: usize = 1;
 /// The default size of the local over-limit cache.
 pub const DEFAULT_LOCAL_CACHE_SIZE: usize = 100_000;
 /// The default most extra expiry of an upstream-layout key (upstream's
@@ -84,6 +89,9 @@ pub struct RedisSettings {
     pub connect_timeout: Duration,
     /// `--redis-connections`: multiplexed connections to a standalone Redis or master.
     pub connections: usize,
+    /// `--redis-runs-in-flight`: script runs outstanding per connection before calls queue
+    /// for a shared run (standalone Redis and Sentinel; a cluster sends every call).
+    pub runs_in_flight: usize,
     /// `--local-cache-size`: most over-limit counters remembered locally (0 disables).
     pub local_cache_size: usize,
     /// Whose clock decides.
@@ -112,6 +120,7 @@ impl RedisSettings {
             timeout: DEFAULT_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             connections: DEFAULT_CONNECTIONS,
+            runs_in_flight: DEFAULT_RUNS_IN_FLIGHT,
             local_cache_size: DEFAULT_LOCAL_CACHE_SIZE,
             clock: RedisClock::Server,
             unhealthy_after: UNHEALTHY_AFTER,
@@ -148,6 +157,7 @@ impl std::fmt::Debug for RedisSettings {
             .field("timeout", &self.timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("connections", &self.connections)
+            .field("runs_in_flight", &self.runs_in_flight)
             .field("local_cache_size", &self.local_cache_size)
             .field("clock", &self.clock)
             .field("unhealthy_after", &self.unhealthy_after)
