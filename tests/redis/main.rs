@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod batched_runs;
 mod cluster;
 mod faults;
 mod pool;

@@ -364,7 +364,14 @@ end
 -- Later calls of a batch see earlier calls' commits, exactly as separate runs in that order
 -- would. Dispatch is by plain comparisons: a script's body (and every table and closure in
 -- it) is rebuilt on each run.
+--
+-- A commit of an O(1) state is written once per key at the end of the run (its last state,
+-- against the state the run found), not once per call: nothing else runs during a script, and
+-- each write replaces the whole state (its expiry is set when its window starts, and a later
+-- write of the same window leaves it), so the key ends as the calls' writes in order would
+-- leave it, for one write instead of one a call. A log appends per call, as before.
 local latest, reply = {}, {}
+local found, dirty = {}, {} -- found[k]: the state this run read; dirty[k]: its last commit
 for call = 1, #ARGV do
   local packed = ARGV[call]
   local now, count, o = unpack_call('<i8i8', packed)
@@ -386,7 +393,7 @@ for call = 1, #ARGV do
         elseif alg == 2 then loaded = log_load(key, now, w) elseif alg == 4 then loaded = upstream_load(key)
         else loaded = bucket_load(key) end
         loaded = loaded or false
-        if alg ~= 2 then latest[k] = loaded end
+        if alg ~= 2 then latest[k], found[k] = loaded, loaded end
       end
       stored[k], pending[k] = loaded, loaded
     end
@@ -415,15 +422,26 @@ for call = 1, #ARGV do
   end
   if not blocked then
     for k, alg in pairs(commit_alg) do
-      local key, old, st, w = KEYS[k], stored[k] or nil, pending[k], commit_w[k]
-      if alg == 0 then fixed_store(key, old, st, now, w)
-      elseif alg == 1 then sliding_store(key, old, st, now, w)
-      elseif alg == 2 then log_store(key, old, st, now, w)
-      elseif alg == 4 then upstream_store(key, old, st, now, w)
-      else bucket_store(key, old, st, now, w) end
-      -- A log is read afresh by the next call that names it (its summary is derived).
-      if alg == 2 then latest[k] = nil else latest[k] = st end
+      if alg == 2 then
+        log_store(KEYS[k], stored[k] or nil, pending[k], now, commit_w[k])
+        -- A log is read afresh by the next call that names it (its summary is derived).
+        latest[k] = nil
+      else
+        -- The expiry is the one the calls' own writes would leave: a window's is set by the
+        -- call that starts it (`start`), a bucket's by the last write (`now`).
+        local d, before, st = dirty[k] or {}, latest[k], pending[k]
+        if not before or before.s ~= st.s then d.start = now end
+        d.alg, d.w, d.now = alg, commit_w[k], now
+        dirty[k], latest[k] = d, st
+      end
     end
   end
+end
+for k, d in pairs(dirty) do
+  local key, old, st, w = KEYS[k], found[k] or nil, latest[k], d.w
+  if d.alg == 0 then fixed_store(key, old, st, d.start, w)
+  elseif d.alg == 1 then sliding_store(key, old, st, d.start, w)
+  elseif d.alg == 4 then upstream_store(key, old, st, d.now, w)
+  else bucket_store(key, old, st, d.now, w) end
 end
 return table.concat(reply)
