@@ -192,18 +192,23 @@ mod tests {
         );
     }
 
-    /// A slot resolves on the first call and then serves its own registry only; a second
-    /// registry reading the same rule counts in its own series; an overflow series is never
-    /// held, so every fold is still counted.
-    #[test]
-    fn a_slot_holds_its_registrys_own_series() {
-        let hit = HitOutcome {
+    /// One hit admitted by a limit of 5 with room for all of it.
+    fn one_admitted_hit() -> HitOutcome {
+        HitOutcome {
             hits: 1,
             capacity: 5,
             available: 5,
             admitted: true,
             shadowed: false,
-        };
+        }
+    }
+
+    /// A slot resolves on the first call and then serves its own registry only; a second
+    /// registry reading the same rule counts in its own series; an overflow series is never
+    /// held, so every fold is still counted.
+    #[test]
+    fn a_slot_holds_its_registrys_own_series() {
+        let hit = one_admitted_hit();
         let (first, second) = (Metrics::new(0.8, 10), Metrics::new(0.8, 10));
         let slot = SeriesSlot::default();
         assert!(matches!(
@@ -251,13 +256,7 @@ mod tests {
     #[test]
     fn series_are_capped() {
         let metrics = Metrics::new(0.8, 2);
-        let hit = HitOutcome {
-            hits: 1,
-            capacity: 5,
-            available: 5,
-            admitted: true,
-            shadowed: false,
-        };
+        let hit = one_admitted_hit();
         for i in 0..10 {
             let rule = metrics.rule("d", &format!("d.k_{i}"));
             metrics.record_hits(&rule, &hit);
