@@ -23,6 +23,7 @@ fn charge(limit: Limit) -> [Charge; 1] {
         limit,
         cost: 1,
         gate: Gate::Enforced,
+        lease: 0,
     }]
 }
 

@@ -43,6 +43,7 @@ fn charge(algorithm: Algorithm, i: u64) -> Charge {
         limit,
         cost: 1,
         gate: Gate::Enforced,
+        lease: 0,
     }
 }
 

@@ -60,6 +60,7 @@ fn main() -> Result<(), String> {
                 limit,
                 cost: 1,
                 gate: Gate::Enforced,
+                lease: 0,
             }]
         })
         .collect();

@@ -107,13 +107,14 @@ redis = [r for r in runs if r.get("step") == "redis"] or [
     r for r in runs if r["server"] in ("baseline", "sluice-redis")
     and r.get("inflight", 64) in (64, 256) and any(x["server"] == "sluice-redis" for x in runs)]
 if any(r["server"] == "sluice-redis" for r in redis):
-    print("\n## Redis store (`sluice bench`, 1 key, closed loop; Redis on the server's machine)\n")
+    print("\n## Redis store (`sluice bench`, 1 key, closed loop; Redis on the server's machine;")
+    print("sluice-redis-lease: the same rule with `lease: 100`)\n")
     print(quiet_note(loads([r for r in redis if r["keys"] == 1])) + "\n")
     print("| in flight | server | calls/s | vs baseline | server CPU µs/call | Redis CPU µs/call | p99 µs | errors |")
     print("| --- " * 8 + "|")
     for inflight in (64, 256):
         base = med([r["report"]["calls_per_sec"] for r in pick("baseline", 1, "closed", inflight, redis)] or [0])
-        for server in ("baseline", "sluice-redis"):
+        for server in ("baseline", "sluice-redis", "sluice-redis-lease"):
             c = pick(server, 1, "closed", inflight, redis)
             if not c:
                 continue

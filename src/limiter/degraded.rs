@@ -67,6 +67,7 @@ pub(super) fn outcomes(
                 },
                 cost: 1,
                 gate: c.gate,
+                lease: 0,
             },
             _ => Charge {
                 key: CounterKey::from_bytes(b""),
@@ -78,6 +79,7 @@ pub(super) fn outcomes(
                 },
                 cost: 0,
                 gate: c.gate,
+                lease: 0,
             },
         })
         .collect();

@@ -171,6 +171,7 @@ fn limit_states<'r>(
                     limit: sub,
                     cost: 0,
                     gate: Gate::Advisory,
+                    lease: 0,
                 };
                 charge(limits.len(), check);
             }

@@ -377,6 +377,7 @@ impl<'r> Counted<'r> {
                     limit,
                     cost: self.cost,
                     gate: charge_gate,
+                    lease: rule.lease,
                 });
                 Some((rule, charges.len() - 1))
             })
@@ -415,6 +416,8 @@ fn override_rule(o: LimitOverride, options: &LimiterOptions) -> LimitRule {
             o.requests_per_unit,
             o.unit.seconds()
         ),
+        // A client's own limit is decided by the store on every call.
+        lease: 0,
     }
 }
 

@@ -37,6 +37,10 @@ pub const DEGRADED_DECISIONS: &str = "sluice_degraded_decisions_total";
 pub const LOCAL_CACHE_HITS: &str = "sluice_local_cache_hits_total";
 /// Over-limit counters remembered in the local cache, by backend.
 pub const LOCAL_CACHE_ENTRIES: &str = "sluice_local_cache_entries";
+/// Calls answered from hits leased from the shared store (rules with `lease:`), by backend.
+pub const LEASE_ANSWERED: &str = "sluice_lease_answered_total";
+/// Counters this process holds a lease on, by backend.
+pub const LEASED_COUNTERS: &str = "sluice_leased_counters";
 /// 1 while the store's circuit breaker is open (calls skip the store), by backend.
 pub const CIRCUIT_OPEN: &str = "sluice_store_circuit_open";
 /// Counters held, by backend.

@@ -1,6 +1,6 @@
 //! The figures a store reports about itself ([`StoreStats`], plain data pulled by the
 //! composition root): counters held and refused, persistence totals, the local over-limit
-//! cache, the circuit breaker.
+//! cache, leases, the circuit breaker.
 //!
 //! A store keeps running totals; each publication turns them into counter increments (the
 //! delta since the last one), so publishing twice, or from two tasks, never counts twice.
@@ -8,9 +8,9 @@
 use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec};
 
 use super::{
-    ACTIVE_COUNTERS, CIRCUIT_OPEN, COUNTERS_REFUSED, Families, LOCAL_CACHE_ENTRIES,
-    LOCAL_CACHE_HITS, MAX_COUNTERS, Metrics, PERSIST_BYTES, PERSIST_ERRORS, PERSIST_FAILING,
-    PERSIST_FLUSHES, PERSIST_RECORDS, PERSIST_RESTORED, PERSIST_SNAPSHOTS,
+    ACTIVE_COUNTERS, CIRCUIT_OPEN, COUNTERS_REFUSED, Families, LEASE_ANSWERED, LEASED_COUNTERS,
+    LOCAL_CACHE_ENTRIES, LOCAL_CACHE_HITS, MAX_COUNTERS, Metrics, PERSIST_BYTES, PERSIST_ERRORS,
+    PERSIST_FAILING, PERSIST_FLUSHES, PERSIST_RECORDS, PERSIST_RESTORED, PERSIST_SNAPSHOTS,
 };
 use crate::store::StoreStats;
 
@@ -25,6 +25,8 @@ pub(super) struct StoreFigures {
     persist_failing: IntGauge,
     local_cache_hits: IntCounterVec,
     local_cache_entries: IntGaugeVec,
+    lease_answered: IntCounterVec,
+    leased_counters: IntGaugeVec,
     circuit_open: IntGaugeVec,
 }
 
@@ -63,6 +65,16 @@ impl StoreFigures {
             local_cache_entries: families.gauge_vec(
                 LOCAL_CACHE_ENTRIES,
                 "Counters in the local over-limit cache.",
+                backend,
+            ),
+            lease_answered: families.counter_vec(
+                LEASE_ANSWERED,
+                "Calls answered from hits leased from the shared store (rules with lease:).",
+                backend,
+            ),
+            leased_counters: families.gauge_vec(
+                LEASED_COUNTERS,
+                "Counters this process holds a lease on.",
                 backend,
             ),
             circuit_open: families.gauge_vec(
@@ -107,6 +119,14 @@ impl Metrics {
             catch_up(
                 &figures.local_cache_hits.with_label_values(&labels),
                 cache.hits,
+            );
+        }
+        if let Some(leases) = stats.leases {
+            let counters = figures.leased_counters.with_label_values(&labels);
+            counters.set(gauge(leases.counters));
+            catch_up(
+                &figures.lease_answered.with_label_values(&labels),
+                leases.answered,
             );
         }
         if let Some(open) = stats.circuit_open {

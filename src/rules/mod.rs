@@ -183,6 +183,9 @@ pub struct LimitRule {
     /// The `RateLimit-Policy` list item for this limit, e.g. `"edge.api_key";q=100;w=60`,
     /// computed once at compile time.
     pub policy: String,
+    /// `lease` (sluice): hits a replica may take from a shared store at a time and admit
+    /// locally (0: every call decided by the store). See `store::redis::lease`.
+    pub lease: u32,
 }
 
 /// One node of a domain's descriptor tree.

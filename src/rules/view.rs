@@ -20,7 +20,7 @@ impl RuleSet {
     /// One line per node that has limits, sorted, for `GET /rlconfig`. Upstream's format comes
     /// first, then sluice's fields:
     /// `<full_key>: unit=MINUTE requests_per_unit=20, shadow_mode: false, quota_mode: false, algorithm=sliding_window window=1m`
-    /// (` burst=<b>` for a token bucket; `unlimited=true` instead for an unlimited node; each
+    /// (` burst=<b>` for a token bucket, ` lease=<n>` with a lease; `unlimited=true` instead for an unlimited node; each
     /// further limit of `rate_limits` appended as ` | unit=... requests_per_unit=... algorithm=... window=...`).
     pub fn rlconfig_lines(&self) -> Vec<String> {
         let mut lines = Vec::new();
@@ -89,6 +89,9 @@ fn sluice_fields(limit: &LimitRule, line: &mut String) {
             if l.algorithm == crate::algorithm::Algorithm::TokenBucket {
                 let _ = write!(line, " burst={}", l.burst);
             }
+            if limit.lease > 0 {
+                let _ = write!(line, " lease={}", limit.lease);
+            }
         }
     }
 }
@@ -103,6 +106,9 @@ impl LimitRule {
                 let mut text = format!("{} per {}", l.requests, duration::format(l.window));
                 if l.algorithm == crate::algorithm::Algorithm::TokenBucket {
                     let _ = write!(text, ", burst {}", l.burst);
+                }
+                if self.lease > 0 {
+                    let _ = write!(text, ", lease {}", self.lease);
                 }
                 let _ = write!(text, " ({})", l.algorithm);
                 text

@@ -60,6 +60,7 @@ fn replay(arrivals: &[i64], limit: Limit, origin: Nanos) -> Outcome {
         limit,
         cost: 1,
         gate: Gate::Enforced,
+        lease: 0,
     }];
     let decisions: Vec<(i64, bool)> = arrivals
         .iter()

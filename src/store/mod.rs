@@ -30,7 +30,7 @@ pub use key::{CounterKey, CounterKeyBuilder, KeyParts};
 pub use memory::{MemoryOptions, MemoryStore};
 pub use persist::{PersistSettings, PersistentStore};
 pub use redis::{RedisSettings, RedisStore};
-pub use stats::{LocalCacheStats, PersistStats, StoreStats};
+pub use stats::{LeaseStats, LocalCacheStats, PersistStats, StoreStats};
 
 /// One counter to check (and charge) within a call.
 #[derive(Debug, Clone)]
@@ -43,6 +43,9 @@ pub struct Charge {
     pub cost: u64,
     /// How a denial of this charge affects the whole call.
     pub gate: Gate,
+    /// The rule's `lease`: hits a replica may take from a shared store at a time and admit
+    /// locally; 0 for none (every embedded-store charge is exact whatever this says).
+    pub lease: u32,
 }
 
 /// The verdict on one charge, and what the counter had room for before the call.

@@ -19,6 +19,8 @@ pub struct StoreStats {
     pub local_cache: Option<LocalCacheStats>,
     /// Whether the circuit breaker is open (calls skip the store), for a store that has one.
     pub circuit_open: Option<bool>,
+    /// Leased hits (rules with `lease:`), for a store that leases.
+    pub leases: Option<LeaseStats>,
 }
 
 /// Running totals of a persisting store.
@@ -47,4 +49,13 @@ pub struct LocalCacheStats {
     pub entries: u64,
     /// Calls answered from the cache so far, without a round trip.
     pub hits: u64,
+}
+
+/// The leases of a shared store (rules with `lease:`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LeaseStats {
+    /// Counters this process holds a lease on now.
+    pub counters: u64,
+    /// Calls answered from leased hits so far, without a round trip.
+    pub answered: u64,
 }

@@ -19,5 +19,6 @@ pub(crate) fn fixed_charge(name: &str, requests: u64, cost: u64, gate: Gate) -> 
         limit,
         cost,
         gate,
+        lease: 0,
     }
 }

@@ -91,6 +91,7 @@ fn limit(rule: &LimitRule) -> Value {
         "requests_per_unit": rule.requests_per_unit,
         "unit": rule.unit.map(|u| u.name()),
         "replaces": rule.replaces,
+        "lease": rule.lease,
     })
 }
 

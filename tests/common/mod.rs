@@ -384,5 +384,6 @@ pub fn charge(
         limit,
         cost,
         gate,
+        lease: 0,
     }
 }

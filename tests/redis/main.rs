@@ -8,6 +8,7 @@ mod common;
 mod batched_runs;
 mod cluster;
 mod faults;
+mod leases;
 mod pool;
 mod recovery;
 mod replicas;

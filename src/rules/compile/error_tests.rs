@@ -359,6 +359,21 @@ fn sluice_limit_errors() {
         ["should not specify window when unlimited"]
     );
     assert_eq!(
+        limit_errors("unlimited: true, lease: 5"),
+        ["should not specify lease when unlimited"]
+    );
+    assert_eq!(
+        limit_errors("unit: second, algorithm: token_bucket, lease: 5"),
+        [
+            "`lease` needs algorithm fixed_window or sliding_window (this limit uses token_bucket: \
+             hits counted before they happen would leave its count early)"
+        ]
+    );
+    assert_eq!(
+        limit_errors("unit: second, lease: 0"),
+        ["lease must be between 1 and 1048576"]
+    );
+    assert_eq!(
         limit_errors("requests_per_unit: 5"),
         ["invalid rate limit unit ''"]
     );

@@ -1,5 +1,5 @@
 //! A node's `rate_limit` / `rate_limits` to [`LimitRule`]s: unit or window, algorithm, burst,
-//! replaces, and the `RateLimit-Policy` item computed once here instead of per request.
+//! lease, replaces, and the `RateLimit-Policy` item computed once here instead of per request.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -66,6 +66,7 @@ fn build(
         check_period(ctx, raw, unit.is_some());
     }
     let burst = burst(ctx, raw, algorithm, unlimited);
+    let lease = lease(ctx, raw, algorithm, unlimited);
     check_replaces(ctx, raw);
     if raw.bad || ctx.errors.len() > errors_before {
         return None;
@@ -98,6 +99,7 @@ fn build(
         replaces: raw.replaces.iter().map(|r| r.value.clone()).collect(),
         index,
         policy,
+        lease: lease.map_or(0, |l| l as u32),
     })
 }
 
@@ -143,6 +145,7 @@ fn check_unlimited(ctx: &mut Ctx<'_>, raw: &RawLimit, known_unit: bool, in_list:
         ("window", raw.window.as_ref().map(|w| w.pos)),
         ("algorithm", raw.algorithm.as_ref().map(|a| a.pos)),
         ("burst", raw.burst.as_ref().map(|b| b.pos)),
+        ("lease", raw.lease.as_ref().map(|l| l.pos)),
     ] {
         if let Some(pos) = pos {
             ctx.error(pos, format!("should not specify {field} when unlimited"));
@@ -182,6 +185,34 @@ fn burst(ctx: &mut Ctx<'_>, raw: &RawLimit, algorithm: Algorithm, unlimited: boo
         None
     } else {
         Some(b.value)
+    }
+}
+
+/// The most hits one lease may take (a replica holds at most this many unused).
+pub const MAX_LEASE: i128 = 1 << 20;
+
+/// `lease`, checked against the algorithm; `None` when absent or reported. A lease is exact
+/// only where hits counted early in a window weigh as hits counted late in it: fixed and
+/// sliding windows. A log stamps each hit with its time and a bucket refills between the
+/// lease and its use, so early-counted hits would leave early: over-admission.
+fn lease(ctx: &mut Ctx<'_>, raw: &RawLimit, algorithm: Algorithm, unlimited: bool) -> Option<i128> {
+    let l = raw.lease.as_ref()?;
+    if unlimited {
+        Some(l.value)
+    } else if !matches!(algorithm, Algorithm::FixedWindow | Algorithm::SlidingWindow) {
+        ctx.error(
+            l.pos,
+            format!(
+                "`lease` needs algorithm fixed_window or sliding_window (this limit uses \
+                 {algorithm}: hits counted before they happen would leave its count early)"
+            ),
+        );
+        None
+    } else if !(1..=MAX_LEASE).contains(&l.value) {
+        ctx.error(l.pos, format!("lease must be between 1 and {MAX_LEASE}"));
+        None
+    } else {
+        Some(l.value)
     }
 }
 

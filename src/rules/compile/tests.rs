@@ -104,7 +104,21 @@ fn sluice_fields() {
          \x20 - key: w\n    rate_limit: {window: 1m30s, requests_per_unit: 9, algorithm: fixed_window}\n\
          \x20 - key: u\n    rate_limit: {window: 1h, requests_per_unit: 5}\n\
          \x20 - key: tb\n    failure_mode: deny\n    shards: 8\n    rate_limit: {unit: second, requests_per_unit: 10, algorithm: token_bucket}\n\
-         \x20 - key: tb2\n    rate_limit: {window: 500ms, requests_per_unit: 10, algorithm: token_bucket, burst: 25}\n",
+         \x20 - key: tb2\n    rate_limit: {window: 500ms, requests_per_unit: 10, algorithm: token_bucket, burst: 25}\n\
+         \x20 - key: leased\n    rate_limit: {unit: minute, requests_per_unit: 1000, lease: 50}\n",
+    );
+    assert_eq!(limit(&set, &[("leased", "x")]).lease, 50);
+    assert_eq!(limit(&set, &[("w", "x")]).lease, 0, "no lease unless asked");
+    let lines = set.rlconfig_lines();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("d.leased:") && l.ends_with("window=1m lease=50")),
+        "{lines:?}"
+    );
+    assert_eq!(
+        limit(&set, &[("leased", "x")]).describe(),
+        "1000 per 1m, lease 50 (sliding_window)"
     );
     let w = limit(&set, &[("w", "x")]);
     assert_eq!(w.unit, None, "90 s is no upstream unit");

@@ -195,6 +195,9 @@ impl Checker<'_> {
                 "burst" => {
                     ok &= self.number(v, "burst", &mut l.burst);
                 }
+                "lease" => {
+                    ok &= self.number(v, "lease", &mut l.lease);
+                }
                 _ => self.no_effect(key, k, "in a rate limit"),
             }
         }

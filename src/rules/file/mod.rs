@@ -41,10 +41,11 @@ const UPSTREAM_KEYS: [&str; 16] = [
     "metadata",
 ];
 /// sluice's additions to the allow-list.
-const SLUICE_KEYS: [&str; 6] = [
+const SLUICE_KEYS: [&str; 7] = [
     "window",
     "algorithm",
     "burst",
+    "lease",
     "rate_limits",
     "failure_mode",
     "shards",
@@ -134,6 +135,8 @@ pub(super) struct RawLimit {
     pub algorithm: Option<Spanned<String>>,
     /// `burst`, range unchecked.
     pub burst: Option<Spanned<i128>>,
+    /// `lease`, range unchecked.
+    pub lease: Option<Spanned<i128>>,
     /// A field of this limit failed its check (already reported).
     pub bad: bool,
 }

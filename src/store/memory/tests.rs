@@ -297,6 +297,7 @@ fn sliding_logs_are_exact_and_reclaimed() {
         limit,
         cost: 1,
         gate: Gate::Enforced,
+        lease: 0,
     };
     let call = std::slice::from_ref(&log);
     for at in 0..3 {

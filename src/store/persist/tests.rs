@@ -25,6 +25,7 @@ fn charge(name: &str, algorithm: Algorithm, requests: u64, window: Nanos) -> Cha
         limit,
         cost: 1,
         gate: Gate::Enforced,
+        lease: 0,
     }
 }
 

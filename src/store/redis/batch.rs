@@ -16,9 +16,9 @@ use redis::{ErrorKind, ServerErrorKind, Value};
 use tokio::sync::oneshot;
 
 use super::link::{Lease, Link};
-use super::scripts::{self, Fields};
+use super::scripts::{self, Answered, Fields};
 use super::target::{Attempt, Conn};
-use crate::store::{BadReply, Outcome, StoreError};
+use crate::store::{BadReply, StoreError};
 
 /// The most charges one script run decides (Redis runs nothing else meanwhile).
 pub const MAX_BATCH_CHARGES: usize = 256;
@@ -35,7 +35,7 @@ pub struct Job {
     pub now_us: Option<u64>,
 }
 
-type Reply = oneshot::Sender<Result<Vec<Outcome>, StoreError>>;
+type Reply = oneshot::Sender<Result<Vec<Answered>, StoreError>>;
 
 /// Queues calls and sends them in script runs.
 pub struct Batcher {
@@ -65,7 +65,7 @@ impl Batcher {
 
     /// Decides `job`: at once on the caller's task while fewer than `max_in_flight` runs are
     /// outstanding, else queued for the next batch.
-    pub async fn submit(self: &Arc<Self>, job: Job) -> Result<Vec<Outcome>, StoreError> {
+    pub async fn submit(self: &Arc<Self>, job: Job) -> Result<Vec<Answered>, StoreError> {
         let answer = {
             let mut queue = self.queue.lock();
             if queue.in_flight < self.max_in_flight {
@@ -190,7 +190,7 @@ pub async fn execute(
     link: &Arc<Link>,
     sha: &str,
     jobs: &[Job],
-) -> Result<Vec<Vec<Outcome>>, StoreError> {
+) -> Result<Vec<Vec<Answered>>, StoreError> {
     // KEYS: the distinct keys of all the jobs; each job's key indices are remapped into them.
     let mut keys: Vec<&[u8]> = Vec::new();
     let mut index: HashMap<&[u8], usize, foldhash::fast::RandomState> = HashMap::default();

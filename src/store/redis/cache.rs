@@ -147,6 +147,7 @@ mod tests {
             limit,
             cost,
             gate: Gate::Enforced,
+            lease: 0,
         }
     }
 

@@ -11,13 +11,16 @@
 -- expire an hour of Redis time after their state goes idle, at the earliest); the number of
 -- charges; then 7 fields per charge: key index (into KEYS), algorithm (0 fixed_window,
 -- 1 sliding_window, 2 sliding_log, 3 token_bucket, 4 fixed_window in upstream's key layout),
--- requests, window (us), burst, cost (0 = check), gate (0 enforced, 1 advisory, 2 + g a charge
--- of quota group g: one group per quota descriptor, over when any of its charges is denied).
+-- requests, window (us), burst, cost (0 = check), gate + 65536 * extra (gate: 0 enforced,
+-- 1 advisory, 2 + g a charge of quota group g: one group per quota descriptor, over when any of
+-- its charges is denied; extra: hits a replica asks to lease beyond the cost, granted up to what
+-- still fits if the charge is admitted and its call committed, see lease.rs).
 -- For 4 the key names the window (upstream.rs), so window is the key's expiry in seconds and
 -- burst the microseconds left in the window.
 -- Reply: one binary string, 4 little-endian 64-bit integers per charge, calls in order:
---        admitted (1/0), remaining, reset_after (us), available (the hits that would have
---        fit; meaningful for denied charges).
+--        admitted (1 + 2 * the extra hits granted, or 0), remaining (after the cost and the
+--        grant), reset_after (us), available (the hits that would have fit; meaningful for
+--        denied charges).
 --
 -- State per key: fixed_window hash {s = window start, n = count}; sliding_window hash
 -- {s = window start, p = previous, c = current}; token_bucket string "hi:lo" (theoretical
@@ -378,9 +381,12 @@ for call = 1, #ARGV do
   if now < 0 then now = clock() end
   local stored, pending, commit_alg, commit_w = {}, {}, {}, {}
   local blocked, quota_over = false, nil -- quota_over[g]: group g has a denied charge
+  local grants = nil -- the reply slots of granted charges, to withdraw if the call is blocked
   for _ = 1, count do
-    local k, alg, n, w, b, cost, gate
+    local k, alg, n, w, b, cost, gate, extra
     k, alg, n, w, b, cost, gate, o = unpack_call('<i8i8i8i8i8i8i8', packed, o)
+    extra = floor(gate / 65536)
+    gate = gate - extra * 65536
     local key = KEYS[k]
     local decide
     if alg == 0 then decide = fixed elseif alg == 1 then decide = sliding
@@ -404,6 +410,19 @@ for call = 1, #ARGV do
       local fits, left = decide(st, now, n, w, b, 0, key)
       if fits then available = left else available = 0 end
     end
+    local granted = 0
+    if next and extra > 0 and remaining > 0 then
+      -- A lease: `remaining` more hits fit now, so cost + granted is admitted as one charge.
+      granted = math.min(extra, remaining)
+      local ok2, remaining2, reset2, next2 = decide(st, now, n, w, b, cost + granted, key)
+      if ok2 and next2 then
+        grants = grants or {}
+        grants[#grants + 1] = { #reply + 1, remaining, reset, available }
+        remaining, reset, next = remaining2, reset2, next2
+      else
+        granted = 0
+      end
+    end
     if next then
       pending[k], commit_alg[k], commit_w[k] = next, alg, w
     end
@@ -412,12 +431,18 @@ for call = 1, #ARGV do
       quota_over = quota_over or {}
       quota_over[gate] = quota_over[gate] or not ok
     end
-    reply[#reply + 1] = pack('<i8i8i8i8', ok and 1 or 0, remaining, reset, available)
+    reply[#reply + 1] = pack('<i8i8i8i8', ok and 1 + 2 * granted or 0, remaining, reset, available)
   end
   if quota_over and not blocked then
     blocked = true
     for _, over in pairs(quota_over) do
       if not over then blocked = false end
+    end
+  end
+  if blocked and grants then
+    -- Nothing of a blocked call is committed: its grants are withdrawn.
+    for _, g in ipairs(grants) do
+      reply[g[1]] = pack('<i8i8i8i8', 1, g[2], g[3], g[4])
     end
   end
   if not blocked then

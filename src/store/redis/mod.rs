@@ -11,6 +11,7 @@ mod breaker;
 mod cache;
 mod failover;
 mod keys;
+mod lease;
 mod link;
 mod node;
 mod probe;
@@ -31,15 +32,18 @@ use self::batch::{Batcher, Job};
 use self::breaker::{Breaker, Change};
 use self::cache::OverLimitCache;
 use self::keys::KeyLayout;
+use self::lease::Leases;
 use self::link::Link;
+use self::scripts::Answered;
 use self::target::Target;
 use super::{
-    BackgroundTask, BadReply, Charge, LocalCacheStats, Outcome, Store, StoreError, StoreFuture,
-    StoreStats,
+    BackgroundTask, BadReply, Charge, LeaseStats, LocalCacheStats, Outcome, Store, StoreError,
+    StoreFuture, StoreStats,
 };
 use crate::clock::Nanos;
 
 pub use self::breaker::{FAILURES_TO_OPEN, PROBE_INTERVAL, UNHEALTHY_AFTER};
+pub use self::lease::MAX_LEASED_COUNTERS;
 pub use self::scripts::{DECIDE as SCRIPT, MAX_PARAM};
 pub use self::settings::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_CONNECTIONS, DEFAULT_EXPIRATION_JITTER, DEFAULT_KEY_PREFIX,
@@ -70,6 +74,8 @@ struct Inner {
     clock: RedisClock,
     breaker: Breaker,
     cache: OverLimitCache,
+    /// Hits leased from Redis for rules with `lease:`, admitted here.
+    leases: Leases,
     epoch: Instant,
     sha: String,
     /// Calls answered from `cache` so far.
@@ -110,6 +116,7 @@ impl RedisStore {
                 clock: settings.clock,
                 breaker: Breaker::new(settings.unhealthy_after),
                 cache: OverLimitCache::new(settings.local_cache_size),
+                leases: Leases::default(),
                 epoch: Instant::now(),
                 sha,
                 cache_hits: AtomicU64::new(0),
@@ -154,6 +161,32 @@ impl Inner {
 
     async fn apply(&self, charges: &[Charge], now: Nanos) -> Result<Vec<Outcome>, StoreError> {
         let sent_at = self.cache_now(now);
+        if !Leases::wanted(charges) {
+            return self.apply_exact(charges, &[], now, sent_at).await;
+        }
+        // Held hits first: they are counted in Redis already (its over-limit answer may be
+        // ours), and they answer while Redis is away.
+        if let Some(outcomes) = self.leases.answer(charges, sent_at) {
+            return Ok(outcomes);
+        }
+        let deadline = sent_at.saturating_add(self.timeout.as_nanos() as Nanos);
+        let extras = self.leases.extras(charges, sent_at, deadline);
+        let decided = self.apply_exact(charges, &extras, now, sent_at).await;
+        if decided.is_err() {
+            self.leases.abandon(charges, &extras);
+        }
+        decided
+    }
+
+    /// A call decided by Redis (or the over-limit cache); `extras`: hits each charge asks to
+    /// lease (empty for none).
+    async fn apply_exact(
+        &self,
+        charges: &[Charge],
+        extras: &[u64],
+        now: Nanos,
+        sent_at: Nanos,
+    ) -> Result<Vec<Outcome>, StoreError> {
         // Only a call whose every counter is known to be full skips Redis: the others would
         // need Redis's answer for their statuses anyway.
         let cached: Option<Vec<Outcome>> = charges
@@ -167,19 +200,27 @@ impl Inner {
         if self.breaker.is_open() {
             return Err(StoreError::CircuitOpen);
         }
-        let decided = tokio::time::timeout(self.timeout, self.decide(charges, now))
+        let decided = tokio::time::timeout(self.timeout, self.decide(charges, extras, now))
             .await
             .unwrap_or(Err(StoreError::Timeout(self.timeout)));
-        match &decided {
-            Ok(outcomes) => {
+        match decided {
+            Ok(answered) => {
                 self.breaker.success();
-                for (charge, outcome) in charges.iter().zip(outcomes) {
+                let outcomes: Vec<Outcome> = if extras.iter().any(|&e| e > 0) {
+                    self.leases.settle(charges, extras, answered, sent_at)
+                } else {
+                    answered.into_iter().map(|a| a.outcome).collect()
+                };
+                for (charge, outcome) in charges.iter().zip(&outcomes) {
                     self.cache.remember(charge, sent_at, outcome);
                 }
+                Ok(outcomes)
             }
-            Err(e) => self.record(self.breaker.failure(), Some(e)),
+            Err(e) => {
+                self.record(self.breaker.failure(), Some(&e));
+                Err(e)
+            }
         }
-        decided
     }
 
     /// One log line per breaker state change (never one per call).
@@ -205,7 +246,12 @@ impl Inner {
     }
 
     /// Runs the script once per slot group (once in all for a standalone Redis).
-    async fn decide(&self, charges: &[Charge], now: Nanos) -> Result<Vec<Outcome>, StoreError> {
+    async fn decide(
+        &self,
+        charges: &[Charge],
+        extras: &[u64],
+        now: Nanos,
+    ) -> Result<Vec<Answered>, StoreError> {
         let keys: Vec<Placed> = charges.iter().map(|c| self.layout.place(c, now)).collect();
         let now_us = match self.clock {
             RedisClock::Caller => Some(now / scripts::MICRO),
@@ -227,12 +273,12 @@ impl Inner {
         };
         if let [group] = groups.as_slice() {
             // One slot group (always, on a standalone Redis): its outcomes are in call order.
-            return self.run(group, &keys, charges, now_us).await;
+            return self.run(group, &keys, charges, extras, now_us).await;
         }
         let runs = groups
             .iter()
-            .map(|group| self.run(group, &keys, charges, now_us));
-        let mut outcomes: Vec<Option<Outcome>> = vec![None; charges.len()];
+            .map(|group| self.run(group, &keys, charges, extras, now_us));
+        let mut outcomes: Vec<Option<Answered>> = vec![None; charges.len()];
         for (group, result) in groups
             .iter()
             .zip(futures_util::future::join_all(runs).await)
@@ -254,8 +300,9 @@ impl Inner {
         group: &[usize],
         keys: &[Placed],
         charges: &[Charge],
+        extras: &[u64],
         now_us: Option<u64>,
-    ) -> Result<Vec<Outcome>, StoreError> {
+    ) -> Result<Vec<Answered>, StoreError> {
         let mut job = Job {
             keys: Vec::with_capacity(group.len()),
             charges: Vec::with_capacity(group.len()),
@@ -271,10 +318,12 @@ impl Inner {
                     job.keys.len() - 1
                 }
             };
-            job.charges.push(match upstream {
+            let fields = match upstream {
                 Some(window) => upstream::fields(&charges[i], at + 1, window),
                 None => scripts::fields(&charges[i], at + 1),
-            });
+            };
+            let extra = extras.get(i).copied().unwrap_or(0);
+            job.charges.push(scripts::with_extra(fields, extra));
             job.costs.push(charges[i].cost);
         }
         match &self.batcher {
@@ -311,7 +360,9 @@ impl Store for RedisStore {
     }
 
     fn sweep(&self, now: Nanos) {
-        self.inner.cache.sweep(self.inner.cache_now(now));
+        let now = self.inner.cache_now(now);
+        self.inner.cache.sweep(now);
+        self.inner.leases.sweep(now);
     }
 
     fn stats(&self) -> StoreStats {
@@ -322,6 +373,10 @@ impl Store for RedisStore {
                 hits: inner.cache_hits.load(Ordering::Relaxed),
             }),
             circuit_open: Some(inner.breaker.is_open()),
+            leases: Some(LeaseStats {
+                counters: inner.leases.len() as u64,
+                answered: inner.leases.answered(),
+            }),
             ..StoreStats::default()
         }
     }

@@ -69,6 +69,17 @@ pub fn window_us(limit: &Limit) -> u64 {
     (limit.window / MICRO).max(1)
 }
 
+/// Where the gate field carries a lease's extra hits: `gate + EXTRA_SHIFT * extra` (gate codes
+/// stay below it: quota groups are bytes).
+const EXTRA_SHIFT: u64 = 1 << 16;
+
+/// `fields` asking the script to lease `extra` hits beyond the cost (granted up to what still
+/// fits when the charge is admitted and its call committed).
+pub fn with_extra(mut fields: Fields, extra: u64) -> Fields {
+    fields[6] += EXTRA_SHIFT * extra;
+    fields
+}
+
 /// The script's gate field: 0 enforced, 1 advisory, 2 + g a charge of quota group g.
 fn gate_code(gate: Gate) -> u64 {
     match gate {
@@ -90,8 +101,17 @@ pub fn reply_bytes(reply: &Value) -> Result<&[u8], BadReply> {
     }
 }
 
+/// One charge's answer from the script: its outcome, and the extra hits it leased.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answered {
+    /// The outcome (`remaining` is what Redis has left after the cost and the grant).
+    pub outcome: Outcome,
+    /// Extra hits granted to this replica's lease (0 without a lease).
+    pub granted: u64,
+}
+
 /// Reads one call's part of a script reply: [`REPLY_BYTES`] per charge of `costs`.
-pub fn outcomes(bytes: &[u8], costs: &[u64]) -> Result<Vec<Outcome>, BadReply> {
+pub fn outcomes(bytes: &[u8], costs: &[u64]) -> Result<Vec<Answered>, BadReply> {
     if bytes.len() != costs.len() * REPLY_BYTES {
         return Err(BadReply::Length {
             expected: costs.len() * 4,
@@ -106,20 +126,27 @@ pub fn outcomes(bytes: &[u8], costs: &[u64]) -> Result<Vec<Outcome>, BadReply> {
         .iter()
         .zip(bytes.chunks_exact(REPLY_BYTES))
         .map(|(cost, f)| {
-            let admitted = int(&f[..8])? == 1;
+            // 1 + 2 * granted when admitted, 0 when denied.
+            let admitted_field = int(&f[..8])?;
+            let admitted = admitted_field % 2 == 1;
+            let granted = admitted_field / 2;
             let remaining = int(&f[8..16])?;
             let verdict = Verdict {
                 admitted,
                 remaining,
                 reset_after: int(&f[16..24])?.saturating_mul(MICRO),
             };
-            // As the memory store reports it (`Outcome::judged`): remaining + cost when admitted.
+            // As the memory store reports it (`Outcome::judged`): remaining + cost when
+            // admitted (the grant too: it fitted before the call).
             let available = if admitted {
-                remaining.saturating_add(*cost)
+                remaining.saturating_add(granted).saturating_add(*cost)
             } else {
                 int(&f[24..32])?
             };
-            Ok(Outcome { verdict, available })
+            Ok(Answered {
+                outcome: Outcome { verdict, available },
+                granted,
+            })
         })
         .collect()
 }

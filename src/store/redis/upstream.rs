@@ -105,6 +105,7 @@ mod tests {
             },
             cost: 1,
             gate: Gate::Enforced,
+            lease: 0,
         }
     }
 
