@@ -80,8 +80,8 @@ pub struct RedisArgs {
     /// on each).
     #[arg(long, env = "SLUICE_REDIS_CONNECTIONS", default_value_t = defaults::REDIS_CONNECTIONS, value_parser = clap::value_parser!(u16).range(1..).map(usize::from))]
     pub redis_connections: usize,
-    /// Script runs outstanding per connection (standalone Redis or Sentinel master) before
-    /// further calls queue and share the next run: more lowers latency under moderate load
+    /// Script runs outstanding per connection (per slot on a cluster) before further calls
+    /// queue and share the next run: more lowers latency under moderate load
     /// on a distant Redis, fewer batches more calls per run (less CPU in Redis and here).
     #[arg(long, env = "SLUICE_REDIS_RUNS_IN_FLIGHT", default_value_t = defaults::REDIS_RUNS_IN_FLIGHT, value_parser = clap::value_parser!(u16).range(1..).map(usize::from))]
     pub redis_runs_in_flight: usize,

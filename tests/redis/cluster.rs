@@ -83,3 +83,62 @@ async fn cluster_decides_per_slot_group() {
     assert_eq!(r.statuses[0].limit_remaining, 1);
     server.stop().await;
 }
+
+/// Script runs on all nodes so far (`EVALSHA` and `EVAL` calls in `INFO commandstats`).
+fn script_runs(cluster: &RedisCluster) -> u64 {
+    cluster
+        .nodes
+        .iter()
+        .flat_map(|node| {
+            node.cli(&["INFO", "commandstats"])
+                .lines()
+                .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+                .filter_map(|l| {
+                    let calls = l.split("calls=").nth(1)?.split(',').next()?;
+                    calls.parse::<u64>().ok()
+                })
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
+/// Concurrent calls on one family share script runs on a cluster too (one batcher per slot),
+/// and are counted exactly: of 400 calls on a limit of 300, exactly 300 are admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn concurrent_calls_on_one_slot_share_script_runs() {
+    use sluice::algorithm::{Algorithm, Limit};
+    use sluice::clock::SECOND;
+    use sluice::store::{Gate, Store};
+
+    let cluster = RedisCluster::start();
+    let store = crate::store(&cluster.url()).await;
+    let limit = Limit {
+        algorithm: Algorithm::FixedWindow,
+        requests: 300,
+        window: 3600 * SECOND,
+        burst: 300,
+    };
+    let charge = crate::common::charge("cluster", ("tenant", "hot"), limit, 1, Gate::Enforced);
+    // The first call warms the connection (and loads the script).
+    assert!(
+        store.apply(std::slice::from_ref(&charge), 0).await.unwrap()[0]
+            .verdict
+            .admitted
+    );
+    let before = script_runs(&cluster);
+    let calls = (0..399).map(|_| {
+        let (store, charge) = (store.clone(), charge.clone());
+        tokio::spawn(async move {
+            let outcomes = store.apply(std::slice::from_ref(&charge), 0).await;
+            outcomes.expect("redis answers")[0].verdict.admitted
+        })
+    });
+    let mut admitted = 1;
+    for call in futures_util::future::join_all(calls.collect::<Vec<_>>()).await {
+        admitted += u64::from(call.expect("task"));
+    }
+    assert_eq!(admitted, 300);
+    let runs = script_runs(&cluster) - before;
+    assert!(runs < 200, "399 calls took {runs} script runs");
+}

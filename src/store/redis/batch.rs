@@ -6,12 +6,15 @@
 //! one pays the script's fixed costs (dispatch, `TIME`, building its functions) and a round
 //! trip once per batch instead of once per call. The script decides the calls of a batch one
 //! after the other, each all-or-nothing on its own, exactly as separate runs in that order.
-//! A failed run fails every call in it.
+//! A failed run fails every call in it. On Redis Cluster a script run may only touch keys of
+//! one slot, so each slot has a batcher of its own ([`SlotBatchers`]): calls on a hot family
+//! share runs as they do on one Redis.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
+use redis::cluster_routing::Slot as ClusterSlot;
 use redis::{ErrorKind, ServerErrorKind, Value};
 use tokio::sync::oneshot;
 
@@ -125,6 +128,41 @@ impl Batcher {
             return None;
         }
         Some(take_batch(&mut queue))
+    }
+}
+
+/// One batcher per Redis Cluster slot, made when a slot is first used (at most 16,384).
+pub struct SlotBatchers {
+    link: Arc<Link>,
+    sha: String,
+    max_in_flight: usize,
+    by_slot: RwLock<HashMap<ClusterSlot, Arc<Batcher>, foldhash::fast::RandomState>>,
+}
+
+impl SlotBatchers {
+    /// Batchers sending on `link` (a cluster connection routes each run by its keys' slot),
+    /// each with at most `max_in_flight` runs outstanding.
+    pub fn new(link: Arc<Link>, sha: String, max_in_flight: usize) -> Self {
+        Self {
+            link,
+            sha,
+            max_in_flight,
+            by_slot: RwLock::default(),
+        }
+    }
+
+    /// The batcher of `slot`.
+    pub fn of(&self, slot: ClusterSlot) -> Arc<Batcher> {
+        if let Some(batcher) = self.by_slot.read().get(&slot) {
+            return batcher.clone();
+        }
+        self.by_slot
+            .write()
+            .entry(slot)
+            .or_insert_with(|| {
+                Batcher::new(self.link.clone(), self.sha.clone(), self.max_in_flight)
+            })
+            .clone()
     }
 }
 

@@ -1,6 +1,10 @@
 //! Leases (`lease: N` on a rule): a replica takes up to N hits of a shared counter from Redis
 //! in one script run and admits later calls from them without a round trip.
 //!
+//! A refill is asked for by the call that finds less than half the lease held, so concurrent
+//! calls go on being answered from the rest while it is in flight; a refill that fails (Redis
+//! away) is answered from the held hits after all.
+//!
 //! The hits are counted in Redis when they are leased, before they are used, so replicas
 //! together never admit more than the limit: a held hit is admitted only before the end of
 //! the window it was counted in (the lease expires then, by the replica's monotonic clock,
@@ -75,6 +79,22 @@ impl Held {
     fn live(&self, now: Nanos) -> u64 {
         if now < self.until { self.tokens } else { 0 }
     }
+
+    /// Whether a call at `now` may start a refill: none in flight, and not in the window's
+    /// last moments (a lease taken there would lapse at once).
+    fn may_refill(&self, now: Nanos) -> bool {
+        self.refilling_until <= now && !(self.until..self.end).contains(&now)
+    }
+
+    /// Whether a call of `cost` at `now` can be answered from held hits: enough are held, and
+    /// (with `refill_first`) either at least half the lease would stay or a refill cannot
+    /// start now. Below half, the call goes to Redis for a refill while the rest still answer
+    /// concurrent calls, so a busy counter is rarely empty while its refill is in flight.
+    fn answers(&self, cost: u64, lease: u32, now: Nanos, refill_first: bool) -> bool {
+        let live = self.live(now);
+        live >= cost.max(1)
+            && (!refill_first || 2 * (live - cost) >= u64::from(lease) || !self.may_refill(now))
+    }
 }
 
 /// The leases a Redis store holds.
@@ -113,9 +133,15 @@ impl Leases {
         &self.shards[self.hasher.hash_one(key) as usize % self.shards.len()]
     }
 
-    /// The call answered from held hits at `now`, if every charge has a lease holding enough;
-    /// then the hits are used. Otherwise nothing is used and `None` says: ask Redis.
-    pub fn answer(&self, charges: &[Charge], now: Nanos) -> Option<Vec<Outcome>> {
+    /// The call answered from held hits at `now`, if every charge has a lease holding enough
+    /// (and, with `refill_first`, none is due a refill); then the hits are used. Otherwise
+    /// nothing is used and `None` says: ask Redis.
+    pub fn answer(
+        &self,
+        charges: &[Charge],
+        now: Nanos,
+        refill_first: bool,
+    ) -> Option<Vec<Outcome>> {
         if charges.iter().any(|c| c.lease <= 1) {
             return None;
         }
@@ -125,9 +151,9 @@ impl Leases {
         for (i, charge) in charges.iter().enumerate() {
             let key = charge.key.as_bytes();
             let mut shard = self.shard(key).lock();
-            let held = shard
-                .get_mut(key)
-                .filter(|h| h.limit == charge.limit && h.live(now) >= charge.cost.max(1));
+            let held = shard.get_mut(key).filter(|h| {
+                h.limit == charge.limit && h.answers(charge.cost, charge.lease, now, refill_first)
+            });
             let Some(held) = held else {
                 drop(shard);
                 self.give_back(charges, &taken);
@@ -200,7 +226,7 @@ impl Leases {
         if held.limit != charge.limit {
             *held = Held::new(charge.limit);
         }
-        if held.refilling_until > sent_at || (held.until..held.end).contains(&sent_at) {
+        if !held.may_refill(sent_at) {
             return 0;
         }
         let extra = u64::from(charge.lease)

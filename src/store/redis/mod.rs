@@ -26,9 +26,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use redis::cluster_routing::Slot;
 use tokio_util::sync::CancellationToken;
 
-use self::batch::{Batcher, Job};
+use self::batch::{Batcher, Job, SlotBatchers};
 use self::breaker::{Breaker, Change};
 use self::cache::OverLimitCache;
 use self::keys::KeyLayout;
@@ -60,6 +61,14 @@ pub(crate) fn check_url(url: &str) -> Result<(), StoreError> {
 /// A charge's Redis key, and its window when the key is in upstream's layout.
 type Placed = (Vec<u8>, Option<upstream::UpstreamWindow>);
 
+/// How calls share script runs.
+enum Batching {
+    /// One Redis (or Sentinel's master): any calls may share a run.
+    Standalone(Arc<Batcher>),
+    /// Redis Cluster: a call is split by slot, and only runs of one slot are shared.
+    Cluster(SlotBatchers),
+}
+
 /// The Redis store.
 pub struct RedisStore {
     inner: Arc<Inner>,
@@ -67,8 +76,8 @@ pub struct RedisStore {
 
 struct Inner {
     link: Arc<Link>,
-    /// Batches concurrent calls (standalone Redis; a cluster call is one run per slot group).
-    batcher: Option<Arc<Batcher>>,
+    /// Batches concurrent calls into shared script runs.
+    batching: Batching,
     layout: KeyLayout,
     timeout: Duration,
     clock: RedisClock,
@@ -77,7 +86,6 @@ struct Inner {
     /// Hits leased from Redis for rules with `lease:`, admitted here.
     leases: Leases,
     epoch: Instant,
-    sha: String,
     /// Calls answered from `cache` so far.
     cache_hits: AtomicU64,
     /// Bounds the probe's ping as it bounds a connect.
@@ -106,11 +114,15 @@ impl RedisStore {
         // straight through, heavier load queues and shares runs, paying the script's fixed
         // cost and a round trip once per batch.
         let in_flight = settings.connections.max(1) * settings.runs_in_flight.max(1);
-        let batcher = (!cluster).then(|| Batcher::new(link.clone(), sha.clone(), in_flight));
+        let batching = if cluster {
+            Batching::Cluster(SlotBatchers::new(link.clone(), sha, in_flight))
+        } else {
+            Batching::Standalone(Batcher::new(link.clone(), sha, in_flight))
+        };
         Ok(Self {
             inner: Arc::new(Inner {
                 link,
-                batcher,
+                batching,
                 layout,
                 timeout: settings.timeout,
                 clock: settings.clock,
@@ -118,7 +130,6 @@ impl RedisStore {
                 cache: OverLimitCache::new(settings.local_cache_size),
                 leases: Leases::default(),
                 epoch: Instant::now(),
-                sha,
                 cache_hits: AtomicU64::new(0),
                 connect_timeout: settings.connect_timeout,
                 described: url::describe(&settings.url),
@@ -166,7 +177,7 @@ impl Inner {
         }
         // Held hits first: they are counted in Redis already (its over-limit answer may be
         // ours), and they answer while Redis is away.
-        if let Some(outcomes) = self.leases.answer(charges, sent_at) {
+        if let Some(outcomes) = self.leases.answer(charges, sent_at, true) {
             return Ok(outcomes);
         }
         let deadline = sent_at.saturating_add(self.timeout.as_nanos() as Nanos);
@@ -174,6 +185,10 @@ impl Inner {
         let decided = self.apply_exact(charges, &extras, now, sent_at).await;
         if decided.is_err() {
             self.leases.abandon(charges, &extras);
+            // A refill that failed (Redis away): the hits still held answer.
+            if let Some(outcomes) = self.leases.answer(charges, self.cache_now(now), false) {
+                return Ok(outcomes);
+            }
         }
         decided
     }
@@ -257,29 +272,30 @@ impl Inner {
             RedisClock::Caller => Some(now / scripts::MICRO),
             RedisClock::Server => None,
         };
-        // A cluster (no batcher) splits the call by slot; a standalone Redis takes it whole.
-        let groups: Vec<Vec<usize>> = if self.batcher.is_none() {
-            let mut groups: Vec<(redis::cluster_routing::Slot, Vec<usize>)> = Vec::new();
-            for (i, (key, _)) in keys.iter().enumerate() {
-                let slot = keys::slot(key);
-                match groups.iter_mut().find(|(s, _)| *s == slot) {
-                    Some((_, members)) => members.push(i),
-                    None => groups.push((slot, vec![i])),
+        // A cluster splits the call by slot; a standalone Redis takes it whole.
+        let groups: Vec<(Option<Slot>, Vec<usize>)> = match &self.batching {
+            Batching::Cluster(_) => {
+                let mut groups: Vec<(Option<Slot>, Vec<usize>)> = Vec::new();
+                for (i, (key, _)) in keys.iter().enumerate() {
+                    let slot = Some(keys::slot(key));
+                    match groups.iter_mut().find(|(s, _)| *s == slot) {
+                        Some((_, members)) => members.push(i),
+                        None => groups.push((slot, vec![i])),
+                    }
                 }
+                groups
             }
-            groups.into_iter().map(|(_, members)| members).collect()
-        } else {
-            vec![(0..charges.len()).collect()]
+            Batching::Standalone(_) => vec![(None, (0..charges.len()).collect())],
         };
-        if let [group] = groups.as_slice() {
+        if let [(slot, group)] = groups.as_slice() {
             // One slot group (always, on a standalone Redis): its outcomes are in call order.
-            return self.run(group, &keys, charges, extras, now_us).await;
+            return self.run(*slot, group, &keys, charges, extras, now_us).await;
         }
         let runs = groups
             .iter()
-            .map(|group| self.run(group, &keys, charges, extras, now_us));
+            .map(|(slot, group)| self.run(*slot, group, &keys, charges, extras, now_us));
         let mut outcomes: Vec<Option<Answered>> = vec![None; charges.len()];
-        for (group, result) in groups
+        for ((_, group), result) in groups
             .iter()
             .zip(futures_util::future::join_all(runs).await)
         {
@@ -294,9 +310,10 @@ impl Inner {
     }
 
     /// One script run (or a share of a batched one) for the charges at `group` (indices
-    /// into `charges` and `keys`).
+    /// into `charges` and `keys`), all in `slot` on a cluster.
     async fn run(
         &self,
+        slot: Option<Slot>,
         group: &[usize],
         keys: &[Placed],
         charges: &[Charge],
@@ -326,14 +343,10 @@ impl Inner {
             job.charges.push(scripts::with_extra(fields, extra));
             job.costs.push(charges[i].cost);
         }
-        match &self.batcher {
-            Some(batcher) => batcher.submit(job).await,
-            None => {
-                let mut outcomes = batch::execute(&self.link, &self.sha, &[job]).await?;
-                outcomes
-                    .pop()
-                    .ok_or(StoreError::BadReply(BadReply::Missing))
-            }
+        match (&self.batching, slot) {
+            (Batching::Cluster(batchers), Some(slot)) => batchers.of(slot).submit(job).await,
+            (Batching::Standalone(batcher), _) => batcher.submit(job).await,
+            (Batching::Cluster(_), None) => Err(StoreError::BadReply(BadReply::Missing)),
         }
     }
 }

@@ -90,7 +90,7 @@ pub struct RedisSettings {
     /// `--redis-connections`: multiplexed connections to a standalone Redis or master.
     pub connections: usize,
     /// `--redis-runs-in-flight`: script runs outstanding per connection before calls queue
-    /// for a shared run (standalone Redis and Sentinel; a cluster sends every call).
+    /// for a shared run (on a cluster, per slot: a run touches one slot's keys).
     pub runs_in_flight: usize,
     /// `--local-cache-size`: most over-limit counters remembered locally (0 disables).
     pub local_cache_size: usize,

@@ -92,7 +92,8 @@ fn deliver(
 }
 
 /// Each step: replica, cost, milliseconds to advance, and what happens (0: a call answered at
-/// once; 1, 2: a call whose reply waits; 3: the replica's oldest waiting reply arrives).
+/// once; 1, 2: a call whose reply waits; 3: the replica's oldest waiting reply arrives; 4: a
+/// call Redis fails, answered from held hits if any).
 type Step = (usize, u64, u64, u8);
 
 fn run(
@@ -117,13 +118,24 @@ fn run(
             continue;
         }
         let c = charge(algorithm, requests, lease, cost);
-        if let Some(outcomes) = stores[r].answer(std::slice::from_ref(&c), now) {
+        if let Some(outcomes) = stores[r].answer(std::slice::from_ref(&c), now, true) {
             assert!(outcomes[0].verdict.admitted);
             admitted.push((now, cost));
             continue;
         }
         // Never stale in the model: a refill ends only when its reply arrives.
         let extra = stores[r].extras(std::slice::from_ref(&c), now, Nanos::MAX)[0];
+        if action == 4 {
+            // Redis does not answer: the refill ends, and held hits answer if they can.
+            stores[r].abandon(std::slice::from_ref(&c), &[extra]);
+            if stores[r]
+                .answer(std::slice::from_ref(&c), now, false)
+                .is_some()
+            {
+                admitted.push((now, cost));
+            }
+            continue;
+        }
         let call = InFlight {
             charge: c,
             extra,
@@ -160,7 +172,7 @@ proptest! {
         requests in 1u64..40,
         lease in 2u32..16,
         replicas in 1usize..4,
-        steps in prop::collection::vec((0usize..4, 1u64..4, 0u64..300, 0u8..4), 1..300),
+        steps in prop::collection::vec((0usize..4, 1u64..4, 0u64..300, 0u8..5), 1..300),
     ) {
         let algorithm = if sliding { Algorithm::SlidingWindow } else { Algorithm::FixedWindow };
         let (admitted, authority) = run(algorithm, requests, lease, replicas, &steps);
@@ -217,47 +229,42 @@ proptest! {
     }
 }
 
-/// Held hits answer the next calls without the authority, and report what is left overall.
+/// Held hits answer the next calls without the authority, and report what is left overall;
+/// below half the lease a call refills while the rest answer the calls meanwhile.
 #[test]
 fn held_hits_answer_until_used_up() {
     let leases = Leases::new(16);
     let mut authority = Authority::default();
     let c = charge(Algorithm::FixedWindow, 100, 10, 1);
+    let one = std::slice::from_ref(&c);
     let now = 7 * WINDOW + 100 * MILLI;
-    let extra = leases.extras(std::slice::from_ref(&c), now, now + WINDOW)[0];
+    let extra = leases.extras(one, now, now + WINDOW)[0];
     assert_eq!(extra, 9);
     let answered = authority.decide(&c, extra, now);
     assert_eq!(answered.granted, 9);
-    let first = leases.settle(std::slice::from_ref(&c), &[extra], vec![answered], now);
+    let first = leases.settle(one, &[extra], vec![answered], now);
     // 90 left in Redis, 9 held here.
     assert_eq!(first[0].verdict.remaining, 99);
-    for left in (0..9).rev() {
-        let o = leases
-            .answer(std::slice::from_ref(&c), now + MILLI)
-            .expect("held");
+    // Answered here while at least half the lease (5) stays held.
+    for left in (5..9).rev() {
+        let o = leases.answer(one, now + MILLI, true).expect("held");
         assert_eq!(o[0].verdict.remaining, 90 + left);
         assert_eq!(o[0].verdict.reset_after, 900 * MILLI - MILLI);
     }
-    assert!(
-        leases
-            .answer(std::slice::from_ref(&c), now + MILLI)
-            .is_none()
-    );
+    // Below half: this call refills, asking for the rest of the lease...
+    assert!(leases.answer(one, now + MILLI, true).is_none());
+    assert_eq!(leases.extras(one, now + MILLI, now + WINDOW)[0], 4);
+    // ...while the held hits answer the calls meanwhile, down to the last.
+    for left in (0..5).rev() {
+        let o = leases.answer(one, now + MILLI, true).expect("held");
+        assert_eq!(o[0].verdict.remaining, 90 + left);
+    }
+    assert!(leases.answer(one, now + MILLI, true).is_none());
     assert_eq!(leases.answered(), 9);
-    // A refill in flight: a second call asks for nothing more.
-    assert_eq!(
-        leases.extras(std::slice::from_ref(&c), now, now + WINDOW)[0],
-        9
-    );
-    assert_eq!(
-        leases.extras(std::slice::from_ref(&c), now, now + WINDOW)[0],
-        0
-    );
-    leases.abandon(std::slice::from_ref(&c), &[9]);
-    assert_eq!(
-        leases.extras(std::slice::from_ref(&c), now, now + WINDOW)[0],
-        9
-    );
+    // One refill at a time: another call asks for nothing more until it ends.
+    assert_eq!(leases.extras(one, now + MILLI, now + WINDOW)[0], 0);
+    leases.abandon(one, &[4]);
+    assert_eq!(leases.extras(one, now + MILLI, now + WINDOW)[0], 9);
 }
 
 /// Held hits lapse with their window, and a reload that changes the limit drops them.
@@ -272,24 +279,24 @@ fn held_hits_lapse_with_the_window_and_the_limit() {
     leases.settle(std::slice::from_ref(&c), &[extra], vec![answered], now);
     assert!(
         leases
-            .answer(std::slice::from_ref(&c), 8 * WINDOW - 2 * MILLI)
+            .answer(std::slice::from_ref(&c), 8 * WINDOW - 2 * MILLI, true)
             .is_some()
     );
     // The last 0.1 % of the window is left to clock drift.
     assert!(
         leases
-            .answer(std::slice::from_ref(&c), 8 * WINDOW - MILLI / 2)
+            .answer(std::slice::from_ref(&c), 8 * WINDOW - MILLI / 2, true)
             .is_none()
     );
     assert!(
         leases
-            .answer(std::slice::from_ref(&c), 8 * WINDOW)
+            .answer(std::slice::from_ref(&c), 8 * WINDOW, true)
             .is_none()
     );
     let changed = charge(Algorithm::SlidingWindow, 50, 10, 1);
     assert!(
         leases
-            .answer(std::slice::from_ref(&changed), now + MILLI)
+            .answer(std::slice::from_ref(&changed), now + MILLI, true)
             .is_none()
     );
     leases.sweep(9 * WINDOW);
@@ -310,10 +317,12 @@ fn a_call_is_answered_from_leases_whole_or_not_at_all() {
     let answered = authority.decide(&a, extra, now);
     leases.settle(std::slice::from_ref(&a), &[extra], vec![answered], now);
     let both = [a.clone(), b];
-    assert!(leases.answer(&both, now).is_none());
-    // All four of a's held hits are still there.
-    for _ in 0..4 {
-        assert!(leases.answer(std::slice::from_ref(&a), now).is_some());
-    }
-    assert!(leases.answer(std::slice::from_ref(&a), now).is_none());
+    assert!(leases.answer(&both, now, true).is_none());
+    // a's four held hits are all still there: one call alone is answered (3 stay), the next
+    // would leave less than half the lease (2 of 5) and refills.
+    let o = leases
+        .answer(std::slice::from_ref(&a), now, true)
+        .expect("held");
+    assert_eq!(o[0].verdict.remaining, 95 + 3);
+    assert!(leases.answer(std::slice::from_ref(&a), now, true).is_none());
 }
