@@ -108,7 +108,7 @@ redis = [r for r in runs if r.get("step") == "redis"] or [
     and r.get("inflight", 64) in (64, 256) and any(x["server"] == "sluice-redis" for x in runs)]
 if any(r["server"] == "sluice-redis" for r in redis):
     print("\n## Redis store (`sluice bench`, 1 key, closed loop; Redis on the server's machine;")
-    print("sluice-redis-lease: the same rule with `lease: 100`)\n")
+    print("sluice-redis-lease: the same rule with `lease: 1000`)\n")
     print(quiet_note(loads([r for r in redis if r["keys"] == 1])) + "\n")
     print("| in flight | server | calls/s | vs baseline | server CPU µs/call | Redis CPU µs/call | p99 µs | errors |")
     print("| --- " * 8 + "|")
