@@ -1,8 +1,9 @@
 //! Several `sluice serve` processes on one Redis enforce one limit together: many concurrent
-//! clients split across them on one key get exactly the limit (sliding_log, token_bucket) or
-//! within the documented bound (sliding_window).
+//! clients split across them on one key get exactly the limit (sliding_log, token_bucket),
+//! within the documented bound (sliding_window), or with a `lease:` never more than the limit
+//! and at most N − 1 fewer per replica, most calls answered without Redis.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::common::process::Sluice;
 use crate::common::redis::RedisServer;
@@ -18,6 +19,8 @@ descriptors:
     rate_limit: { unit: hour, requests_per_unit: 60, algorithm: token_bucket }
   - key: sliding
     rate_limit: { unit: hour, requests_per_unit: 60, algorithm: sliding_window }
+  - key: leased
+    rate_limit: { unit: hour, requests_per_unit: 200, algorithm: fixed_window, lease: 10 }
 ";
 
 /// Sends `calls` calls on one key from `clients` concurrent clients spread round-robin
@@ -76,6 +79,32 @@ async fn exact_across(replica_count: usize) {
     assert!(
         n as f64 <= bound.floor() && n >= 1,
         "sliding: {n} admitted, bound {bound}"
+    );
+    // Leased: 400 calls on a limit of 200, leases of 10 (at most 9 held unused per replica).
+    let n = admitted(&replicas, "leased", 12, 396).await;
+    let floor = 200 - replica_count * 9;
+    assert!(
+        (floor..=200).contains(&n),
+        "leased: {n} admitted, expected {floor}..=200"
+    );
+    // The store's figures are published once a second.
+    let answered = || -> f64 {
+        replicas
+            .iter()
+            .map(|r| {
+                let metrics = crate::common::http1::get(r.http_addr, "/metrics", &[]).body;
+                metrics
+                    .lines()
+                    .find(|l| l.starts_with("sluice_lease_answered_total{backend=\"redis\"}"))
+                    .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+                    .unwrap_or(0.0)
+            })
+            .sum()
+    };
+    crate::common::process::poll(
+        Duration::from_secs(10),
+        "calls answered from leases",
+        || (answered() >= 100.0).then_some(()),
     );
     for replica in &replicas {
         assert!(!replica.log().contains("panicked"), "{}", replica.log());
