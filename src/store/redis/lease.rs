@@ -60,6 +60,9 @@ struct Held {
     /// A call asked for a refill and has not settled until then (one refill at a time, so a
     /// replica holds at most N − 1 hits; a call dropped mid-flight frees it at its timeout).
     refilling_until: Nanos,
+    /// When that call was sent: only it ends its refill (a later one may have started after
+    /// a timeout).
+    refill_sent_at: Nanos,
 }
 
 impl Held {
@@ -72,12 +75,20 @@ impl Held {
             reset_at: 0,
             remaining: 0,
             refilling_until: 0,
+            refill_sent_at: 0,
         }
     }
 
     /// Hits usable at `now`.
     fn live(&self, now: Nanos) -> u64 {
         if now < self.until { self.tokens } else { 0 }
+    }
+
+    /// Ends the refill started by the call sent at `sent_at`, if it is still the one in flight.
+    fn end_refill(&mut self, sent_at: Nanos) {
+        if self.refill_sent_at == sent_at {
+            self.refilling_until = 0;
+        }
     }
 
     /// Whether a call at `now` may start a refill: none in flight, and not in the window's
@@ -234,6 +245,7 @@ impl Leases {
             .saturating_sub(held.live(sent_at));
         if extra > 0 {
             held.refilling_until = deadline;
+            held.refill_sent_at = sent_at;
         }
         extra
     }
@@ -260,7 +272,7 @@ impl Leases {
                 let Some(held) = shard.get_mut(key).filter(|h| h.limit == charge.limit) else {
                     return a.outcome;
                 };
-                held.refilling_until = 0;
+                held.end_refill(sent_at);
                 let mut outcome = a.outcome;
                 if a.granted > 0 && outcome.verdict.admitted {
                     add_grant(held, &charge.limit, &outcome.verdict, a.granted, sent_at);
@@ -272,12 +284,12 @@ impl Leases {
             .collect()
     }
 
-    /// Ends the refills a failed call started.
-    pub fn abandon(&self, charges: &[Charge], extras: &[u64]) {
+    /// Ends the refills a failed call sent at `sent_at` started.
+    pub fn abandon(&self, charges: &[Charge], extras: &[u64], sent_at: Nanos) {
         for (charge, _) in charges.iter().zip(extras).filter(|(_, e)| **e > 0) {
             let key = charge.key.as_bytes();
             if let Some(held) = self.shard(key).lock().get_mut(key) {
-                held.refilling_until = 0;
+                held.end_refill(sent_at);
             }
         }
     }

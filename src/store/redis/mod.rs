@@ -170,11 +170,14 @@ impl Inner {
         }
     }
 
-    async fn apply(&self, charges: &[Charge], now: Nanos) -> Result<Vec<Outcome>, StoreError> {
+    /// A call with a leased charge: answered from held hits, or decided by Redis asking for
+    /// more.
+    async fn apply_leased(
+        &self,
+        charges: &[Charge],
+        now: Nanos,
+    ) -> Result<Vec<Outcome>, StoreError> {
         let sent_at = self.cache_now(now);
-        if !Leases::wanted(charges) {
-            return self.apply_exact(charges, &[], now, sent_at).await;
-        }
         // Held hits first: they are counted in Redis already (its over-limit answer may be
         // ours), and they answer while Redis is away.
         if let Some(outcomes) = self.leases.answer(charges, sent_at, true) {
@@ -184,7 +187,7 @@ impl Inner {
         let extras = self.leases.extras(charges, sent_at, deadline);
         let decided = self.apply_exact(charges, &extras, now, sent_at).await;
         if decided.is_err() {
-            self.leases.abandon(charges, &extras);
+            self.leases.abandon(charges, &extras, sent_at);
             // A refill that failed (Redis away): the hits still held answer.
             if let Some(outcomes) = self.leases.answer(charges, self.cache_now(now), false) {
                 return Ok(outcomes);
@@ -291,9 +294,23 @@ impl Inner {
             // One slot group (always, on a standalone Redis): its outcomes are in call order.
             return self.run(*slot, group, &keys, charges, extras, now_us).await;
         }
+        // Boxed: the rare split call's state would otherwise enlarge every call's future
+        // (which is moved into its box whole).
+        Box::pin(self.run_groups(&groups, &keys, charges, extras, now_us)).await
+    }
+
+    /// A cluster call's slot groups, run concurrently; outcomes in call order.
+    async fn run_groups(
+        &self,
+        groups: &[(Option<Slot>, Vec<usize>)],
+        keys: &[Placed],
+        charges: &[Charge],
+        extras: &[u64],
+        now_us: Option<u64>,
+    ) -> Result<Vec<Answered>, StoreError> {
         let runs = groups
             .iter()
-            .map(|(slot, group)| self.run(*slot, group, &keys, charges, extras, now_us));
+            .map(|(slot, group)| self.run(*slot, group, keys, charges, extras, now_us));
         let mut outcomes: Vec<Option<Answered>> = vec![None; charges.len()];
         for ((_, group), result) in groups
             .iter()
@@ -353,7 +370,13 @@ impl Inner {
 
 impl Store for RedisStore {
     fn apply<'a>(&'a self, charges: &'a [Charge], now: Nanos) -> StoreFuture<'a> {
-        Box::pin(self.inner.apply(charges, now))
+        let inner = &self.inner;
+        // Two futures, so a call without a lease carries none of the lease's state.
+        if Leases::wanted(charges) {
+            Box::pin(inner.apply_leased(charges, now))
+        } else {
+            Box::pin(inner.apply_exact(charges, &[], now, inner.cache_now(now)))
+        }
     }
 
     fn name(&self) -> &'static str {

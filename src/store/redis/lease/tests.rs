@@ -127,7 +127,7 @@ fn run(
         let extra = stores[r].extras(std::slice::from_ref(&c), now, Nanos::MAX)[0];
         if action == 4 {
             // Redis does not answer: the refill ends, and held hits answer if they can.
-            stores[r].abandon(std::slice::from_ref(&c), &[extra]);
+            stores[r].abandon(std::slice::from_ref(&c), &[extra], now);
             if stores[r]
                 .answer(std::slice::from_ref(&c), now, false)
                 .is_some()
@@ -263,7 +263,10 @@ fn held_hits_answer_until_used_up() {
     assert_eq!(leases.answered(), 9);
     // One refill at a time: another call asks for nothing more until it ends.
     assert_eq!(leases.extras(one, now + MILLI, now + WINDOW)[0], 0);
-    leases.abandon(one, &[4]);
+    // Only the call that started a refill ends it.
+    leases.abandon(one, &[4], now);
+    assert_eq!(leases.extras(one, now + MILLI, now + WINDOW)[0], 0);
+    leases.abandon(one, &[4], now + MILLI);
     assert_eq!(leases.extras(one, now + MILLI, now + WINDOW)[0], 9);
 }
 
