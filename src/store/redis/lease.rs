@@ -35,7 +35,7 @@ type Hasher = foldhash::fast::RandomState;
 /// One lock's share of the held leases, by counter key bytes.
 type Shard = Mutex<HashMap<Box<[u8]>, Held, Hasher>>;
 
-/// The most counters a store holds leases on (about 100 bytes each with the key); past it a
+/// The most counters a store holds leases on (about 150 bytes each with the key); past it a
 /// new counter is decided by Redis on every call until expired leases are swept.
 pub const MAX_LEASED_COUNTERS: usize = 65_536;
 
