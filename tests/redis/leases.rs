@@ -1,6 +1,7 @@
 //! Leases (`lease: N`) on a real Redis: two replicas sharing a leased limit never admit past
 //! it, answer most calls from held hits, give up at most N − 1 hits each per window, take
-//! nothing for a blocked call, and keep answering from held hits while Redis is away.
+//! nothing for a blocked call, keep answering from held hits while Redis is away, and count in
+//! upstream's own key in its layout.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -148,5 +149,41 @@ async fn held_hits_answer_while_redis_is_away() {
     assert!(
         store.apply(charges, T0 + 10 * SECOND).await.is_err(),
         "none held now"
+    );
+}
+
+/// In upstream's key layout a lease is counted in upstream's own key (`INCRBY` by the cost and
+/// the grant), so upstream replicas sharing the key see the leased hits as taken.
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn a_lease_in_upstreams_layout_counts_in_upstreams_key() {
+    use sluice::store::redis::RedisKeyLayout;
+    let server = RedisServer::start();
+    let settings = RedisSettings {
+        clock: RedisClock::Caller,
+        timeout: Duration::from_secs(2),
+        key_layout: RedisKeyLayout::Upstream,
+        key_prefix: String::new(),
+        expiration_jitter: Duration::ZERO,
+        ..RedisSettings::new(server.url())
+    };
+    let store = RedisStore::connect(settings).await.expect("redis store");
+    let c = leased(Algorithm::FixedWindow, 100, 10, "up");
+    let charges = std::slice::from_ref(&c);
+    let first = store.apply(charges, T0).await.expect("redis answers");
+    // 1 + 9 counted in the key; 90 left there, 9 held here.
+    assert_eq!(first[0].verdict.remaining, 99);
+    // The key names the window: edge_api_key_up_<window start in seconds>.
+    let key = format!("edge_api_key_up_{}", T0 / SECOND);
+    assert_eq!(server.cli(&["GET", &key]).trim(), "10");
+    for _ in 0..4 {
+        let o = store.apply(charges, T0 + SECOND).await.expect("held");
+        assert!(o[0].verdict.admitted);
+    }
+    assert_eq!(answered(&store), 4, "answered from held hits");
+    assert_eq!(
+        server.cli(&["GET", &key]).trim(),
+        "10",
+        "no round trip for those"
     );
 }
