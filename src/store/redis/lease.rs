@@ -16,8 +16,8 @@
 //! ends d early (its hits lapse sooner; another lease may follow in that window). A held
 //! hit's answer reports what Redis had left at the lease plus the hits still held.
 //! Logs and token buckets take no leases (rules refuse them): an early-counted hit would leave
-//! their count early. The property test below holds the bound against many replicas,
-//! interleaved refills and window changes.
+//! their count early. The property tests in `lease/tests.rs` hold the bounds against several
+//! replicas, late replies, failed calls and window changes.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
