@@ -14,6 +14,7 @@ mod recovery;
 mod replicas;
 mod secure;
 mod sentinel;
+mod shared_runs;
 mod unix;
 mod upstream_keys;
 

@@ -1,11 +1,14 @@
 //! Running the decision script for one call or for a batch of concurrent calls (group commit).
 //!
 //! A call goes straight to Redis, from its own task, while fewer than `max_in_flight` script
-//! runs are outstanding; past that it waits in a queue, and the next run to finish sends
-//! everything queued as one script run (up to `MAX_BATCH_CHARGES`) from a task of its own. So a lightly loaded store adds no delay, and a busy
-//! one pays the script's fixed costs (dispatch, `TIME`, building its functions) and a round
-//! trip once per batch instead of once per call. The script decides the calls of a batch one
-//! after the other, each all-or-nothing on its own, exactly as separate runs in that order.
+//! runs are outstanding, after one pass through the scheduler: the calls that became ready
+//! meanwhile queue behind it and it leads their run (tests/redis/shared_runs.rs). Past that a
+//! call waits in a queue, and the next run to finish sends everything queued as one script run
+//! (up to `MAX_BATCH_CHARGES`) from a task of its own. So a lightly loaded store adds no delay,
+//! and a busy one pays the script's fixed costs (dispatch, `TIME`, building its functions) and
+//! a round trip once per batch instead of once per call. The script decides the calls of a
+//! batch one after the other, each all-or-nothing on its own, exactly as separate runs in that
+//! order.
 //! A failed run fails every call in it. On Redis Cluster a script run may only touch keys of
 //! one slot, so each slot has a batcher of its own ([`SlotBatchers`]): calls on a hot family
 //! share runs as they do on one Redis.
@@ -38,7 +41,9 @@ pub struct Job {
     pub now_us: Option<u64>,
 }
 
-type Reply = oneshot::Sender<Result<Vec<Answered>, StoreError>>;
+/// One call's answer from a script run.
+type Outcomes = Result<Vec<Answered>, StoreError>;
+type Reply = oneshot::Sender<Outcomes>;
 
 /// Queues calls and sends them in script runs.
 pub struct Batcher {
@@ -85,12 +90,22 @@ impl Batcher {
             Err(job) => {
                 // The slot is handed on (or released) when this run ends, even if the caller
                 // stops waiting (its timeout drops this future mid-run).
-                let _slot = Slot(self.clone());
-                let mut outcomes =
-                    execute(&self.link, &self.sha, std::slice::from_ref(&job)).await?;
-                return outcomes
-                    .pop()
-                    .ok_or(StoreError::BadReply(BadReply::Missing));
+                let mut slot = Slot(Some(self.clone()));
+                // Calls already decoded, or read by the driver poll this yield brings, queue
+                // behind this one meanwhile and share its run: a busy store's runs grow (each
+                // pays the script's fixed costs and a round trip once), while an idle one only
+                // passes through the scheduler once.
+                tokio::task::yield_now().await;
+                match slot.lead(job) {
+                    Ok(answer) => answer,
+                    Err(job) => {
+                        let mut outcomes =
+                            execute(&self.link, &self.sha, std::slice::from_ref(&job)).await?;
+                        return outcomes
+                            .pop()
+                            .ok_or(StoreError::BadReply(BadReply::Missing));
+                    }
+                }
             }
         };
         answer.await.unwrap_or(Err(StoreError::Abandoned))
@@ -167,20 +182,52 @@ impl SlotBatchers {
 }
 
 /// A run slot held by a caller running its own call: when the run ends, calls queued
-/// meanwhile go out in a batch from a task of their own.
-struct Slot(Arc<Batcher>);
+/// meanwhile go out in a batch from a task of their own. `None` once handed to such a task.
+struct Slot(Option<Arc<Batcher>>);
+
+impl Slot {
+    /// With calls queued behind it, `job` leads their batch, sent from a task of its own (so
+    /// no caller's timeout strands the others) that takes this slot over: the answer comes
+    /// back on the returned channel. With none, `job` comes back to run alone on this slot,
+    /// which stays held.
+    fn lead(&mut self, job: Job) -> Result<oneshot::Receiver<Outcomes>, Job> {
+        let Some(batcher) = &self.0 else {
+            return Err(job);
+        };
+        let (batch, answer) = {
+            let mut queue = batcher.queue.lock();
+            if queue.waiting.is_empty() {
+                return Err(job);
+            }
+            let (reply, answer) = oneshot::channel();
+            queue.waiting.insert(0, (job, reply));
+            (take_batch(&mut queue), answer)
+        };
+        if let Some(batcher) = self.0.take() {
+            spawn_drive(batcher, batch);
+        }
+        Ok(answer)
+    }
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        if let Some(batch) = self.0.next_batch() {
-            match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => {
-                    runtime.spawn(self.0.clone().drive(batch));
-                }
-                // No runtime (it is shutting down): the queued calls get "abandoned".
-                Err(_) => drop(batch),
-            }
+        if let Some(batcher) = self.0.take()
+            && let Some(batch) = batcher.next_batch()
+        {
+            spawn_drive(batcher, batch);
         }
+    }
+}
+
+/// Sends `batch` and whatever queues after it from a task of its own, on a slot it holds.
+fn spawn_drive(batcher: Arc<Batcher>, batch: Vec<(Job, Reply)>) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(batcher.drive(batch));
+        }
+        // No runtime (it is shutting down): the queued calls get "abandoned".
+        Err(_) => drop(batch),
     }
 }
 

@@ -1,0 +1,85 @@
+//! Calls that arrive together share one script run from the first: a call finding a free run
+//! slot lets the calls already ready to run queue behind it (one pass through the scheduler)
+//! and leads their batch, instead of going out alone while they wait for the next run.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice::algorithm::{Algorithm, Limit};
+use sluice::clock::SECOND;
+use sluice::store::redis::RedisClock;
+use sluice::store::{Gate, RedisSettings, RedisStore, Store};
+
+use crate::common::redis::RedisServer;
+
+/// Script runs so far (`EVALSHA` and `EVAL` calls in `INFO commandstats`).
+fn script_runs(redis: &RedisServer) -> u64 {
+    redis
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// 40 calls spawned at once on a store with one run slot (one connection, one run in flight)
+/// go out as one script run: the first call leads it. Before leading, the first call went out
+/// alone and the other 39 waited for it, so two runs. The runtime is single-threaded and polls
+/// its I/O driver only after 1,000 tasks, so the calls' readiness is the same on every run of
+/// the test: all 40 are ready before the first resumes.
+#[test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+fn calls_ready_together_share_the_first_run() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .event_interval(1_000)
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let redis = RedisServer::start();
+        let settings = RedisSettings {
+            clock: RedisClock::Server,
+            unhealthy_after: Duration::from_secs(3),
+            timeout: Duration::from_secs(5),
+            connections: 1,
+            runs_in_flight: 1,
+            ..RedisSettings::new(redis.url())
+        };
+        let store = Arc::new(RedisStore::connect(settings).await.expect("redis store"));
+        let limit = Limit {
+            algorithm: Algorithm::FixedWindow,
+            requests: 30,
+            window: 3600 * SECOND,
+            burst: 30,
+        };
+        let charge = crate::common::charge("shared", ("tenant", "hot"), limit, 1, Gate::Enforced);
+        // The first call opens the connection and loads the script.
+        let first = store.apply(std::slice::from_ref(&charge), 0).await;
+        assert!(first.expect("redis answers")[0].verdict.admitted);
+        let before = script_runs(&redis);
+        let calls: Vec<_> = (0..40)
+            .map(|_| {
+                let (store, charge) = (store.clone(), charge.clone());
+                tokio::spawn(async move {
+                    let outcomes = store.apply(std::slice::from_ref(&charge), 0).await;
+                    outcomes.expect("redis answers")[0].verdict.admitted
+                })
+            })
+            .collect();
+        let mut admitted = 1;
+        for call in calls {
+            admitted += u64::from(call.await.expect("task"));
+        }
+        // Decided one after the other in the run, exactly: 29 of the 40 fit.
+        assert_eq!(admitted, 30);
+        let runs = script_runs(&redis) - before;
+        assert_eq!(runs, 1, "40 calls ready together took {runs} script runs");
+    });
+}
