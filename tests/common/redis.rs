@@ -121,6 +121,22 @@ impl RedisServer {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Script runs so far: `EVALSHA` and `EVAL` calls in `INFO commandstats`.
+    pub fn script_runs(&self) -> u64 {
+        self.cli(&["INFO", "commandstats"])
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+
     /// Kills the server (SIGKILL: no shutdown courtesy) and waits for it to exit.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

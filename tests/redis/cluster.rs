@@ -1,6 +1,6 @@
 //! Redis Cluster: three nodes created by `redis-cli --cluster create`.
 
-use crate::common::redis::RedisCluster;
+use crate::common::redis::{RedisCluster, RedisServer};
 use crate::common::{OK, OVER, TestServer, call, descriptor, one_descriptor, request};
 
 const RULES: &str = "\
@@ -84,22 +84,9 @@ async fn cluster_decides_per_slot_group() {
     server.stop().await;
 }
 
-/// Script runs on all nodes so far (`EVALSHA` and `EVAL` calls in `INFO commandstats`).
+/// Script runs on all nodes so far.
 fn script_runs(cluster: &RedisCluster) -> u64 {
-    cluster
-        .nodes
-        .iter()
-        .flat_map(|node| {
-            node.cli(&["INFO", "commandstats"])
-                .lines()
-                .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-                .filter_map(|l| {
-                    let calls = l.split("calls=").nth(1)?.split(',').next()?;
-                    calls.parse::<u64>().ok()
-                })
-                .collect::<Vec<_>>()
-        })
-        .sum()
+    cluster.nodes.iter().map(RedisServer::script_runs).sum()
 }
 
 /// Concurrent calls on one family share script runs on a cluster too (one batcher per slot),

@@ -289,27 +289,13 @@ async fn full_counters_are_answered_locally() {
     }
     let first = call(&mut client, one.clone()).await;
     assert_eq!(first.overall_code, OVER);
-    let scripts = |stats: &str| {
-        stats
-            .lines()
-            .filter(|l| l.starts_with("cmdstat_eval"))
-            .filter_map(|l| {
-                l.split("calls=")
-                    .nth(1)?
-                    .split(',')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .sum::<u64>()
-    };
-    let before = scripts(&redis.cli(&["INFO", "commandstats"]));
+    let before = redis.script_runs();
     for _ in 0..50 {
         let r = call(&mut client, one.clone()).await;
         assert_eq!(r.overall_code, OVER);
         assert!(header(&r, "retry-after").is_some());
     }
-    let after = scripts(&redis.cli(&["INFO", "commandstats"]));
+    let after = redis.script_runs();
     assert_eq!(after, before, "denials came from the local cache");
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     let metrics = server.metrics().await;

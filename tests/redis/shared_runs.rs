@@ -12,23 +12,6 @@ use sluice::store::{Gate, RedisSettings, RedisStore, Store};
 
 use crate::common::redis::RedisServer;
 
-/// Script runs so far (`EVALSHA` and `EVAL` calls in `INFO commandstats`).
-fn script_runs(redis: &RedisServer) -> u64 {
-    redis
-        .cli(&["INFO", "commandstats"])
-        .lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
 /// 40 calls spawned at once on a store with one run slot (one connection, one run in flight)
 /// go out as one script run: the first call leads it. Before leading, the first call went out
 /// alone and the other 39 waited for it, so two runs. The runtime is single-threaded and polls
@@ -63,7 +46,7 @@ fn calls_ready_together_share_the_first_run() {
         // The first call opens the connection and loads the script.
         let first = store.apply(std::slice::from_ref(&charge), 0).await;
         assert!(first.expect("redis answers")[0].verdict.admitted);
-        let before = script_runs(&redis);
+        let before = redis.script_runs();
         let calls: Vec<_> = (0..40)
             .map(|_| {
                 let (store, charge) = (store.clone(), charge.clone());
@@ -79,7 +62,7 @@ fn calls_ready_together_share_the_first_run() {
         }
         // Decided one after the other in the run, exactly: 29 of the 40 fit.
         assert_eq!(admitted, 30);
-        let runs = script_runs(&redis) - before;
+        let runs = redis.script_runs() - before;
         assert_eq!(runs, 1, "40 calls ready together took {runs} script runs");
     });
 }
