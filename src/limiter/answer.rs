@@ -11,7 +11,7 @@ use super::decision::{Code, Decision, DescriptorStatus, ReportedLimit};
 use super::plan::{Plan, RuleRef, Slot, is_quota, quota_group};
 use super::request::Request;
 use super::response::{HeaderStyle, ResetPrecision};
-use super::{headers, metadata, upstream_headers};
+use super::{HeaderText, headers, metadata, upstream_headers};
 use crate::algorithm::Verdict;
 use crate::metrics::{HitOutcome, Metrics, RuleCounters};
 use crate::rules::{LimitKind, LimitRule};
@@ -196,7 +196,7 @@ fn describe(
     statuses: &[DescriptorStatus],
     over: bool,
     refused: bool,
-) -> Vec<(Cow<'static, str>, String)> {
+) -> Vec<(Cow<'static, str>, HeaderText)> {
     let mut best: Option<(usize, &LimitRule, Verdict)> = None;
     for (i, c) in chosen.iter().enumerate() {
         let Some((rule, v)) = c else { continue };

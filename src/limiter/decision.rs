@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use super::HeaderText;
 use crate::clock::Nanos;
 use crate::rules::Unit;
 
@@ -74,7 +75,7 @@ pub struct Decision {
     /// Headers for the response to the client, as the response options choose: draft-10
     /// (`RateLimit-Policy`, `RateLimit`, and on OVER_LIMIT `Retry-After` and `cache-control`),
     /// upstream's three, or none; plus `x-ratelimit-mode: degraded` on a fail-open answer.
-    pub headers: Vec<(Cow<'static, str>, String)>,
+    pub headers: Vec<(Cow<'static, str>, HeaderText)>,
     /// envoyproxy/ratelimit's `dynamic_metadata` Struct, as JSON; `None` unless the response
     /// options ask for it.
     pub dynamic_metadata: Option<serde_json::Map<String, serde_json::Value>>,

@@ -1,7 +1,9 @@
 //! Response headers: IETF draft-10 `RateLimit-Policy` / `RateLimit`, and `Retry-After` on refusal.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
+use super::HeaderText;
 use crate::clock::{Nanos, SECOND};
 
 /// `RateLimit-Policy`: the policy of the status closest to exhaustion.
@@ -19,29 +21,30 @@ pub fn whole_seconds_up(nanos: Nanos) -> u64 {
 }
 
 /// Builds the headers for the status chosen to describe the call.
-/// `policy` is the compiled policy item (`"<name>";q=<n>;w=<s>`).
+/// `policy` is the compiled policy item (`"<name>";q=<n>;w=<s>`), shared with the rule: the
+/// values are its parts and two numbers, written out only on the wire (no text per call).
 pub fn build(
-    policy: &str,
+    policy: &Arc<str>,
     remaining: u32,
     reset_after: Nanos,
     over_limit: bool,
-) -> Vec<(Cow<'static, str>, String)> {
-    let name = policy_name(policy);
+) -> Vec<(Cow<'static, str>, HeaderText)> {
     let reset = whole_seconds_up(reset_after);
-    // Written with itoa into strings of the exact size: these are the response's own heap
-    // blocks, and the formatting machinery cost more than the rest of the answer.
-    let (mut r, mut t) = (itoa::Buffer::new(), itoa::Buffer::new());
-    let (r, t) = (r.format(remaining), t.format(reset));
-    let mut current = String::with_capacity(name.len() + r.len() + t.len() + 6);
-    for part in [name, ";r=", r, ";t=", t] {
-        current.push_str(part);
-    }
+    let current = HeaderText::Current {
+        policy: Arc::clone(policy),
+        name_len: policy_name(policy).len(),
+        remaining,
+        reset,
+    };
     let mut headers = Vec::with_capacity(if over_limit { 4 } else { 2 });
-    headers.push((RATELIMIT_POLICY.into(), policy.to_owned()));
+    headers.push((
+        RATELIMIT_POLICY.into(),
+        HeaderText::Shared(Arc::clone(policy)),
+    ));
     headers.push((RATELIMIT.into(), current));
     if over_limit {
-        headers.push((RETRY_AFTER.into(), t.to_owned()));
-        headers.push((CACHE_CONTROL.into(), "no-store".to_owned()));
+        headers.push((RETRY_AFTER.into(), HeaderText::Number(reset)));
+        headers.push((CACHE_CONTROL.into(), HeaderText::Static("no-store")));
     }
     headers
 }
@@ -66,31 +69,31 @@ mod tests {
     /// An OK answer carries the policy and the remaining allowance, rounded-up seconds.
     #[test]
     fn ok_headers() {
-        let h = build("\"edge.api_key\";q=100;w=60", 42, 1_500_000_000, false);
-        assert_eq!(
-            h,
-            vec![
-                (
-                    RATELIMIT_POLICY.into(),
-                    "\"edge.api_key\";q=100;w=60".to_owned()
-                ),
-                (RATELIMIT.into(), "\"edge.api_key\";r=42;t=2".to_owned()),
-            ]
+        let h = build(
+            &"\"edge.api_key\";q=100;w=60".into(),
+            42,
+            1_500_000_000,
+            false,
         );
+        assert_eq!(h.len(), 2);
+        assert_eq!(h[0].0, RATELIMIT_POLICY);
+        assert_eq!(h[0].1, "\"edge.api_key\";q=100;w=60");
+        assert_eq!(h[1].0, RATELIMIT);
+        assert_eq!(h[1].1, "\"edge.api_key\";r=42;t=2");
     }
 
     /// A name holding `;` and `;q=` is kept whole in the RateLimit item.
     #[test]
     fn a_name_with_separators_is_kept_whole() {
-        let h = build("\"a;q=1;w=2\";q=5;w=60", 3, SECOND, false);
+        let h = build(&"\"a;q=1;w=2\";q=5;w=60".into(), 3, SECOND, false);
         assert_eq!(h[1].1, "\"a;q=1;w=2\";r=3;t=1");
     }
 
     /// A refusal adds Retry-After (at least 1 s) and forbids caching.
     #[test]
     fn over_limit_headers() {
-        let h = build("\"n\";q=1;w=1", 0, 1, true);
-        assert!(h.contains(&(RETRY_AFTER.into(), "1".to_owned())));
-        assert!(h.contains(&(CACHE_CONTROL.into(), "no-store".to_owned())));
+        let h = build(&"\"n\";q=1;w=1".into(), 0, 1, true);
+        assert!(h.contains(&(RETRY_AFTER.into(), HeaderText::Static("1"))));
+        assert!(h.contains(&(CACHE_CONTROL.into(), HeaderText::Static("no-store"))));
     }
 }

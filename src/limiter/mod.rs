@@ -8,6 +8,7 @@ mod answer;
 mod decision;
 mod degraded;
 mod explain;
+mod header_text;
 pub mod headers;
 mod metadata;
 mod plan;
@@ -37,6 +38,7 @@ pub use degraded::HEADER as DEGRADED_HEADER;
 pub use explain::{
     CounterState, Explained, Explanation, LimitState, explain_with, parse_descriptor,
 };
+pub use header_text::HeaderText;
 pub use request::{
     Descriptor, InvalidRequest, LimitOverride, MAX_DESCRIPTORS, MAX_ENTRIES, MAX_TEXT, Request,
 };
@@ -194,7 +196,9 @@ impl Limiter {
         decision.store = store;
         if let StoreUse::Failed(_) = store {
             let (name, value) = degraded::HEADER;
-            decision.headers.push((name.into(), value.to_owned()));
+            decision
+                .headers
+                .push((name.into(), HeaderText::Static(value)));
         }
         self.metrics
             .record_decision(started.elapsed().as_secs_f64());

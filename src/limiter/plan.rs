@@ -415,7 +415,8 @@ fn override_rule(o: LimitOverride, options: &LimiterOptions) -> LimitRule {
             "\"override\";q={};w={}",
             o.requests_per_unit,
             o.unit.seconds()
-        ),
+        )
+        .into(),
         // A client's own limit is decided by the store on every call.
         lease: 0,
     }

@@ -3,19 +3,20 @@
 
 use std::borrow::Cow;
 
+use super::HeaderText;
 use super::decision::{Code, DescriptorStatus};
 use super::headers::whole_seconds_up;
 use super::response::UpstreamHeaderNames;
 
 /// The three headers, in upstream's order (limit, remaining, reset), for the status
 /// [`choose`] picks; none when no status had a limit. `quota(i)` says whether descriptor `i`
-/// is in quota mode. Per call: three small integers formatted, and the names cloned (free for
+/// is in quota mode. Per call: three numbers kept (written out on the wire), and the names cloned (free for
 /// the default names, which are borrowed).
 pub(super) fn build(
     names: &UpstreamHeaderNames,
     statuses: &[DescriptorStatus],
     quota: impl Fn(usize) -> bool,
-) -> Vec<(Cow<'static, str>, String)> {
+) -> Vec<(Cow<'static, str>, HeaderText)> {
     let Some(status) = choose(statuses, quota).map(|i| &statuses[i]) else {
         return Vec::new();
     };
@@ -23,11 +24,20 @@ pub(super) fn build(
         return Vec::new();
     };
     vec![
-        (names.limit.clone(), limit.requests_per_unit.to_string()),
-        (names.remaining.clone(), status.remaining.to_string()),
+        (
+            names.limit.clone(),
+            HeaderText::Number(limit.requests_per_unit.into()),
+        ),
+        (
+            names.remaining.clone(),
+            HeaderText::Number(status.remaining.into()),
+        ),
         // Upstream: window − (now mod window) in whole seconds, which is the exact reset
         // rounded up (a whole value kept), at least 1.
-        (names.reset.clone(), whole_seconds_up(reset).to_string()),
+        (
+            names.reset.clone(),
+            HeaderText::Number(whole_seconds_up(reset)),
+        ),
     ]
 }
 
@@ -142,7 +152,7 @@ mod tests {
         let mut status = ok(10, 4);
         status.reset_after = Some(57 * SECOND + 300 * MILLI);
         let headers = build(&names, &[status], no_quota);
-        let expected: Vec<(Cow<'static, str>, String)> = vec![
+        let expected: Vec<(Cow<'static, str>, HeaderText)> = vec![
             ("X-My-Limit".into(), "10".into()),
             ("x-left".into(), "4".into()),
             ("Reset-In".into(), "58".into()),

@@ -182,7 +182,7 @@ pub struct LimitRule {
     pub index: u8,
     /// The `RateLimit-Policy` list item for this limit, e.g. `"edge.api_key";q=100;w=60`,
     /// computed once at compile time.
-    pub policy: String,
+    pub policy: Arc<str>,
     /// `lease` (sluice): hits a replica may take from a shared store at a time and admit
     /// locally (0: every call decided by the store). See `store::redis::lease`.
     pub lease: u32,

@@ -162,7 +162,7 @@ pub fn to_proto(decision: Decision) -> RateLimitResponse {
         .into_iter()
         .map(|(key, value)| HeaderValue {
             key: key.into_owned(),
-            value,
+            value: value.to_string(),
             raw_value: Vec::new(),
         })
         .collect();

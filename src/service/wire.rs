@@ -12,7 +12,7 @@ use bytes::BufMut;
 use tonic::Status;
 use tonic::codec::{Codec, EncodeBuf, Encoder};
 
-use crate::limiter::{Code, Decision, DescriptorStatus};
+use crate::limiter::{Code, Decision, DescriptorStatus, HeaderText};
 use crate::proto::RateLimitRequest;
 use crate::proto::codec::Decoder as RequestDecoder;
 
@@ -21,7 +21,7 @@ use crate::proto::codec::Decoder as RequestDecoder;
 pub struct Answer {
     code: Code,
     statuses: Vec<DescriptorStatus>,
-    headers: Vec<(Cow<'static, str>, String)>,
+    headers: Vec<(Cow<'static, str>, HeaderText)>,
     /// The dynamic metadata, already a `google.protobuf.Struct` (rare: only when configured).
     metadata: Option<pbjson_types::Struct>,
 }
@@ -63,10 +63,16 @@ impl Answer {
             write_status(buf, status);
         }
         for (key, value) in &self.headers {
+            let value_len = value.len();
             put_key(buf, 3, LEN);
-            put_varint(buf, (str_len(key) + str_len(value)) as u64);
+            put_varint(buf, (str_len(key) + bytes_len(value_len)) as u64);
             put_str(buf, 1, key);
-            put_str(buf, 2, value);
+            if value_len > 0 {
+                // Written from its parts: the value never exists as one string.
+                put_key(buf, 2, LEN);
+                put_varint(buf, value_len as u64);
+                value.write(|piece| buf.put_slice(piece));
+            }
         }
         if let Some(metadata) = &self.metadata {
             use prost::Message;
@@ -257,11 +263,13 @@ fn uint_len(value: u64) -> usize {
 /// A string field: absent when empty.
 #[inline]
 fn str_len(text: &str) -> usize {
-    if text.is_empty() {
-        0
-    } else {
-        nested_len(text.len())
-    }
+    bytes_len(text.len())
+}
+
+/// A length-delimited field of `len` bytes: absent when empty.
+#[inline]
+fn bytes_len(len: usize) -> usize {
+    if len == 0 { 0 } else { nested_len(len) }
 }
 
 #[inline]

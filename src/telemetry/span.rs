@@ -29,15 +29,19 @@ const NO_RULE: &str = "";
 const OVERRIDE_RULE: &str = "(request override)";
 
 /// The span of one sampled call; ended when dropped (so an early return still exports it).
+/// Boxed: every call's future holds an `Option<CallSpan>`, and an unboxed span would make that
+/// future hundreds of bytes larger (moved on every call, traced or not).
 pub struct CallSpan {
-    span: Span,
+    span: Box<Span>,
 }
 
 impl CallSpan {
     /// Keeps `span` only if it records (the sampler kept the call).
     pub(super) fn recording(span: Span) -> Option<Self> {
         use opentelemetry::trace::Span as _;
-        span.is_recording().then_some(Self { span })
+        span.is_recording().then(|| Self {
+            span: Box::new(span),
+        })
     }
 
     /// Records the call `request`, matched against `rules`, and its `result`.

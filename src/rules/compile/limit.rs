@@ -74,7 +74,7 @@ fn build(
     let name = raw.name.clone();
     let (kind, unit, policy) = if unlimited {
         // Never counted, so never the subject of a RateLimit-Policy header.
-        (LimitKind::Unlimited, None, String::new())
+        (LimitKind::Unlimited, None, Arc::from(""))
     } else {
         let window = window.or(unit.map(|u| u.seconds() * SECOND))?;
         let requests = u64::from(raw.requests_per_unit);
@@ -88,7 +88,7 @@ fn build(
         (
             LimitKind::Counted(limit),
             unit.or_else(|| Unit::from_window(window)),
-            policy(policy_name, raw.requests_per_unit, window),
+            Arc::from(policy(policy_name, raw.requests_per_unit, window)),
         )
     };
     Some(LimitRule {

@@ -49,7 +49,7 @@ fn basic_config_limits() {
     let key4 = &node(&set, "test-domain", &[("key4", "x")]).limits[0];
     assert_eq!(key4.name.as_deref(), Some("key4_rate_limit"));
     assert_eq!(key4.unit, Some(Unit::Day));
-    assert_eq!(key4.policy, "\"key4_rate_limit\";q=1;w=86400");
+    assert_eq!(&*key4.policy, "\"key4_rate_limit\";q=1;w=86400");
     let key2 = &node(&set, "test-domain", &[("key2", "value2")]).limits[0];
     assert_eq!(
         key2.kind,
@@ -60,7 +60,7 @@ fn basic_config_limits() {
             burst: 30,
         })
     );
-    assert_eq!(key2.policy, "\"test-domain.key2_value2\";q=30;w=60");
+    assert_eq!(&*key2.policy, "\"test-domain.key2_value2\";q=30;w=60");
     assert_eq!((key2.index, key2.name.as_ref()), (0, None));
     let key6 = &node(&set, "test-domain", &[("key6", "x")]).limits[0];
     assert_eq!(key6.kind, LimitKind::Unlimited);
@@ -122,7 +122,7 @@ fn sluice_fields() {
     );
     let w = limit(&set, &[("w", "x")]);
     assert_eq!(w.unit, None, "90 s is no upstream unit");
-    assert_eq!(w.policy, "\"d.w\";q=9;w=90");
+    assert_eq!(&*w.policy, "\"d.w\";q=9;w=90");
     let l = |r: &LimitRule| match r.kind {
         LimitKind::Counted(l) => l,
         LimitKind::Unlimited => panic!("unlimited"),
@@ -136,7 +136,7 @@ fn sluice_fields() {
     assert_eq!(l(tb2).window, 500 * MILLI);
     assert_eq!(l(tb2).burst, 25);
     assert_eq!(
-        tb2.policy, "\"d.tb2\";q=10;w=1",
+        &*tb2.policy, "\"d.tb2\";q=10;w=1",
         "window rounded up to whole seconds"
     );
     let w_node = node(&set, "d", &[("w", "x")]);
@@ -157,8 +157,8 @@ fn several_limits_on_one_node() {
     let limits = &node(&set, "d", &[("k", "x")]).limits;
     assert_eq!(limits.len(), 2);
     assert_eq!((limits[0].index, limits[1].index), (0, 1));
-    assert_eq!(limits[0].policy, "\"burst\";q=10;w=1");
-    assert_eq!(limits[1].policy, "\"d.k\";q=1000;w=86400");
+    assert_eq!(&*limits[0].policy, "\"burst\";q=10;w=1");
+    assert_eq!(&*limits[1].policy, "\"d.k\";q=1000;w=86400");
     assert_eq!(
         set.rlconfig_lines(),
         [

@@ -68,13 +68,31 @@ fn metadata() -> impl Strategy<Value = Option<serde_json::Map<String, serde_json
         .prop_map(|map| map.map(|m| m.into_iter().collect()))
 }
 
+/// Every kind of header value: empty, long enough for a two-byte length, every number.
+fn header_text() -> impl Strategy<Value = HeaderText> {
+    prop_oneof![
+        Just(HeaderText::Static("")),
+        Just(HeaderText::Static("no-store")),
+        ".{0,300}".prop_map(|text| HeaderText::Shared(Arc::from(text))),
+        any::<u64>().prop_map(HeaderText::Number),
+        (".{0,200}", any::<u32>(), any::<u64>()).prop_map(|(name, remaining, reset)| {
+            HeaderText::Current {
+                policy: Arc::from(format!("{name};q=1;w=60")),
+                name_len: name.len(),
+                remaining,
+                reset,
+            }
+        }),
+    ]
+}
+
 fn decision() -> impl Strategy<Value = Decision> {
     let header = (
         prop_oneof![
             Just(Cow::Borrowed("RateLimit")),
             ".{0,20}".prop_map(Cow::Owned)
         ],
-        ".{0,300}",
+        header_text(),
     );
     (
         code(),
@@ -117,7 +135,7 @@ fn an_admitted_call_reads_back_whole() {
         }],
         headers: vec![(
             Cow::Borrowed("RateLimit-Policy"),
-            "\"per_user\";q=100;w=60".to_owned(),
+            HeaderText::Shared(Arc::from("\"per_user\";q=100;w=60")),
         )],
         dynamic_metadata: None,
         store: StoreUse::Skipped,
