@@ -68,6 +68,7 @@ pub mod telemetry;
 
 mod files;
 mod http;
+mod keepalive;
 mod reload;
 mod service;
 mod tls;

@@ -3,7 +3,8 @@
 //! kernel on the veth (`tc`: an htb class whose queue holds nothing, fed at random by a
 //! classic-BPF classifier, or a zero-length queue for everything); latency by a relay on the
 //! host side that holds each request's bytes for the given time (this kernel has no
-//! `sch_netem`). Needs root and iproute2; every test removes what it created.
+//! `sch_netem`). Also a gRPC client in the namespace that vanishes behind a partition, for the
+//! server's dead-peer detection. Needs root and iproute2; every test removes what it created.
 
 mod common;
 
@@ -94,6 +95,12 @@ impl Network {
         net.in_ns(&["ip", "link", "set", &net.ns_if, "up"]);
         net.in_ns(&["ip", "link", "set", "lo", "up"]);
         net
+    }
+
+    /// The host side's address on the veth: `10.232.<n>.1`.
+    fn host_ip(&self) -> String {
+        let n = self.redis_ip.trim_end_matches(".2");
+        format!("{n}.1")
     }
 
     fn in_ns(&self, args: &[&str]) {
@@ -480,4 +487,61 @@ async fn three_replicas_count_exactly_with_2ms_latency() {
         admitted += worker.await.expect("worker");
     }
     assert_eq!(admitted, 100, "720 calls on three replicas, limit 100");
+}
+
+/// A gRPC peer that vanishes (every packet dropped, no FIN, no RST) loses its connection, and
+/// the server its file descriptor: kernel keepalive probes go unanswered and the server side is
+/// closed about a minute after the last packet. Without keepalive it would stay for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root and ip netns; about a minute"]
+async fn a_vanished_grpc_peer_is_closed_by_keepalive() {
+    let net = Network::create();
+    let host_ip = net.host_ip();
+    let store: Arc<dyn sluice::store::Store> = Arc::new(sluice::store::MemoryStore::new());
+    let server = TestServer::start_adjusted(RULES, store, |settings| {
+        settings.grpc_addr = SocketAddr::new(host_ip.parse().unwrap(), 0);
+    })
+    .await;
+    let port = server.grpc_addr.port();
+    // An HTTP/2 client in the namespace: the preface and an empty SETTINGS frame, then silence.
+    let client = format!(
+        "import socket, time\n\
+         s = socket.create_connection(('{host_ip}', {port}))\n\
+         s.sendall(b'PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n' + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))\n\
+         time.sleep(600)\n"
+    );
+    let mut peer = Command::new("ip")
+        .args(["netns", "exec", &net.ns, "python3", "-c", &client])
+        .spawn()
+        .expect("python3 in the namespace");
+    let server_side = || {
+        let out = Command::new("ss")
+            .args([
+                "-tnH",
+                "state",
+                "established",
+                "(",
+                "sport",
+                "=",
+                &format!(":{port}"),
+                ")",
+            ])
+            .output()
+            .expect("ss (iproute2)");
+        // The namespace's side of the veth (named for the Redis tests) is the peer's address.
+        String::from_utf8_lossy(&out.stdout).contains(&net.redis_ip)
+    };
+    poll(Duration::from_secs(10), "the peer's connection", || {
+        server_side().then_some(())
+    });
+    net.partition();
+    let vanished = Instant::now();
+    poll(
+        Duration::from_secs(150),
+        "the server closing the dead connection",
+        || (!server_side()).then_some(()),
+    );
+    let _ = peer.kill();
+    let _ = peer.wait();
+    eprintln!("closed {:?} after the peer vanished", vanished.elapsed());
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio::net::{TcpListener, UnixListener};
+use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnixListenerStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -17,6 +18,7 @@ use super::grpc::{self, ConnectionAge};
 use super::{AppError, MetricsListener, Settings};
 use crate::http::{self, HealthCheck, HttpState};
 use crate::insight::Insight;
+use crate::keepalive;
 use crate::limiter::Limiter;
 use crate::service::RlsService;
 use crate::telemetry::CallTracer;
@@ -159,6 +161,7 @@ async fn serve_grpc<H: HealthApi>(
     let close = serving.close.clone();
     match incoming {
         GrpcIncoming::Plain(incoming) => {
+            let incoming = incoming.map(|accepted| accepted.inspect(keepalive::detect_dead_peer));
             grpc::serve(incoming, routes, lifetime, close, tasks).await
         }
         GrpcIncoming::Tls(incoming) => grpc::serve(incoming, routes, lifetime, close, tasks).await,

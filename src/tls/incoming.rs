@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::ServerTls;
+use crate::keepalive;
 
 /// The longest a client may take to complete its handshake before the connection is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -77,6 +78,7 @@ async fn accept_loop(
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
         }
+        keepalive::detect_dead_peer(&tcp);
         // The configuration current now: a reload applies to connections accepted after it.
         let acceptor = TlsAcceptor::from(tls.config());
         tasks.spawn(handshake(
