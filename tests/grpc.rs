@@ -499,3 +499,37 @@ async fn aged_connection_is_closed_after_the_grace() {
     assert!(opened.elapsed() >= age.mul_f64(0.9) + grace);
     server.stop().await;
 }
+
+/// A method or service sluice does not serve answers UNIMPLEMENTED: `ShouldRateLimit` has a
+/// route of its own, every other path goes through tonic's router, which says so.
+#[tokio::test]
+async fn other_methods_and_services_are_unimplemented() {
+    use sluice::proto::{RateLimitRequest, RateLimitResponse};
+    let server = TestServer::start(RULES).await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    for path in [
+        "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimitNow",
+        "/envoy.service.ratelimit.v2.RateLimitService/ShouldRateLimit",
+        "/no.such.Service/Method",
+    ] {
+        let mut grpc = tonic::client::Grpc::new(channel.clone());
+        grpc.ready().await.unwrap();
+        let codec = tonic_prost::ProstCodec::<RateLimitRequest, RateLimitResponse>::default();
+        let path = http::uri::PathAndQuery::from_static(path);
+        let request = tonic::Request::new(RateLimitRequest::default());
+        let status = grpc.unary(request, path.clone(), codec).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unimplemented, "{path}");
+    }
+    // The RLS call itself is answered.
+    let mut client = server.client().await;
+    let answer = client
+        .should_rate_limit(one_descriptor("test", &[("fixed", "x")]))
+        .await
+        .unwrap();
+    assert_eq!(answer.into_inner().statuses.len(), 1);
+    server.stop().await;
+}

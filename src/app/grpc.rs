@@ -17,7 +17,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_stream::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tonic::service::Routes;
+
+use super::routes::GrpcRoutes;
 
 /// The most calls in flight on one connection (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`); Envoy
 /// opens another connection when it needs more.
@@ -52,7 +53,7 @@ fn jittered(age: Duration, fraction: f64) -> Duration {
 /// cancelled or `incoming` ends. Connections open at `close` finish their calls (GOAWAY first).
 pub(super) async fn serve<S, IO, E>(
     incoming: S,
-    routes: Routes,
+    routes: GrpcRoutes,
     lifetime: ConnectionAge,
     close: CancellationToken,
     tasks: TaskTracker,
@@ -102,7 +103,7 @@ fn builder() -> http2::Builder<TokioExecutor> {
 /// connection aged out (at shutdown the shutdown grace bounds every task).
 async fn serve_connection<IO>(
     io: IO,
-    routes: Routes,
+    routes: GrpcRoutes,
     builder: http2::Builder<TokioExecutor>,
     age: Duration,
     grace: Duration,

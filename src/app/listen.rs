@@ -15,6 +15,7 @@ use tonic::transport::server::TcpIncoming;
 use tonic_health::pb::health_server::{Health as HealthApi, HealthServer};
 
 use super::grpc::{self, ConnectionAge};
+use super::routes::GrpcRoutes;
 use super::{AppError, MetricsListener, Settings};
 use crate::http::{self, HealthCheck, HttpState};
 use crate::insight::Insight;
@@ -156,7 +157,7 @@ async fn serve_grpc<H: HealthApi>(
         serving.insight.clone(),
         serving.tracer.clone(),
     );
-    let routes = Routes::new(health).add_service(service.into_server());
+    let routes = GrpcRoutes::new(service.into_server(), Routes::new(health));
     let lifetime = serving.connection_age;
     let close = serving.close.clone();
     match incoming {

@@ -14,6 +14,7 @@ pub mod defaults;
 mod grpc;
 mod health;
 mod listen;
+mod routes;
 mod settings;
 mod shutdown;
 mod store;

@@ -18,11 +18,12 @@ use crate::proto::rate_limit_response::{self, DescriptorStatus, rate_limit};
 use crate::proto::{RateLimitRequest, RateLimitResponse};
 use crate::rules::Unit;
 use crate::telemetry::{CallSpan, CallTracer};
-use server::rate_limit_service_server::RateLimitServiceServer;
 use wire::Answer;
 
 /// The RLS route's service trait (generated over [`Answer`]).
 pub use server::rate_limit_service_server::RateLimitService;
+/// The generated RLS route's server over [`RlsService`].
+pub use server::rate_limit_service_server::RateLimitServiceServer;
 
 /// The RLS v3 service backed by a [`Limiter`].
 #[derive(Clone)]
