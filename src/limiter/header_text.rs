@@ -13,18 +13,51 @@ pub enum HeaderText {
     Shared(Arc<str>),
     /// A whole number in decimal (`Retry-After`, upstream's three headers).
     Number(u64),
-    /// The draft-10 `RateLimit` item: the policy's quoted name (its first `name_len` bytes),
-    /// then `;r=<remaining>;t=<seconds>`.
-    Current {
-        /// The compiled policy item the name is taken from.
-        policy: Arc<str>,
-        /// Length of the quoted name at the start of `policy`.
-        name_len: usize,
-        /// Requests left.
-        remaining: u32,
-        /// Whole seconds until reset.
-        reset: u64,
-    },
+    /// The draft-10 `RateLimit` item.
+    Current(RateLimitItem),
+}
+
+/// The draft-10 `RateLimit` item: a policy's quoted name, then `;r=<remaining>;t=<seconds>`.
+/// Built only from a policy, so the name's end is always one of its character boundaries.
+#[derive(Debug, Clone)]
+pub struct RateLimitItem {
+    /// The compiled policy item the name is taken from.
+    policy: Arc<str>,
+    /// Length of the quoted name at the start of `policy`.
+    name_len: usize,
+    /// Requests left.
+    remaining: u32,
+    /// Whole seconds until reset.
+    reset: u64,
+}
+
+impl RateLimitItem {
+    /// The item for `policy` (`"<name>";q=<n>;w=<s>`, shared, not copied).
+    pub fn new(policy: &Arc<str>, remaining: u32, reset: u64) -> Self {
+        Self {
+            policy: Arc::clone(policy),
+            name_len: policy_name(policy).len(),
+            remaining,
+            reset,
+        }
+    }
+
+    fn name(&self) -> &[u8] {
+        &self.policy.as_bytes()[..self.name_len]
+    }
+}
+
+/// The quoted name that starts a policy item `<quoted name>;q=<n>;w=<s>` (the RateLimit item
+/// repeats it). The name may hold `;`, the two parameters after it cannot, so it ends at the
+/// second `;` from the right: a plain scan of the short tail, where a substring or `char`
+/// search cost more than the rest of the headers.
+fn policy_name(policy: &str) -> &str {
+    let mut separators = policy.bytes().enumerate().rev().filter(|&(_, b)| b == b';');
+    match (separators.next(), separators.next()) {
+        // `;` is ASCII, so the name ends on a character boundary.
+        (Some(_), Some((at, _))) => &policy[..at],
+        _ => policy,
+    }
 }
 
 impl HeaderText {
@@ -34,17 +67,12 @@ impl HeaderText {
             Self::Static(text) => text.len(),
             Self::Shared(text) => text.len(),
             Self::Number(n) => decimal_len(*n),
-            Self::Current {
-                name_len,
-                remaining,
-                reset,
-                ..
-            } => {
-                name_len
+            Self::Current(item) => {
+                item.name().len()
                     + ";r=".len()
-                    + decimal_len(u64::from(*remaining))
+                    + decimal_len(u64::from(item.remaining))
                     + ";t=".len()
-                    + decimal_len(*reset)
+                    + decimal_len(item.reset)
             }
         }
     }
@@ -60,18 +88,12 @@ impl HeaderText {
             Self::Static(text) => out(text.as_bytes()),
             Self::Shared(text) => out(text.as_bytes()),
             Self::Number(n) => out(itoa::Buffer::new().format(*n).as_bytes()),
-            Self::Current {
-                policy,
-                name_len,
-                remaining,
-                reset,
-            } => {
-                // `name_len` was measured on this policy, at a `;`: always in range.
-                out(&policy.as_bytes()[..*name_len]);
+            Self::Current(item) => {
+                out(item.name());
                 out(b";r=");
-                out(itoa::Buffer::new().format(*remaining).as_bytes());
+                out(itoa::Buffer::new().format(item.remaining).as_bytes());
                 out(b";t=");
-                out(itoa::Buffer::new().format(*reset).as_bytes());
+                out(itoa::Buffer::new().format(item.reset).as_bytes());
             }
         }
     }
@@ -147,12 +169,7 @@ mod tests {
             HeaderText::Number(9),
             HeaderText::Number(10),
             HeaderText::Number(u64::MAX),
-            HeaderText::Current {
-                policy,
-                name_len: "\"edge.api_key\"".len(),
-                remaining: u32::MAX,
-                reset: 1,
-            },
+            HeaderText::Current(RateLimitItem::new(&policy, u32::MAX, 1)),
         ];
         for value in &values {
             assert_eq!(written(value).len(), value.len(), "{value:?}");

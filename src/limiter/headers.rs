@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::HeaderText;
+use super::{HeaderText, RateLimitItem};
 use crate::clock::{Nanos, SECOND};
 
 /// `RateLimit-Policy`: the policy of the status closest to exhaustion.
@@ -30,12 +30,7 @@ pub fn build(
     over_limit: bool,
 ) -> Vec<(Cow<'static, str>, HeaderText)> {
     let reset = whole_seconds_up(reset_after);
-    let current = HeaderText::Current {
-        policy: Arc::clone(policy),
-        name_len: policy_name(policy).len(),
-        remaining,
-        reset,
-    };
+    let current = HeaderText::Current(RateLimitItem::new(policy, remaining, reset));
     let mut headers = Vec::with_capacity(if over_limit { 4 } else { 2 });
     headers.push((
         RATELIMIT_POLICY.into(),
@@ -47,19 +42,6 @@ pub fn build(
         headers.push((CACHE_CONTROL.into(), HeaderText::Static("no-store")));
     }
     headers
-}
-
-/// The quoted name that starts a policy item `<quoted name>;q=<n>;w=<s>` (the RateLimit item
-/// repeats it). The name may hold `;`, the two parameters after it cannot, so it ends at the
-/// second `;` from the right: a plain scan of the short tail, where a substring or `char`
-/// search cost more than the rest of the headers.
-fn policy_name(policy: &str) -> &str {
-    let mut separators = policy.bytes().enumerate().rev().filter(|&(_, b)| b == b';');
-    match (separators.next(), separators.next()) {
-        // `;` is ASCII, so the name ends on a character boundary.
-        (Some(_), Some((at, _))) => &policy[..at],
-        _ => policy,
-    }
 }
 
 #[cfg(test)]

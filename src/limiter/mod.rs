@@ -38,7 +38,7 @@ pub use degraded::HEADER as DEGRADED_HEADER;
 pub use explain::{
     CounterState, Explained, Explanation, LimitState, explain_with, parse_descriptor,
 };
-pub use header_text::HeaderText;
+pub use header_text::{HeaderText, RateLimitItem};
 pub use request::{
     Descriptor, InvalidRequest, LimitOverride, MAX_DESCRIPTORS, MAX_ENTRIES, MAX_TEXT, Request,
 };

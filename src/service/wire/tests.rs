@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use prost::Message;
 
 use super::*;
-use crate::limiter::{ReportedLimit, StoreUse};
+use crate::limiter::{RateLimitItem, ReportedLimit, StoreUse};
 use crate::proto::RateLimitResponse;
 use crate::rules::Unit;
 use crate::service::to_proto;
@@ -75,13 +75,9 @@ fn header_text() -> impl Strategy<Value = HeaderText> {
         Just(HeaderText::Static("no-store")),
         ".{0,300}".prop_map(|text| HeaderText::Shared(Arc::from(text))),
         any::<u64>().prop_map(HeaderText::Number),
-        (".{0,200}", any::<u32>(), any::<u64>()).prop_map(|(name, remaining, reset)| {
-            HeaderText::Current {
-                policy: Arc::from(format!("{name};q=1;w=60")),
-                name_len: name.len(),
-                remaining,
-                reset,
-            }
+        // Any text as a policy: names holding `;`, and texts that are no policy item at all.
+        (".{0,200}", any::<u32>(), any::<u64>()).prop_map(|(policy, remaining, reset)| {
+            HeaderText::Current(RateLimitItem::new(&Arc::from(policy), remaining, reset))
         }),
     ]
 }
