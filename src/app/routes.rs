@@ -27,7 +27,7 @@ pub(super) struct GrpcRoutes {
 }
 
 impl GrpcRoutes {
-    /// `rls` for `ShouldRateLimit`; `others` (which should not need to hold `rls`) for the rest.
+    /// `rls` for `ShouldRateLimit`, `others` for every other path (it need not hold `rls`).
     pub(super) fn new(rls: RateLimitServiceServer<RlsService>, others: Routes) -> Self {
         Self { rls, others }
     }
