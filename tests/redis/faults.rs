@@ -1,7 +1,13 @@
 //! Redis dies under load and comes back: every rule's failure_mode decides meanwhile, no call
 //! waits past the timeout budget, and decisions return to Redis without a restart.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use sluice::algorithm::{Algorithm, Limit};
+use sluice::clock::SECOND;
+use sluice::store::redis::RedisClock;
+use sluice::store::{Gate, RedisSettings, RedisStore, Store, StoreError};
 
 use crate::common::redis::RedisServer;
 use crate::common::{
@@ -174,6 +180,62 @@ async fn hung_redis_costs_at_most_the_timeout() {
     )
     .await;
     server.stop().await;
+}
+
+/// Calls queued behind a run on a hung Redis wait at most their own timeout, not the runs
+/// ahead of them as well: no call has a timer of its own; each script run is given up at the
+/// earliest deadline among its calls, and a queue's runs go in the order its calls joined.
+/// With one run slot, the first call's run hangs until its deadline; the calls that queued
+/// 50 ms later then go out together and are answered by the first of their deadlines. A run
+/// bounded from when it starts would hold them ~1.95 timeouts.
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn queued_calls_on_a_hung_redis_wait_at_most_the_timeout() {
+    let redis = RedisServer::start();
+    let timeout = Duration::from_secs(1);
+    let settings = RedisSettings {
+        clock: RedisClock::Server,
+        unhealthy_after: Duration::from_secs(3),
+        timeout,
+        connections: 1,
+        runs_in_flight: 1,
+        ..RedisSettings::new(redis.url())
+    };
+    let store = Arc::new(RedisStore::connect(settings).await.expect("redis store"));
+    let limit = Limit {
+        algorithm: Algorithm::FixedWindow,
+        requests: 1_000,
+        window: 3600 * SECOND,
+        burst: 1_000,
+    };
+    let charge = crate::common::charge("queued", ("tenant", "t"), limit, 1, Gate::Enforced);
+    let answered = store.apply(std::slice::from_ref(&charge), 0).await;
+    assert!(answered.expect("redis answers")[0].verdict.admitted);
+    redis.signal("STOP");
+    let spawn_call = || {
+        let (store, charge) = (store.clone(), charge.clone());
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let outcome = store.apply(std::slice::from_ref(&charge), 0).await;
+            (outcome, started.elapsed())
+        })
+    };
+    let first = spawn_call();
+    // Lets the first call's run go out (and hang) before the others queue behind it.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let queued: Vec<_> = (0..20).map(|_| spawn_call()).collect();
+    for call in std::iter::once(first).chain(queued) {
+        let (outcome, waited) = call.await.expect("call task");
+        assert!(
+            matches!(outcome, Err(StoreError::Timeout(_))),
+            "a call on a hung Redis: {outcome:?}"
+        );
+        assert!(
+            waited < timeout * 3 / 2,
+            "a queued call waited {waited:?} (timeout {timeout:?})"
+        );
+    }
+    redis.signal("CONT");
 }
 
 /// A call whose only limit is a request-side override has no rule to say how to fail: it

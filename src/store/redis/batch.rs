@@ -15,11 +15,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 use redis::cluster_routing::Slot as ClusterSlot;
 use redis::{ErrorKind, ServerErrorKind, Value};
+use smallvec::SmallVec;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use super::link::{Lease, Link};
 use super::scripts::{self, Answered, Fields};
@@ -29,14 +32,14 @@ use crate::store::{BadReply, StoreError};
 /// The most charges one script run decides (Redis runs nothing else meanwhile).
 pub const MAX_BATCH_CHARGES: usize = 256;
 
-/// One call, encoded for the script.
+/// One call, encoded for the script (inline for calls of up to two charges: no heap blocks).
 pub struct Job {
     /// The call's distinct Redis keys.
-    pub keys: Vec<Vec<u8>>,
+    pub keys: SmallVec<[Vec<u8>; 2]>,
     /// Its charges; key indices are 1-based into `keys`.
-    pub charges: Vec<Fields>,
+    pub charges: SmallVec<[Fields; 2]>,
     /// Each charge's cost (to report what was available when admitted).
-    pub costs: Vec<u64>,
+    pub costs: SmallVec<[u64; 2]>,
     /// The call's time in microseconds; `None` for Redis's clock.
     pub now_us: Option<u64>,
 }
@@ -45,28 +48,43 @@ pub struct Job {
 type Outcomes = Result<Vec<Answered>, StoreError>;
 type Reply = oneshot::Sender<Outcomes>;
 
+/// A queued call.
+struct Waiting {
+    job: Job,
+    /// When the call must have its answer (a timeout by then).
+    deadline: Instant,
+    reply: Reply,
+}
+
 /// Queues calls and sends them in script runs.
+///
+/// Every call is answered within `timeout` of joining, without a timer of its own: a call's
+/// deadline is stamped under the queue's lock, so deadlines grow in queue order; runs take
+/// calls from the front, and each run is bounded by the earliest deadline among its calls.
+/// So the run ahead of a queued call ends by that call's deadline, and so does its own run.
 pub struct Batcher {
     link: Arc<Link>,
     sha: String,
     max_in_flight: usize,
+    timeout: Duration,
     queue: Mutex<Queue>,
 }
 
 #[derive(Default)]
 struct Queue {
-    waiting: Vec<(Job, Reply)>,
+    waiting: Vec<Waiting>,
     in_flight: usize,
 }
 
 impl Batcher {
     /// A batcher sending on `link` the script whose SHA1 is `sha`, with at most
-    /// `max_in_flight` runs outstanding.
-    pub fn new(link: Arc<Link>, sha: String, max_in_flight: usize) -> Arc<Self> {
+    /// `max_in_flight` runs outstanding, answering each call within `timeout`.
+    pub fn new(link: Arc<Link>, sha: String, max_in_flight: usize, timeout: Duration) -> Arc<Self> {
         Arc::new(Self {
             link,
             sha,
             max_in_flight: max_in_flight.max(1),
+            timeout,
             queue: Mutex::default(),
         })
     }
@@ -76,31 +94,35 @@ impl Batcher {
     pub async fn submit(self: &Arc<Self>, job: Job) -> Result<Vec<Answered>, StoreError> {
         let answer = {
             let mut queue = self.queue.lock();
+            let deadline = Instant::now() + self.timeout;
             if queue.in_flight < self.max_in_flight {
                 queue.in_flight += 1;
-                Err(job)
+                Err((job, deadline))
             } else {
                 let (reply, answer) = oneshot::channel();
-                queue.waiting.push((job, reply));
+                queue.waiting.push(Waiting {
+                    job,
+                    deadline,
+                    reply,
+                });
                 Ok(answer)
             }
         };
         let answer = match answer {
             Ok(answer) => answer,
-            Err(job) => {
+            Err((job, deadline)) => {
                 // The slot is handed on (or released) when this run ends, even if the caller
-                // stops waiting (its timeout drops this future mid-run).
+                // stops waiting (a client that goes away drops this future mid-run).
                 let mut slot = Slot(Some(self.clone()));
                 // Calls already decoded, or read by the driver poll this yield brings, queue
                 // behind this one meanwhile and share its run: a busy store's runs grow (each
                 // pays the script's fixed costs and a round trip once), while an idle one only
                 // passes through the scheduler once.
                 tokio::task::yield_now().await;
-                match slot.lead(job) {
+                match slot.lead(job, deadline) {
                     Ok(answer) => answer,
                     Err(job) => {
-                        let mut outcomes =
-                            execute(&self.link, &self.sha, std::slice::from_ref(&job)).await?;
+                        let mut outcomes = self.run(std::slice::from_ref(&job), deadline).await?;
                         return outcomes
                             .pop()
                             .ok_or(StoreError::BadReply(BadReply::Missing));
@@ -112,22 +134,10 @@ impl Batcher {
     }
 
     /// Sends `batch`, then whatever queued meanwhile, until the queue is empty; runs in its
-    /// own task, so no caller's timeout can strand the calls of a batch.
-    async fn drive(self: Arc<Self>, mut batch: Vec<(Job, Reply)>) {
+    /// own task, so no caller going away can strand the calls of a batch.
+    async fn drive(self: Arc<Self>, mut batch: Vec<Waiting>) {
         loop {
-            let (jobs, replies): (Vec<Job>, Vec<Reply>) = batch.into_iter().unzip();
-            match execute(&self.link, &self.sha, &jobs).await {
-                Ok(outcomes) => {
-                    for (reply, outcome) in replies.into_iter().zip(outcomes) {
-                        let _ = reply.send(Ok(outcome));
-                    }
-                }
-                Err(e) => {
-                    for reply in replies {
-                        let _ = reply.send(Err(e.clone()));
-                    }
-                }
-            }
+            self.send(batch).await;
             match self.next_batch() {
                 Some(next) => batch = next,
                 None => return,
@@ -135,8 +145,53 @@ impl Batcher {
         }
     }
 
+    /// Sends the calls of `batch` still in time as one script run and answers each; those
+    /// past their deadline are answered with a timeout, unsent.
+    async fn send(&self, batch: Vec<Waiting>) {
+        let now = Instant::now();
+        let mut jobs = Vec::with_capacity(batch.len());
+        let mut replies = Vec::with_capacity(batch.len());
+        let mut deadline: Option<Instant> = None;
+        for waiting in batch {
+            if waiting.deadline <= now {
+                let _ = waiting.reply.send(Err(StoreError::Timeout(self.timeout)));
+                continue;
+            }
+            deadline = Some(deadline.map_or(waiting.deadline, |d| d.min(waiting.deadline)));
+            jobs.push(waiting.job);
+            replies.push(waiting.reply);
+        }
+        let Some(deadline) = deadline else {
+            return;
+        };
+        match self.run(&jobs, deadline).await {
+            Ok(outcomes) => {
+                for (reply, outcome) in replies.into_iter().zip(outcomes) {
+                    let _ = reply.send(Ok(outcome));
+                }
+            }
+            Err(e) => {
+                for reply in replies {
+                    let _ = reply.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+
+    /// One script run for `jobs`, given up at `deadline` (a timeout; not sent at all when
+    /// the deadline has passed).
+    async fn run(&self, jobs: &[Job], deadline: Instant) -> Result<Vec<Vec<Answered>>, StoreError> {
+        let timed_out = StoreError::Timeout(self.timeout);
+        if Instant::now() >= deadline {
+            return Err(timed_out);
+        }
+        tokio::time::timeout_at(deadline, execute(&self.link, &self.sha, jobs))
+            .await
+            .unwrap_or(Err(timed_out))
+    }
+
     /// The queued calls to send next, or `None` (and one run slot fewer) when none wait.
-    fn next_batch(&self) -> Option<Vec<(Job, Reply)>> {
+    fn next_batch(&self) -> Option<Vec<Waiting>> {
         let mut queue = self.queue.lock();
         if queue.waiting.is_empty() {
             queue.in_flight -= 1;
@@ -151,17 +206,20 @@ pub struct SlotBatchers {
     link: Arc<Link>,
     sha: String,
     max_in_flight: usize,
+    timeout: Duration,
     by_slot: RwLock<HashMap<ClusterSlot, Arc<Batcher>, foldhash::fast::RandomState>>,
 }
 
 impl SlotBatchers {
     /// Batchers sending on `link` (a cluster connection routes each run by its keys' slot),
-    /// each with at most `max_in_flight` runs outstanding.
-    pub fn new(link: Arc<Link>, sha: String, max_in_flight: usize) -> Self {
+    /// each with at most `max_in_flight` runs outstanding, answering each call within
+    /// `timeout`.
+    pub fn new(link: Arc<Link>, sha: String, max_in_flight: usize, timeout: Duration) -> Self {
         Self {
             link,
             sha,
             max_in_flight,
+            timeout,
             by_slot: RwLock::default(),
         }
     }
@@ -175,7 +233,12 @@ impl SlotBatchers {
             .write()
             .entry(slot)
             .or_insert_with(|| {
-                Batcher::new(self.link.clone(), self.sha.clone(), self.max_in_flight)
+                Batcher::new(
+                    self.link.clone(),
+                    self.sha.clone(),
+                    self.max_in_flight,
+                    self.timeout,
+                )
             })
             .clone()
     }
@@ -186,11 +249,17 @@ impl SlotBatchers {
 struct Slot(Option<Arc<Batcher>>);
 
 impl Slot {
-    /// With calls queued behind it, `job` leads their batch, sent from a task of its own (so
-    /// no caller's timeout strands the others) that takes this slot over: the answer comes
-    /// back on the returned channel. With none, `job` comes back to run alone on this slot,
-    /// which stays held.
-    fn lead(&mut self, job: Job) -> Result<oneshot::Receiver<Outcomes>, Job> {
+    /// With calls queued behind it, `job` (due by `deadline`, the earliest: the others
+    /// joined later) leads their batch, sent from a task of its own (so no caller going
+    /// away strands the others) that takes this slot over: the answer comes back on the
+    /// returned channel. With none, `job` comes back to run alone on this slot, which stays
+    /// held.
+    #[expect(
+        clippy::result_large_err,
+        reason = "the job comes back to the caller that moved it in; boxing it would cost every \
+                  call a heap block"
+    )]
+    fn lead(&mut self, job: Job, deadline: Instant) -> Result<oneshot::Receiver<Outcomes>, Job> {
         let Some(batcher) = &self.0 else {
             return Err(job);
         };
@@ -200,7 +269,12 @@ impl Slot {
                 return Err(job);
             }
             let (reply, answer) = oneshot::channel();
-            queue.waiting.insert(0, (job, reply));
+            let leader = Waiting {
+                job,
+                deadline,
+                reply,
+            };
+            queue.waiting.insert(0, leader);
             (take_batch(&mut queue), answer)
         };
         if let Some(batcher) = self.0.take() {
@@ -221,7 +295,7 @@ impl Drop for Slot {
 }
 
 /// Sends `batch` and whatever queues after it from a task of its own, on a slot it holds.
-fn spawn_drive(batcher: Arc<Batcher>, batch: Vec<(Job, Reply)>) {
+fn spawn_drive(batcher: Arc<Batcher>, batch: Vec<Waiting>) {
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
             runtime.spawn(batcher.drive(batch));
@@ -232,13 +306,13 @@ fn spawn_drive(batcher: Arc<Batcher>, batch: Vec<(Job, Reply)>) {
 }
 
 /// Takes queued calls up to `MAX_BATCH_CHARGES` charges (always at least one call).
-fn take_batch(queue: &mut Queue) -> Vec<(Job, Reply)> {
+fn take_batch(queue: &mut Queue) -> Vec<Waiting> {
     let mut charges = 0;
     let split = queue
         .waiting
         .iter()
-        .position(|(job, _)| {
-            charges += job.charges.len();
+        .position(|waiting| {
+            charges += waiting.job.charges.len();
             charges > MAX_BATCH_CHARGES
         })
         .unwrap_or(queue.waiting.len())
@@ -276,21 +350,18 @@ pub async fn execute(
     sha: &str,
     jobs: &[Job],
 ) -> Result<Vec<Vec<Answered>>, StoreError> {
-    // KEYS: the distinct keys of all the jobs; each job's key indices are remapped into them.
+    // KEYS: the distinct keys of all the jobs. `global[at + i]` is the KEYS index of a job's
+    // key i, where `at` is the number of keys of the jobs before it.
     let mut keys: Vec<&[u8]> = Vec::new();
-    let mut index: HashMap<&[u8], usize, foldhash::fast::RandomState> = HashMap::default();
-    let remapped: Vec<Vec<usize>> = jobs
+    let mut index: HashMap<&[u8], u64, foldhash::fast::RandomState> = HashMap::default();
+    let global: Vec<u64> = jobs
         .iter()
-        .map(|job| {
-            job.keys
-                .iter()
-                .map(|k| {
-                    *index.entry(k.as_slice()).or_insert_with(|| {
-                        keys.push(k);
-                        keys.len()
-                    })
-                })
-                .collect()
+        .flat_map(|job| job.keys.iter())
+        .map(|k| {
+            *index.entry(k.as_slice()).or_insert_with(|| {
+                keys.push(k);
+                keys.len() as u64
+            })
         })
         .collect();
     let command = |verb: &str, script: &str| {
@@ -299,17 +370,19 @@ pub async fn execute(
         for key in &keys {
             cmd.arg(*key);
         }
-        for (job, map) in jobs.iter().zip(&remapped) {
-            let charges: Vec<Fields> = job
-                .charges
-                .iter()
-                .map(|f| {
-                    let mut f = *f;
-                    f[0] = map[f[0] as usize - 1] as u64;
-                    f
-                })
-                .collect();
-            scripts::push_call(&mut cmd, job.now_us, &charges);
+        // Each call's argument is packed in one reused buffer (the command copies it).
+        let mut packed = Vec::new();
+        let mut at = 0;
+        for job in jobs {
+            let remap = &global[at..at + job.keys.len()];
+            at += job.keys.len();
+            let charges = job.charges.iter().map(|f| {
+                let mut f = *f;
+                f[0] = remap[f[0] as usize - 1];
+                f
+            });
+            scripts::pack_call(&mut packed, job.now_us, charges);
+            cmd.arg(packed.as_slice());
         }
         cmd
     };

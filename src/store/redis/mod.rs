@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redis::cluster_routing::Slot;
+use smallvec::SmallVec;
 use tokio_util::sync::CancellationToken;
 
 use self::batch::{Batcher, Job, SlotBatchers};
@@ -115,9 +116,14 @@ impl RedisStore {
         // cost and a round trip once per batch.
         let in_flight = settings.connections.max(1) * settings.runs_in_flight.max(1);
         let batching = if cluster {
-            Batching::Cluster(SlotBatchers::new(link.clone(), sha, in_flight))
+            Batching::Cluster(SlotBatchers::new(
+                link.clone(),
+                sha,
+                in_flight,
+                settings.timeout,
+            ))
         } else {
-            Batching::Standalone(Batcher::new(link.clone(), sha, in_flight))
+            Batching::Standalone(Batcher::new(link.clone(), sha, in_flight, settings.timeout))
         };
         Ok(Self {
             inner: Arc::new(Inner {
@@ -218,9 +224,10 @@ impl Inner {
         if self.breaker.is_open() {
             return Err(StoreError::CircuitOpen);
         }
-        let decided = tokio::time::timeout(self.timeout, self.decide(charges, extras, now))
-            .await
-            .unwrap_or(Err(StoreError::Timeout(self.timeout)));
+        // Bounded by the timeout without a timer of its own: each script run is bounded by
+        // the earliest deadline among its calls, and runs leave a queue in the order their
+        // calls joined it (batch.rs).
+        let decided = self.decide(charges, extras, now).await;
         match decided {
             Ok(answered) => {
                 self.breaker.success();
@@ -270,102 +277,106 @@ impl Inner {
         extras: &[u64],
         now: Nanos,
     ) -> Result<Vec<Answered>, StoreError> {
-        let keys: Vec<Placed> = charges.iter().map(|c| self.layout.place(c, now)).collect();
         let now_us = match self.clock {
             RedisClock::Caller => Some(now / scripts::MICRO),
             RedisClock::Server => None,
         };
-        // A cluster splits the call by slot; a standalone Redis takes it whole.
-        let groups: Vec<(Option<Slot>, Vec<usize>)> = match &self.batching {
-            Batching::Cluster(_) => {
-                let mut groups: Vec<(Option<Slot>, Vec<usize>)> = Vec::new();
-                for (i, (key, _)) in keys.iter().enumerate() {
-                    let slot = Some(keys::slot(key));
-                    match groups.iter_mut().find(|(s, _)| *s == slot) {
-                        Some((_, members)) => members.push(i),
-                        None => groups.push((slot, vec![i])),
-                    }
-                }
-                groups
+        let placed = charges
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (i, self.layout.place(c, now)));
+        let batchers = match &self.batching {
+            // A standalone Redis takes the call whole: its outcomes are in call order.
+            Batching::Standalone(batcher) => {
+                return batcher.submit(job(placed, charges, extras, now_us)).await;
             }
-            Batching::Standalone(_) => vec![(None, (0..charges.len()).collect())],
+            Batching::Cluster(batchers) => batchers,
         };
-        if let [(slot, group)] = groups.as_slice() {
-            // One slot group (always, on a standalone Redis): its outcomes are in call order.
-            return self.run(*slot, group, &keys, charges, extras, now_us).await;
+        // A cluster splits the call by slot.
+        let mut groups: Vec<(Slot, Vec<(usize, Placed)>)> = Vec::new();
+        for (i, placed) in placed {
+            let slot = keys::slot(&placed.0);
+            match groups.iter_mut().find(|(s, _)| *s == slot) {
+                Some((_, members)) => members.push((i, placed)),
+                None => groups.push((slot, vec![(i, placed)])),
+            }
+        }
+        if groups.len() == 1 {
+            // One slot group: its outcomes are in call order.
+            let (slot, members) = groups.pop().expect("one group");
+            let job = job(members.into_iter(), charges, extras, now_us);
+            return batchers.of(slot).submit(job).await;
         }
         // Boxed: the rare split call's state would otherwise enlarge every call's future
         // (which is moved into its box whole).
-        Box::pin(self.run_groups(&groups, &keys, charges, extras, now_us)).await
+        Box::pin(run_groups(batchers, groups, charges, extras, now_us)).await
     }
+}
 
-    /// A cluster call's slot groups, run concurrently; outcomes in call order.
-    async fn run_groups(
-        &self,
-        groups: &[(Option<Slot>, Vec<usize>)],
-        keys: &[Placed],
-        charges: &[Charge],
-        extras: &[u64],
-        now_us: Option<u64>,
-    ) -> Result<Vec<Answered>, StoreError> {
-        let runs = groups
-            .iter()
-            .map(|(slot, group)| self.run(*slot, group, keys, charges, extras, now_us));
-        let mut outcomes: Vec<Option<Answered>> = vec![None; charges.len()];
-        for ((_, group), result) in groups
-            .iter()
-            .zip(futures_util::future::join_all(runs).await)
-        {
-            for (&i, outcome) in group.iter().zip(result?) {
-                outcomes[i] = Some(outcome);
+/// A cluster call's slot groups, run concurrently; outcomes in call order.
+async fn run_groups(
+    batchers: &SlotBatchers,
+    groups: Vec<(Slot, Vec<(usize, Placed)>)>,
+    charges: &[Charge],
+    extras: &[u64],
+    now_us: Option<u64>,
+) -> Result<Vec<Answered>, StoreError> {
+    let mut members_of = Vec::with_capacity(groups.len());
+    let mut jobs = Vec::with_capacity(groups.len());
+    for (slot, members) in groups {
+        members_of.push(members.iter().map(|(i, _)| *i).collect::<Vec<usize>>());
+        jobs.push((
+            batchers.of(slot),
+            job(members.into_iter(), charges, extras, now_us),
+        ));
+    }
+    let runs = jobs
+        .into_iter()
+        .map(|(batcher, job)| async move { batcher.submit(job).await });
+    let results = futures_util::future::join_all(runs).await;
+    let mut outcomes: Vec<Option<Answered>> = vec![None; charges.len()];
+    for (members, result) in members_of.iter().zip(results) {
+        for (&i, outcome) in members.iter().zip(result?) {
+            outcomes[i] = Some(outcome);
+        }
+    }
+    outcomes
+        .into_iter()
+        .map(|o| o.ok_or(StoreError::BadReply(BadReply::Missing)))
+        .collect()
+}
+
+/// One script run's share for the charges `members` (each a charge's index into `charges`,
+/// with its placed key; all in one slot on a cluster). A key named twice is sent once.
+fn job(
+    members: impl Iterator<Item = (usize, Placed)>,
+    charges: &[Charge],
+    extras: &[u64],
+    now_us: Option<u64>,
+) -> Job {
+    let mut job = Job {
+        keys: SmallVec::new(),
+        charges: SmallVec::new(),
+        costs: SmallVec::new(),
+        now_us,
+    };
+    for (i, (key, upstream)) in members {
+        let at = match job.keys.iter().position(|k| *k == key) {
+            Some(at) => at,
+            None => {
+                job.keys.push(key);
+                job.keys.len() - 1
             }
-        }
-        outcomes
-            .into_iter()
-            .map(|o| o.ok_or(StoreError::BadReply(BadReply::Missing)))
-            .collect()
-    }
-
-    /// One script run (or a share of a batched one) for the charges at `group` (indices
-    /// into `charges` and `keys`), all in `slot` on a cluster.
-    async fn run(
-        &self,
-        slot: Option<Slot>,
-        group: &[usize],
-        keys: &[Placed],
-        charges: &[Charge],
-        extras: &[u64],
-        now_us: Option<u64>,
-    ) -> Result<Vec<Answered>, StoreError> {
-        let mut job = Job {
-            keys: Vec::with_capacity(group.len()),
-            charges: Vec::with_capacity(group.len()),
-            costs: Vec::with_capacity(group.len()),
-            now_us,
         };
-        for &i in group {
-            let (key, upstream) = &keys[i];
-            let at = match job.keys.iter().position(|k| k == key) {
-                Some(at) => at,
-                None => {
-                    job.keys.push(key.clone());
-                    job.keys.len() - 1
-                }
-            };
-            let fields = match upstream {
-                Some(window) => upstream::fields(&charges[i], at + 1, window),
-                None => scripts::fields(&charges[i], at + 1),
-            };
-            let extra = extras.get(i).copied().unwrap_or(0);
-            job.charges.push(scripts::with_extra(fields, extra));
-            job.costs.push(charges[i].cost);
-        }
-        match (&self.batching, slot) {
-            (Batching::Cluster(batchers), Some(slot)) => batchers.of(slot).submit(job).await,
-            (Batching::Standalone(batcher), _) => batcher.submit(job).await,
-            (Batching::Cluster(_), None) => Err(StoreError::BadReply(BadReply::Missing)),
-        }
+        let fields = match upstream {
+            Some(window) => upstream::fields(&charges[i], at + 1, &window),
+            None => scripts::fields(&charges[i], at + 1),
+        };
+        let extra = extras.get(i).copied().unwrap_or(0);
+        job.charges.push(scripts::with_extra(fields, extra));
+        job.costs.push(charges[i].cost);
     }
+    job
 }
 
 impl Store for RedisStore {

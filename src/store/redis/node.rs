@@ -69,10 +69,14 @@ impl NodeTemplate {
     }
 }
 
-/// Opens a multiplexed connection to `client`, bounded by `timeout` (its replies keep
-/// redis-rs's own bound, which ends a batch stuck on a hung Redis; a call's is `--redis-timeout`).
+/// Opens a multiplexed connection to `client`, bounded by `timeout`. Its replies have no
+/// bound of redis-rs's own (a timer per command, 500 ms unless set): every command sluice
+/// sends is bounded by its caller (a script run by its calls' `--redis-timeout`, batch.rs;
+/// the others by `within`).
 pub async fn open(client: &Client, timeout: Duration) -> Result<MultiplexedConnection, RedisError> {
-    let config = AsyncConnectionConfig::new().set_connection_timeout(Some(timeout));
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(None);
     within(
         timeout,
         client.get_multiplexed_async_connection_with_config(&config),

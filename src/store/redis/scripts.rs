@@ -50,18 +50,23 @@ pub fn fields(charge: &Charge, key_index: usize) -> Fields {
 /// four algorithms are 0 to 3).
 pub const UPSTREAM_FIXED_WINDOW: u64 = 4;
 
-/// Appends one call to a script run's ARGV, as one binary argument of little-endian 64-bit
-/// integers (the script reads it with `struct.unpack`): its time in microseconds (-1 = Redis's
-/// clock), its number of charges, then their fields.
-pub fn push_call(cmd: &mut redis::Cmd, now_us: Option<u64>, charges: &[Fields]) {
-    let mut packed = Vec::with_capacity(16 + charges.len() * 7 * 8);
+/// One call's ARGV entry, written over `out`: one binary argument of little-endian 64-bit
+/// integers (the script reads it with `struct.unpack`): its time in microseconds (-1 =
+/// Redis's clock), its number of charges, then their fields.
+pub fn pack_call(
+    out: &mut Vec<u8>,
+    now_us: Option<u64>,
+    charges: impl ExactSizeIterator<Item = Fields>,
+) {
+    out.clear();
     let now = now_us.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
-    packed.extend_from_slice(&now.to_le_bytes());
-    packed.extend_from_slice(&(charges.len() as u64).to_le_bytes());
-    for v in charges.iter().flatten() {
-        packed.extend_from_slice(&v.to_le_bytes());
+    out.extend_from_slice(&now.to_le_bytes());
+    out.extend_from_slice(&(charges.len() as u64).to_le_bytes());
+    for fields in charges {
+        for v in fields {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
     }
-    cmd.arg(packed);
 }
 
 /// The window in microseconds (rule windows are whole milliseconds; at least 1 µs).
