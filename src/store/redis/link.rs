@@ -108,7 +108,10 @@ impl Link {
                 None => self.spawn_connect(slot),
             }
         }
-        let pooled = self.connect(first).await?;
+        // Boxed: opening a connection (TCP, TLS, AUTH, Sentinel's lookups) is a future of
+        // several kilobytes, which every call's state would otherwise carry (and move) for a
+        // path taken only while no connection is live.
+        let pooled = Box::pin(self.connect(first)).await?;
         Ok((pooled.lease(), pooled.conn.clone()))
     }
 
