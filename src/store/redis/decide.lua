@@ -28,9 +28,10 @@
 -- "cum:hits" (cum = hits logged up to and including the entry, so a total is two lookups);
 -- upstream's fixed window a plain integer (INCRBY), as envoyproxy/ratelimit keeps it.
 
-local R = 16777216              -- 2^24: limb base of the exact wide arithmetic below
-local EXACT = 9007199254740992  -- 2^53: doubles hold every integer below it exactly
-local LATEST = 4503599627370496 -- 2^52 us: the latest arrival time a bucket may store
+-- Constants are written as powers (2^24 the limb base of the exact wide arithmetic below, 2^53
+-- the bound below which doubles hold every integer exactly, 2^52 us the latest arrival time a
+-- bucket may store), which Lua folds into the code: a named local would be an upvalue of each
+-- function using it, and every upvalue is made again on each run.
 local floor, max, format = math.floor, math.max, string.format
 local unpack_call, pack = struct.unpack, struct.pack
 
@@ -39,15 +40,15 @@ local unpack_call, pack = struct.unpack, struct.pack
 -- decision stays exact; the fast path (both sides below 2^53) is the common case.
 -- a * b + e as six base-2^24 limbs, least significant first (a, b, e integers in [0, 2^53)).
 local function wide(a, b, e)
-  local a0, b0, e0 = a % R, b % R, e % R
-  a, b, e = (a - a0) / R, (b - b0) / R, (e - e0) / R
-  local a1, b1, e1 = a % R, b % R, e % R
-  local a2, b2, e2 = (a - a1) / R, (b - b1) / R, (e - e1) / R
+  local a0, b0, e0 = a % 2^24, b % 2^24, e % 2^24
+  a, b, e = (a - a0) / 2^24, (b - b0) / 2^24, (e - e0) / 2^24
+  local a1, b1, e1 = a % 2^24, b % 2^24, e % 2^24
+  local a2, b2, e2 = (a - a1) / 2^24, (b - b1) / 2^24, (e - e1) / 2^24
   local l = { a0 * b0 + e0, a0 * b1 + a1 * b0 + e1, a0 * b2 + a1 * b1 + a2 * b0 + e2,
               a1 * b2 + a2 * b1, a2 * b2, 0 }
   for i = 1, 5 do
-    local d = l[i] % R
-    l[i + 1] = l[i + 1] + (l[i] - d) / R
+    local d = l[i] % 2^24
+    l[i + 1] = l[i + 1] + (l[i] - d) / 2^24
     l[i] = d
   end
   return l
@@ -56,7 +57,7 @@ end
 -- The sign of (a * b + e) - (c * d + f), exactly.
 local function cmp(a, b, e, c, d, f)
   local x, y = a * b + e, c * d + f
-  if x < EXACT and y < EXACT then
+  if x < 2^53 and y < 2^53 then
     if x < y then return -1 elseif x > y then return 1 else return 0 end
   end
   local p, q = wide(a, b, e), wide(c, d, f)
@@ -71,7 +72,7 @@ end
 -- floor((a * b + e) / c), exactly, for a result below 2^52.
 local function div(a, b, e, c)
   local q = floor((a * b + e) / c)
-  if a * b + e < EXACT then return q end
+  if a * b + e < 2^53 then return q end
   while q > 0 and cmp(q, c, 0, a, b, e) > 0 do q = q - 1 end
   while cmp(q + 1, c, 0, a, b, e) <= 0 do q = q + 1 end
   return q
@@ -79,22 +80,34 @@ end
 
 -- ceil((a * b + e) / c), exactly, for a result below 2^52.
 local function div_up(a, b, e, c)
+  local x = a * b + e
+  if x < 2^53 then
+    -- div's fast path, and q * c <= x: the comparison is exact too.
+    local q = floor(x / c)
+    if q * c < x then q = q + 1 end
+    return q
+  end
   local q = div(a, b, e, c)
   if cmp(q, c, 0, a, b, e) < 0 then q = q + 1 end
   return q
 end
 
--- (a * b + e) mod c, given q = floor((a * b + e) / c): exact even when a * b passes 2^53.
-local function mod(a, b, e, c, q)
-  if a * b + e < EXACT then return a * b + e - q * c end
+-- floor((a * b + e) / c) and (a * b + e) mod c: exact even when a * b passes 2^53.
+local function divmod(a, b, e, c)
+  local x = a * b + e
+  if x < 2^53 then
+    local q = floor(x / c) -- div's fast path
+    return q, x - q * c
+  end
+  local q = div(a, b, e, c)
   local p, s = wide(a, b, e), wide(q, c, 0)
   local v, borrow = {}, 0
   for i = 1, 3 do
-    local x = p[i] - s[i] - borrow
-    if x < 0 then x, borrow = x + R, 1 else borrow = 0 end
-    v[i] = x
+    local l = p[i] - s[i] - borrow
+    if l < 0 then l, borrow = l + 2^24, 1 else borrow = 0 end
+    v[i] = l
   end
-  return v[1] + v[2] * R + v[3] * R * R
+  return q, v[1] + v[2] * 2^24 + v[3] * 2^24 * 2^24
 end
 
 local function window_start(now, w)
@@ -103,15 +116,20 @@ local function window_start(now, w)
   return now - r
 end
 
--- Each algorithm: decide(state, now, n, w, b, cost, key) -> admitted, remaining, reset_after,
+-- Each algorithm: decide(state, now, n, w, b, cost, k) -> admitted, remaining, reset_after,
 -- next (the state to store if the call is committed; nil for checks and denials).
+-- The hot paths of fixed, sliding and bucket spell out window_start and math.max: each
+-- function call there cost 2-3% of a call's time in the script.
 
 local function fixed(st, now, n, w, b, cost)
-  local start, count = window_start(now, w), 0
+  local start, count = now - now % w, 0 -- window_start(now, w)
+  if start > now then start = start - w end
   -- A state from a later window (Redis's clock stepped back) keeps counting in that window.
   if st and st.s >= start then start, count = st.s, st.n end
   local reset = start + w - now
-  if count + max(cost, 1) > n then return false, 0, reset end
+  local charge = cost
+  if charge < 1 then charge = 1 end
+  if count + charge > n then return false, 0, reset end
   count = count + cost
   local next
   if cost > 0 then next = { s = start, n = count } end
@@ -139,13 +157,18 @@ local function first_fit_in(p, left, w)
 end
 
 local function sliding(st, now, n, w, b, cost)
-  local start, p, c = window_start(now, w), 0, 0
+  local start, p, c = now - now % w, 0, 0 -- window_start(now, w)
+  if start > now then start = start - w end
   if st then
     if st.s >= start then start, p, c = st.s, st.p, st.c
     elseif st.s + w == start then p = st.c end
   end
-  local charge = max(cost, 1)
-  local weight = w - max(now - start, 0)
+  local charge = cost
+  if charge < 1 then charge = 1 end
+  -- The previous window's weight: the part of it the sliding window still covers (all of it
+  -- when the window starts after now: Redis's clock stepped back).
+  local weight = w
+  if now > start then weight = w - (now - start) end
   local left = n - c - charge
   if left < 0 or cmp(p, weight, 0, left, w, 0) > 0 then
     local retry
@@ -165,13 +188,15 @@ local function sliding(st, now, n, w, b, cost)
   c = c + cost
   local reset = 0
   if c > 0 then reset = start + 2 * w - now elseif p > 0 then reset = start + w - now end
+  if reset < 0 then reset = 0 end
   local next
   if cost > 0 then next = { s = start, p = p, c = c } end
-  return true, remaining, max(reset, 0), next
+  return true, remaining, reset, next
 end
 
 local function bucket(st, now, n, w, b, cost)
-  local charge = max(cost, 1)
+  local charge = cost
+  if charge < 1 then charge = 1 end
   -- The debt (tat - now, scaled by n) is d * n + lo with 0 <= lo < n; 0 for a full bucket.
   local d, lo = 0, 0
   if st and st.hi >= now then d, lo = st.hi - now, st.lo end
@@ -190,12 +215,11 @@ local function bucket(st, now, n, w, b, cost)
   local remaining = b - cost - div_up(d, n, lo, w)
   if cost == 0 then return true, remaining, full end
   -- The new arrival time: (now + d) + (lo + cost * w) / n.
-  if now + d + (cost * w + lo) / n >= LATEST then
+  if now + d + (cost * w + lo) / n >= 2^52 then
     -- Absurd limits (a refill longer than ~70 years) are denied rather than stored inexactly.
     return false, 0, max(full, 1)
   end
-  local q = div(cost, w, lo, n)
-  local r = mod(cost, w, lo, n, q)
+  local q, r = divmod(cost, w, lo, n)
   local hi = now + d + q
   local reset = hi - now
   if r > 0 then reset = reset + 1 end
@@ -207,7 +231,7 @@ local function parse(member)
   return tonumber(cum), tonumber(hits)
 end
 
-local function sliding_log(st, now, n, w, b, cost, key)
+local function sliding_log(st, now, n, w, b, cost, k)
   local charge, t = max(cost, 1), st.t
   local total = st.total + st.add
   local newest_expiry
@@ -221,7 +245,7 @@ local function sliding_log(st, now, n, w, b, cost, key)
     local need, retry = total - (n - charge), newest_expiry
     local offset, found = 0, false
     while st.at and not found do
-      local page = redis.call('ZRANGEBYSCORE', key, '(' .. format('%d', t - w), '+inf', 'WITHSCORES',
+      local page = redis.call('ZRANGEBYSCORE', KEYS[k], '(' .. format('%d', t - w), '+inf', 'WITHSCORES',
         'LIMIT', offset, 64)
       if #page == 0 then break end
       for i = 1, #page, 2 do
@@ -245,30 +269,7 @@ local function sliding_log(st, now, n, w, b, cost, key)
   return true, n - total - cost, max(t + w - now, 0), next
 end
 
--- Loading: the stored state of one key (nil when absent).
-
-local function fixed_load(key)
-  local v = redis.call('HMGET', key, 's', 'n')
-  if v[1] then return { s = tonumber(v[1]), n = tonumber(v[2]) } end
-end
-
-local function upstream_load(key)
-  local v = redis.call('GET', key)
-  if v then return { n = tonumber(v) } end
-end
-
-local function sliding_load(key)
-  local v = redis.call('HMGET', key, 's', 'p', 'c')
-  if v[1] then return { s = tonumber(v[1]), p = tonumber(v[2]), c = tonumber(v[3]) } end
-end
-
-local function bucket_load(key)
-  local v = redis.call('GET', key)
-  if v then
-    local hi, lo = string.match(v, '^(%d+):(%d+)$')
-    return { hi = tonumber(hi), lo = tonumber(lo) }
-  end
-end
+-- Loading: the stored state of one key (false when absent).
 
 -- The log as seen at t = max(now, newest admission): its live total, the cumulative count
 -- before its oldest live entry (base), and the newest entry; add = hits this call appends.
@@ -290,52 +291,46 @@ local function log_load(key, now, w)
   return st
 end
 
+-- An O(1) state is read once per run (later calls see the run's own commits in `latest`); a
+-- log afresh by each call that names it (its summary is derived from the time). load is
+-- called for a key whose latest[k] is nil.
+local latest = {} -- latest[k]: k's state as the run's commits so far leave it
+local function load(k, alg, now, w)
+  if alg == 2 then return log_load(KEYS[k], now, w) end
+  local st = false
+  if alg == 0 then
+    local v = redis.call('HMGET', KEYS[k], 's', 'n')
+    if v[1] then st = { s = tonumber(v[1]), n = tonumber(v[2]) } end
+  elseif alg == 1 then
+    local v = redis.call('HMGET', KEYS[k], 's', 'p', 'c')
+    if v[1] then st = { s = tonumber(v[1]), p = tonumber(v[2]), c = tonumber(v[3]) } end
+  elseif alg == 4 then
+    local v = redis.call('GET', KEYS[k])
+    if v then st = { n = tonumber(v) } end
+  else
+    local v = redis.call('GET', KEYS[k])
+    if v then
+      local hi, lo = string.match(v, '^(%d+):(%d+)$')
+      st = { hi = tonumber(hi), lo = tonumber(lo) }
+    end
+  end
+  latest[k] = st
+  return st
+end
+
 -- Storing: expiry is set when a window starts (fixed, sliding) or when the key would expire
 -- too early (log); the bucket's one SET carries its expiry.
 
 -- Expiry in whole milliseconds, never early. With the caller's clock (tests) that time is not
 -- Redis's, so keys are kept at least an hour of Redis time instead.
-local CALLER_CLOCK = struct.unpack('<i8', ARGV[1]) >= 0
+local CALLER_CLOCK = unpack_call('<i8', ARGV[1]) >= 0
 local function ms(us)
   local t = floor(us / 1000) + 1
   if CALLER_CLOCK and t < 3600000 then return 3600000 end
   return t
 end
 
-local function fixed_store(key, old, st, now, w)
-  if old and old.s == st.s then
-    redis.call('HSET', key, 'n', format('%d', st.n))
-  else
-    redis.call('HSET', key, 's', format('%d', st.s), 'n', format('%d', st.n))
-    redis.call('PEXPIRE', key, ms(st.s + w - now))
-  end
-end
-
--- As upstream: INCRBY by the hits, then EXPIRE (w = window + jitter, in seconds) on every hit.
-local function upstream_store(key, old, st, now, w)
-  local before = 0
-  if old then before = old.n end
-  redis.call('INCRBY', key, format('%d', st.n - before))
-  if CALLER_CLOCK and w < 3600 then w = 3600 end
-  redis.call('EXPIRE', key, format('%d', w))
-end
-
-local function sliding_store(key, old, st, now, w)
-  if old and old.s == st.s then
-    redis.call('HSET', key, 'c', format('%d', st.c))
-  else
-    redis.call('HSET', key, 's', format('%d', st.s), 'p', format('%d', st.p), 'c', format('%d', st.c))
-    redis.call('PEXPIRE', key, ms(st.s + 2 * w - now))
-  end
-end
-
-local function bucket_store(key, old, st, now, w)
-  local reset = st.hi - now
-  if st.lo > 0 then reset = reset + 1 end
-  redis.call('SET', key, format('%d', st.hi) .. ':' .. format('%d', st.lo), 'PX', ms(reset))
-end
-
-local function log_store(key, old, st, now, w)
+local function log_store(key, st, now, w)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', format('%d', st.t - w))
   local cum, hits = st.add, st.add
   if st.at then
@@ -351,14 +346,56 @@ local function log_store(key, old, st, now, w)
   if redis.call('PTTL', key) < need then redis.call('PEXPIRE', key, need + ms(w)) end
 end
 
--- Redis's clock, read once per run, for every call that does not bring its own time.
-local server_now
-local function clock()
-  if not server_now then
-    local t = redis.call('TIME')
-    server_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- A commit of an O(1) state is written once per key at the end of the run (its last state,
+-- against the state the run found), not once per call: nothing else runs during a script, and
+-- each write replaces the whole state (its expiry is set when its window starts, and a later
+-- write of the same window leaves it), so the key ends as the calls' writes in order would
+-- leave it, for one write instead of one a call. A log appends per call.
+-- dirty[k]: how k's last commit is written: alg, w, the expiry's base, and the state the run
+-- found (old: the write compares with it).
+local dirty = {}
+local function commit(k, alg, w, now, st)
+  if alg == 2 then
+    log_store(KEYS[k], st, now, w)
+    return
   end
-  return server_now
+  local before, d = latest[k], dirty[k]
+  if not d then
+    -- All its fields at once (one allocation; added one by one they regrow the table).
+    d = { old = before, start = false, alg = alg, w = w, now = now }
+    dirty[k] = d
+  end
+  -- The expiry is the one the calls' own writes would leave: a window's is set by the call
+  -- that starts it (`start`), a bucket's by the last write (`now`).
+  if not before or before.s ~= st.s then d.start = now end
+  d.alg, d.w, d.now = alg, w, now
+  latest[k] = st
+end
+
+-- One charge against state st (nil when absent): admitted (false or 1 + 2 * the extra hits
+-- granted), remaining, reset_after and available as the reply gives them, the state to commit
+-- (nil for none), and the remaining and reset_after the charge had without its grant.
+local function charge(alg, st, now, n, w, b, cost, gate, k)
+  local decide
+  if alg == 0 then decide = fixed elseif alg == 1 then decide = sliding
+  elseif alg == 2 then decide = sliding_log elseif alg == 4 then decide = upstream_fixed
+  else decide = bucket end
+  local ok, remaining, reset, next = decide(st, now, n, w, b, cost, k)
+  if not ok then
+    local fits, left = decide(st, now, n, w, b, 0, k)
+    if fits then return false, remaining, reset, left end
+    return false, remaining, reset, 0
+  end
+  local available = remaining + cost
+  if next and gate >= 65536 and remaining > 0 then
+    -- A lease: `remaining` more hits fit now, so cost + granted is admitted as one charge.
+    local granted = math.min(floor(gate / 65536), remaining)
+    local ok2, remaining2, reset2, next2 = decide(st, now, n, w, b, cost + granted, k)
+    if ok2 and next2 then
+      return 1 + 2 * granted, remaining2, reset2, available, next2, remaining, reset
+    end
+  end
+  return 1, remaining, reset, available, next
 end
 
 -- Decide each call in turn: every charge in order (a key named twice sees its own earlier
@@ -367,117 +404,135 @@ end
 -- Later calls of a batch see earlier calls' commits, exactly as separate runs in that order
 -- would. Dispatch is by plain comparisons: a script's body (and every table and closure in
 -- it) is rebuilt on each run.
---
--- A commit of an O(1) state is written once per key at the end of the run (its last state,
--- against the state the run found), not once per call: nothing else runs during a script, and
--- each write replaces the whole state (its expiry is set when its window starts, and a later
--- write of the same window leaves it), so the key ends as the calls' writes in order would
--- leave it, for one write instead of one a call. A log appends per call, as before.
-local latest, reply, replies = {}, {}, 0
-local found, dirty = {}, {} -- found[k]: the state this run read; dirty[k]: its last commit
--- One call's view: stored[k] the state the call found, pending[k] its state after the call's
--- charges so far, commit_alg[k] / commit_w[k] set when the call would commit k. The tables are
--- made once per run and cleared of the keys a call touched (touched[1..nt]) after it: four new
--- tables a call cost about a quarter of a call's time in the script.
-local stored, pending, commit_alg, commit_w, touched = {}, {}, {}, {}, {}
+local reply, replies = {}, 0
+local server_now -- Redis's clock, read once per run for the calls that bring no time
+-- A call of several charges keeps its own view: pending[k] is k's state after the call's
+-- charges so far, commit_alg[k] / commit_w[k] are set when the call would commit k. Made by
+-- the run's first such call (not per call: new tables cost) and cleared of the keys a call
+-- touched (touched[1..nt]) after it.
+local pending, commit_alg, commit_w, touched
+-- The last call's argument and its header and first charge (one unpack): a call identical to
+-- the one before it (a hot key on Redis's clock: the largest runs) is not unpacked again (Lua
+-- strings are interned, so the comparison is one of pointers).
+local last, time, count, k, alg, n, w, b, cost, gate, o
 for call = 1, #ARGV do
   local packed = ARGV[call]
-  local now, count, o = unpack_call('<i8i8', packed)
-  if now < 0 then now = clock() end
-  local nt = 0
-  local blocked, quota_over = false, nil -- quota_over[g]: group g has a denied charge
-  local grants = nil -- the reply slots of granted charges, to withdraw if the call is blocked
-  for _ = 1, count do
-    local k, alg, n, w, b, cost, gate, extra
-    k, alg, n, w, b, cost, gate, o = unpack_call('<i8i8i8i8i8i8i8', packed, o)
-    extra = floor(gate / 65536)
-    gate = gate - extra * 65536
-    local key = KEYS[k]
-    local decide
-    if alg == 0 then decide = fixed elseif alg == 1 then decide = sliding
-    elseif alg == 2 then decide = sliding_log elseif alg == 4 then decide = upstream_fixed
-    else decide = bucket end
-    if stored[k] == nil then
-      local loaded = latest[k]
-      if loaded == nil then
-        if alg == 0 then loaded = fixed_load(key) elseif alg == 1 then loaded = sliding_load(key)
-        elseif alg == 2 then loaded = log_load(key, now, w) elseif alg == 4 then loaded = upstream_load(key)
-        else loaded = bucket_load(key) end
-        loaded = loaded or false
-        if alg ~= 2 then latest[k], found[k] = loaded, loaded end
-      end
-      stored[k], pending[k] = loaded, loaded
-      nt = nt + 1
-      touched[nt] = k
+  if packed ~= last then
+    last = packed
+    if #packed > 16 then
+      time, count, k, alg, n, w, b, cost, gate, o = unpack_call('<i8i8i8i8i8i8i8i8i8', packed)
+    else
+      time, count = unpack_call('<i8i8', packed)
     end
-    local st = pending[k] or nil
-    local ok, remaining, reset, next = decide(st, now, n, w, b, cost, key)
-    local available = remaining + cost
-    if not ok then
-      local fits, left = decide(st, now, n, w, b, 0, key)
-      if fits then available = left else available = 0 end
+  end
+  local now = time
+  if now < 0 then
+    if not server_now then
+      local t = redis.call('TIME')
+      server_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
     end
-    local granted = 0
-    if next and extra > 0 and remaining > 0 then
-      -- A lease: `remaining` more hits fit now, so cost + granted is admitted as one charge.
-      granted = math.min(extra, remaining)
-      local ok2, remaining2, reset2, next2 = decide(st, now, n, w, b, cost + granted, key)
-      if ok2 and next2 then
-        grants = grants or {}
-        grants[#grants + 1] = { replies + 1, remaining, reset, available }
-        remaining, reset, next = remaining2, reset2, next2
-      else
-        granted = 0
-      end
-    end
-    if next then
-      pending[k], commit_alg[k], commit_w[k] = next, alg, w
-    end
-    if gate == 0 and not ok then blocked = true end
-    if gate >= 2 then
-      quota_over = quota_over or {}
-      quota_over[gate] = quota_over[gate] or not ok
-    end
+    now = server_now
+  end
+  if count == 1 then
+    -- One charge (the common call): it is committed exactly when admitted, whatever its gate,
+    -- so it needs no view; a blocked call has no grant to withdraw.
+    local st = latest[k]
+    if st == nil then st = load(k, alg, now, w) end
+    local admitted, remaining, reset, available, next = charge(alg, st or nil, now, n, w, b,
+      cost, gate, k)
+    if next then commit(k, alg, w, now, next) end
     replies = replies + 1
-    reply[replies] = pack('<i8i8i8i8', ok and 1 + 2 * granted or 0, remaining, reset, available)
-  end
-  if quota_over and not blocked then
-    blocked = true
-    for _, over in pairs(quota_over) do
-      if not over then blocked = false end
+    reply[replies] = pack('<i8i8i8i8', admitted or 0, remaining, reset, available)
+  elseif count > 1 then
+    if not pending then pending, commit_alg, commit_w, touched = {}, {}, {}, {} end
+    local nt = 0
+    local blocked, quota_over = false, nil -- quota_over[g]: group g has a denied charge
+    -- Granted charges (reply slot, remaining and reset_after without the grant), to withdraw
+    -- if the call is blocked.
+    local grants, ng = nil, 0
+    -- The later charges are unpacked over the first's fields: the next call unpacks afresh.
+    last = nil
+    for j = 1, count do
+      if j > 1 then k, alg, n, w, b, cost, gate, o = unpack_call('<i8i8i8i8i8i8i8', packed, o) end
+      if pending[k] == nil then
+        local st = latest[k]
+        if st == nil then st = load(k, alg, now, w) end
+        pending[k] = st
+        nt = nt + 1
+        touched[nt] = k
+      end
+      local admitted, remaining, reset, available, next, remaining0, reset0 = charge(alg,
+        pending[k] or nil, now, n, w, b, cost, gate, k)
+      gate = gate % 65536
+      if remaining0 then
+        grants = grants or {}
+        grants[ng + 1], grants[ng + 2], grants[ng + 3], grants[ng + 4] = replies + 1, remaining0,
+          reset0, available
+        ng = ng + 4
+      end
+      if next then
+        pending[k], commit_alg[k], commit_w[k] = next, alg, w
+      end
+      if gate == 0 and not admitted then blocked = true end
+      if gate >= 2 then
+        quota_over = quota_over or {}
+        quota_over[gate] = quota_over[gate] or not admitted
+      end
+      replies = replies + 1
+      reply[replies] = pack('<i8i8i8i8', admitted or 0, remaining, reset, available)
     end
-  end
-  if blocked and grants then
-    -- Nothing of a blocked call is committed: its grants are withdrawn.
-    for _, g in ipairs(grants) do
-      reply[g[1]] = pack('<i8i8i8i8', 1, g[2], g[3], g[4])
-    end
-  end
-  for i = 1, nt do
-    local k = touched[i]
-    local alg = commit_alg[k]
-    if alg and not blocked then
-      if alg == 2 then
-        log_store(KEYS[k], stored[k] or nil, pending[k], now, commit_w[k])
-        -- A log is read afresh by the next call that names it (its summary is derived).
-        latest[k] = nil
-      else
-        -- The expiry is the one the calls' own writes would leave: a window's is set by the
-        -- call that starts it (`start`), a bucket's by the last write (`now`).
-        local d, before, st = dirty[k] or {}, latest[k], pending[k]
-        if not before or before.s ~= st.s then d.start = now end
-        d.alg, d.w, d.now = alg, commit_w[k], now
-        dirty[k], latest[k] = d, st
+    if quota_over and not blocked then
+      blocked = true
+      for _, over in pairs(quota_over) do
+        if not over then blocked = false end
       end
     end
-    stored[k], pending[k], commit_alg[k], commit_w[k] = nil, nil, nil, nil
+    if blocked and grants then
+      -- Nothing of a blocked call is committed: its grants are withdrawn.
+      for i = 1, ng, 4 do
+        reply[grants[i]] = pack('<i8i8i8i8', 1, grants[i + 1], grants[i + 2], grants[i + 3])
+      end
+    end
+    for i = 1, nt do
+      local k = touched[i]
+      local alg = commit_alg[k]
+      if alg then
+        if not blocked then commit(k, alg, commit_w[k], now, pending[k]) end
+        commit_alg[k] = nil -- (commit_w[k] is read only with it)
+      end
+      pending[k] = nil
+    end
   end
 end
+-- Each O(1) key's last commit, written once (see commit); written out here, not as a function
+-- per algorithm, as every closure is made again on each run.
 for k, d in pairs(dirty) do
-  local key, old, st, w = KEYS[k], found[k] or nil, latest[k], d.w
-  if d.alg == 0 then fixed_store(key, old, st, d.start, w)
-  elseif d.alg == 1 then sliding_store(key, old, st, d.start, w)
-  elseif d.alg == 4 then upstream_store(key, old, st, d.now, w)
-  else bucket_store(key, old, st, d.now, w) end
+  local key, old, st, w = KEYS[k], d.old, latest[k], d.w
+  if d.alg == 0 then
+    if old and old.s == st.s then
+      redis.call('HSET', key, 'n', format('%d', st.n))
+    else
+      redis.call('HSET', key, 's', format('%d', st.s), 'n', format('%d', st.n))
+      redis.call('PEXPIRE', key, ms(st.s + w - d.start))
+    end
+  elseif d.alg == 1 then
+    if old and old.s == st.s then
+      redis.call('HSET', key, 'c', format('%d', st.c))
+    else
+      redis.call('HSET', key, 's', format('%d', st.s), 'p', format('%d', st.p), 'c', format('%d', st.c))
+      redis.call('PEXPIRE', key, ms(st.s + 2 * w - d.start))
+    end
+  elseif d.alg == 4 then
+    -- As upstream: INCRBY by the hits, then EXPIRE (w = window + jitter, in seconds) on every hit.
+    local before = 0
+    if old then before = old.n end
+    redis.call('INCRBY', key, format('%d', st.n - before))
+    if CALLER_CLOCK and w < 3600 then w = 3600 end
+    redis.call('EXPIRE', key, format('%d', w))
+  else
+    local reset = st.hi - d.now
+    if st.lo > 0 then reset = reset + 1 end
+    redis.call('SET', key, format('%d', st.hi) .. ':' .. format('%d', st.lo), 'PX', ms(reset))
+  end
 end
 return table.concat(reply)
