@@ -94,19 +94,11 @@ fn script_runs(cluster: &RedisCluster) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server (scripts/test installs it)"]
 async fn concurrent_calls_on_one_slot_share_script_runs() {
-    use sluice::algorithm::{Algorithm, Limit};
-    use sluice::clock::SECOND;
-    use sluice::store::{Gate, Store};
+    use sluice::store::Store;
 
     let cluster = RedisCluster::start();
     let store = crate::store(&cluster.url()).await;
-    let limit = Limit {
-        algorithm: Algorithm::FixedWindow,
-        requests: 300,
-        window: 3600 * SECOND,
-        burst: 300,
-    };
-    let charge = crate::common::charge("cluster", ("tenant", "hot"), limit, 1, Gate::Enforced);
+    let charge = crate::hourly_charge("cluster", "hot", 300);
     // The first call warms the connection (and loads the script).
     assert!(
         store.apply(std::slice::from_ref(&charge), 0).await.unwrap()[0]

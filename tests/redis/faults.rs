@@ -1,13 +1,9 @@
 //! Redis dies under load and comes back: every rule's failure_mode decides meanwhile, no call
 //! waits past the timeout budget, and decisions return to Redis without a restart.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice::algorithm::{Algorithm, Limit};
-use sluice::clock::SECOND;
-use sluice::store::redis::RedisClock;
-use sluice::store::{Gate, RedisSettings, RedisStore, Store, StoreError};
+use sluice::store::{Store, StoreError};
 
 use crate::common::redis::RedisServer;
 use crate::common::{
@@ -193,22 +189,8 @@ async fn hung_redis_costs_at_most_the_timeout() {
 async fn queued_calls_on_a_hung_redis_wait_at_most_the_timeout() {
     let redis = RedisServer::start();
     let timeout = Duration::from_secs(1);
-    let settings = RedisSettings {
-        clock: RedisClock::Server,
-        unhealthy_after: Duration::from_secs(3),
-        timeout,
-        connections: 1,
-        runs_in_flight: 1,
-        ..RedisSettings::new(redis.url())
-    };
-    let store = Arc::new(RedisStore::connect(settings).await.expect("redis store"));
-    let limit = Limit {
-        algorithm: Algorithm::FixedWindow,
-        requests: 1_000,
-        window: 3600 * SECOND,
-        burst: 1_000,
-    };
-    let charge = crate::common::charge("queued", ("tenant", "t"), limit, 1, Gate::Enforced);
+    let store = crate::one_run_slot_store(&redis.url(), timeout).await;
+    let charge = crate::hourly_charge("queued", "t", 1_000);
     let answered = store.apply(std::slice::from_ref(&charge), 0).await;
     assert!(answered.expect("redis answers")[0].verdict.admitted);
     redis.signal("STOP");

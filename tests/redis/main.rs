@@ -21,8 +21,10 @@ mod upstream_keys;
 use std::sync::Arc;
 use std::time::Duration;
 
+use sluice::algorithm::{Algorithm, Limit};
+use sluice::clock::SECOND;
 use sluice::store::redis::RedisClock;
-use sluice::store::{RedisSettings, RedisStore};
+use sluice::store::{Charge, Gate, RedisSettings, RedisStore};
 
 /// A Redis store on `url` with Redis's own clock and test-friendly health timing, and a
 /// timeout that a loaded test machine never hits while Redis is healthy.
@@ -32,12 +34,43 @@ pub async fn store(url: &str) -> Arc<RedisStore> {
 
 /// As [`store`], with the call timeout `timeout`.
 pub async fn store_with_timeout(url: &str, timeout: Duration) -> Arc<RedisStore> {
-    let settings = RedisSettings {
+    connect(settings(url, timeout)).await
+}
+
+/// As [`store_with_timeout`], with one run slot (one connection, one script run in flight):
+/// calls beyond the first queue behind its run.
+pub async fn one_run_slot_store(url: &str, timeout: Duration) -> Arc<RedisStore> {
+    connect(RedisSettings {
+        connections: 1,
+        runs_in_flight: 1,
+        ..settings(url, timeout)
+    })
+    .await
+}
+
+/// Redis's own clock, test-friendly health timing and the call timeout `timeout`.
+fn settings(url: &str, timeout: Duration) -> RedisSettings {
+    RedisSettings {
         clock: RedisClock::Server,
         // Long enough that a loaded test machine does not reach it during a short outage.
         unhealthy_after: Duration::from_secs(3),
         timeout,
         ..RedisSettings::new(url)
-    };
+    }
+}
+
+async fn connect(settings: RedisSettings) -> Arc<RedisStore> {
     Arc::new(RedisStore::connect(settings).await.expect("redis store"))
+}
+
+/// A one-hit charge of `tenant=<tenant>` in `domain` against a `fixed_window` of `requests` an
+/// hour (no window ends during a test).
+pub fn hourly_charge(domain: &str, tenant: &str, requests: u64) -> Charge {
+    let limit = Limit {
+        algorithm: Algorithm::FixedWindow,
+        requests,
+        window: 3600 * SECOND,
+        burst: requests,
+    };
+    common::charge(domain, ("tenant", tenant), limit, 1, Gate::Enforced)
 }

@@ -2,13 +2,9 @@
 //! slot lets the calls already ready to run queue behind it (one pass through the scheduler)
 //! and leads their batch, instead of going out alone while they wait for the next run.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use sluice::algorithm::{Algorithm, Limit};
-use sluice::clock::SECOND;
-use sluice::store::redis::RedisClock;
-use sluice::store::{Gate, RedisSettings, RedisStore, Store};
+use sluice::store::Store;
 
 use crate::common::redis::RedisServer;
 
@@ -27,22 +23,8 @@ fn calls_ready_together_share_the_first_run() {
         .expect("runtime");
     runtime.block_on(async {
         let redis = RedisServer::start();
-        let settings = RedisSettings {
-            clock: RedisClock::Server,
-            unhealthy_after: Duration::from_secs(3),
-            timeout: Duration::from_secs(5),
-            connections: 1,
-            runs_in_flight: 1,
-            ..RedisSettings::new(redis.url())
-        };
-        let store = Arc::new(RedisStore::connect(settings).await.expect("redis store"));
-        let limit = Limit {
-            algorithm: Algorithm::FixedWindow,
-            requests: 30,
-            window: 3600 * SECOND,
-            burst: 30,
-        };
-        let charge = crate::common::charge("shared", ("tenant", "hot"), limit, 1, Gate::Enforced);
+        let store = crate::one_run_slot_store(&redis.url(), Duration::from_secs(5)).await;
+        let charge = crate::hourly_charge("shared", "hot", 30);
         // The first call opens the connection and loads the script.
         let first = store.apply(std::slice::from_ref(&charge), 0).await;
         assert!(first.expect("redis answers")[0].verdict.admitted);
