@@ -122,3 +122,11 @@ pub fn room_in_window(window: u64, room: u64) {
         std::thread::sleep(std::time::Duration::from_millis(left + 50));
     }
 }
+
+/// The wall clock in Unix seconds (the personality's windows start at multiples of theirs).
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs()
+}

@@ -7,7 +7,7 @@
 //! never computed with sluice's code; upstream itself is emulated with `redis-cli` running
 //! its commands (`INCRBY key 1`, then `EXPIRE key window + jitter`).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use sluice::algorithm::Algorithm;
 use sluice::clock::SECOND;
@@ -15,6 +15,7 @@ use sluice::store::redis::{RedisClock, RedisKeyLayout};
 use sluice::store::{RedisSettings, RedisStore};
 
 use crate::common::process::Sluice;
+use crate::common::ratelimit::unix_now;
 use crate::common::redis::RedisServer;
 use crate::common::{OK, OVER, TestServer, call, connect, one_descriptor};
 
@@ -169,14 +170,6 @@ async fn underscores_collide_as_upstream() {
     assert_eq!((first.overall_code, second.overall_code), (OK, OVER));
     assert_eq!(keys(&redis), ["domain_a_b_c_1234"]);
     server.stop().await;
-}
-
-/// The wall clock in Unix seconds.
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("after the epoch")
-        .as_secs()
 }
 
 /// One hit as upstream counts it (INCRBY 1, then EXPIRE window + jitter; here 3600 + 300),

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::common::ratelimit::room_in_window;
+use crate::common::ratelimit::{room_in_window, unix_now};
 use crate::common::redis::RedisServer;
 use crate::common::{descriptor, eventually, request};
 use crate::harness::{Replay, Tally, hits, ok, over, seen};
@@ -22,14 +22,6 @@ descriptors:
   - { key: shadow, shadow_mode: true, rate_limit: { unit: minute, requests_per_unit: 1 } }
   - { key: files, value: 'files/*', share_threshold: true, rate_limit: { unit: hour, requests_per_unit: 10 } }
 ";
-
-/// Unix time, seconds.
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970")
-        .as_secs()
-}
 
 /// The one key matching `pattern`, as `(name, window start)`.
 fn one_key(redis: &RedisServer, pattern: &str) -> Option<(String, u64)> {
