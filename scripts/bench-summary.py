@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Summarises what scripts/bench wrote under OUT (argument 1) as Markdown: medians, ratios to
-the do-nothing baseline, and whether the machine was quiet (1-minute load average < 1.0 before
-and after every run) while the timing figures were taken."""
+the do-nothing baseline, and whether the machine was quiet while the timing figures were taken:
+in every run, the machine's CPU time less the server's, Redis's and the load generator's (other
+work, hypervisor steal included) under a tenth of a core. Runs recorded before that was measured
+fall back on the 1-minute load average (< 1.0 before and after)."""
 import json
 import os
 import re
 import statistics
 import sys
 
-QUIET = 1.0
+QUIET = 1.0  # load average, for runs without the machine's CPU time
+QUIET_OTHER_CORES = 0.1
 out = sys.argv[1]
 med = statistics.median
 
@@ -18,14 +21,33 @@ def lines(name):
     return [json.loads(l) for l in open(path) if l.strip()] if os.path.exists(path) else []
 
 
-def quiet_note(pairs):
-    """pairs: (load before, load after) of each run."""
+def other_cores(r):
+    """The other work during run r in cores (its CPU time, steal included, over the run's wall
+    time), or None for a run recorded without the machine's CPU time."""
+    m = r.get("machine")
+    if not m or not m["wall_s"]:
+        return None
+    own = m["load_ticks"] + r.get("server_cpu_ticks", 0) + r.get("redis_cpu_ticks", 0)
+    return max(m["busy_ticks"] - own, 0) / r["clk_tck"] / m["wall_s"]
+
+
+def quiet_note(pairs, rs=()):
+    """pairs: (load before, load after) of each run; rs: the runs themselves."""
     if not pairs:
         return ""
     worst = max(max(a, b if b is not None else a) for a, b in pairs)
     best = min(a for a, _ in pairs)
-    state = "quiet" if worst < QUIET else "**NOT quiet** (timing figures include other work)"
-    return f"load average over the runs: {best:.2f} to {worst:.2f}: {state}"
+    note = f"load average over the runs: {best:.2f} to {worst:.2f}"
+    other = [other_cores(r) for r in rs]
+    if other and None not in other:
+        steal = max(r["machine"]["steal_ticks"] / r["clk_tck"] / r["machine"]["wall_s"] for r in rs)
+        quiet = max(other) < QUIET_OTHER_CORES
+        note += (f"; other work {min(other):.2f} to {max(other):.2f} cores (steal up to "
+                 f"{steal:.2f})")
+    else:
+        quiet = worst < QUIET
+    state = "quiet" if quiet else "**NOT quiet** (timing figures include other work)"
+    return f"{note}: {state}"
 
 
 print("# sluice benchmark results\n")
@@ -74,7 +96,7 @@ e2e = [r for r in runs if r["server"] in ("baseline", "sluice", "sluice-no-persi
        and r.get("inflight", 64) == 64]
 if pick("sluice", 1, "closed"):
     print("\n## end to end (`sluice bench`, median of %d runs each)\n" % len(pick("sluice", 1, "closed")))
-    print(quiet_note(loads(e2e)) + "\n")
+    print(quiet_note(loads(e2e), e2e) + "\n")
     print("| server | keys | closed loop calls/s | vs baseline | server CPU µs/call | p50 µs | p99 µs |"
           " open loop rate | open p50 µs | open p99 µs | open p99.9 µs | errors |")
     print("| --- " * 12 + "|")
@@ -94,7 +116,7 @@ if pick("sluice", 1, "closed"):
 h2 = lines("h2load.jsonl")
 if h2:
     print("\n## h2load, 1 key (median calls/s; ratio to the baseline)\n")
-    print(quiet_note([(r["load_before"], r["load_after"]) for r in h2]) + "\n")
+    print(quiet_note([(r["load_before"], r["load_after"]) for r in h2], h2) + "\n")
     print("| server | runs | calls/s | vs baseline |\n| --- | --- | --- | --- |")
     base = med([r["calls_per_sec"] for r in h2 if r["server"] == "baseline"] or [0])
     for server in ("baseline", "sluice", "sluice-no-persist"):
@@ -109,7 +131,8 @@ redis = [r for r in runs if r.get("step") == "redis"] or [
 if any(r["server"] == "sluice-redis" for r in redis):
     print("\n## Redis store (`sluice bench`, 1 key, closed loop; Redis on the server's machine;")
     print("sluice-redis-lease: the same rule with `lease: 1000`)\n")
-    print(quiet_note(loads([r for r in redis if r["keys"] == 1])) + "\n")
+    one_key = [r for r in redis if r["keys"] == 1]
+    print(quiet_note(loads(one_key), one_key) + "\n")
     print("| in flight | server | calls/s | vs baseline | server CPU µs/call | Redis CPU µs/call | p99 µs | errors |")
     print("| --- " * 8 + "|")
     for inflight in (64, 256):
