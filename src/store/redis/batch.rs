@@ -56,6 +56,20 @@ struct Waiting {
     reply: Reply,
 }
 
+/// How a batcher's script runs go out: shared by every batcher of a store (one per slot on a
+/// cluster).
+#[derive(Clone)]
+pub struct Runs {
+    /// The connections the runs are sent on.
+    pub link: Arc<Link>,
+    /// The decision script's SHA1.
+    pub sha: Arc<str>,
+    /// At most this many runs outstanding per batcher before calls queue.
+    pub max_in_flight: usize,
+    /// Each call is answered within this long of joining.
+    pub timeout: Duration,
+}
+
 /// Queues calls and sends them in script runs.
 ///
 /// Every call is answered within `timeout` of joining, without a timer of its own: a call's
@@ -63,10 +77,7 @@ struct Waiting {
 /// calls from the front, and each run is bounded by the earliest deadline among its calls.
 /// So the run ahead of a queued call ends by that call's deadline, and so does its own run.
 pub struct Batcher {
-    link: Arc<Link>,
-    sha: String,
-    max_in_flight: usize,
-    timeout: Duration,
+    runs: Runs,
     queue: Mutex<Queue>,
 }
 
@@ -77,14 +88,11 @@ struct Queue {
 }
 
 impl Batcher {
-    /// A batcher sending on `link` the script whose SHA1 is `sha`, with at most
-    /// `max_in_flight` runs outstanding, answering each call within `timeout`.
-    pub fn new(link: Arc<Link>, sha: String, max_in_flight: usize, timeout: Duration) -> Arc<Self> {
+    /// A batcher sending its runs as `runs` says (at least one outstanding).
+    pub fn new(mut runs: Runs) -> Arc<Self> {
+        runs.max_in_flight = runs.max_in_flight.max(1);
         Arc::new(Self {
-            link,
-            sha,
-            max_in_flight: max_in_flight.max(1),
-            timeout,
+            runs,
             queue: Mutex::default(),
         })
     }
@@ -94,8 +102,8 @@ impl Batcher {
     pub async fn submit(self: &Arc<Self>, job: Job) -> Result<Vec<Answered>, StoreError> {
         let answer = {
             let mut queue = self.queue.lock();
-            let deadline = Instant::now() + self.timeout;
-            if queue.in_flight < self.max_in_flight {
+            let deadline = Instant::now() + self.runs.timeout;
+            if queue.in_flight < self.runs.max_in_flight {
                 queue.in_flight += 1;
                 Err((job, deadline))
             } else {
@@ -154,7 +162,9 @@ impl Batcher {
         let mut deadline: Option<Instant> = None;
         for waiting in batch {
             if waiting.deadline <= now {
-                let _ = waiting.reply.send(Err(StoreError::Timeout(self.timeout)));
+                let _ = waiting
+                    .reply
+                    .send(Err(StoreError::Timeout(self.runs.timeout)));
                 continue;
             }
             deadline = Some(deadline.map_or(waiting.deadline, |d| d.min(waiting.deadline)));
@@ -181,11 +191,11 @@ impl Batcher {
     /// One script run for `jobs`, given up at `deadline` (a timeout; not sent at all when
     /// the deadline has passed).
     async fn run(&self, jobs: &[Job], deadline: Instant) -> Result<Vec<Vec<Answered>>, StoreError> {
-        let timed_out = StoreError::Timeout(self.timeout);
+        let timed_out = StoreError::Timeout(self.runs.timeout);
         if Instant::now() >= deadline {
             return Err(timed_out);
         }
-        tokio::time::timeout_at(deadline, execute(&self.link, &self.sha, jobs))
+        tokio::time::timeout_at(deadline, execute(&self.runs.link, &self.runs.sha, jobs))
             .await
             .unwrap_or(Err(timed_out))
     }
@@ -203,23 +213,16 @@ impl Batcher {
 
 /// One batcher per Redis Cluster slot, made when a slot is first used (at most 16,384).
 pub struct SlotBatchers {
-    link: Arc<Link>,
-    sha: String,
-    max_in_flight: usize,
-    timeout: Duration,
+    runs: Runs,
     by_slot: RwLock<HashMap<ClusterSlot, Arc<Batcher>, foldhash::fast::RandomState>>,
 }
 
 impl SlotBatchers {
-    /// Batchers sending on `link` (a cluster connection routes each run by its keys' slot),
-    /// each with at most `max_in_flight` runs outstanding, answering each call within
-    /// `timeout`.
-    pub fn new(link: Arc<Link>, sha: String, max_in_flight: usize, timeout: Duration) -> Self {
+    /// Batchers sending their runs as `runs` says (a cluster connection routes each run by its
+    /// keys' slot).
+    pub fn new(runs: Runs) -> Self {
         Self {
-            link,
-            sha,
-            max_in_flight,
-            timeout,
+            runs,
             by_slot: RwLock::default(),
         }
     }
@@ -232,14 +235,7 @@ impl SlotBatchers {
         self.by_slot
             .write()
             .entry(slot)
-            .or_insert_with(|| {
-                Batcher::new(
-                    self.link.clone(),
-                    self.sha.clone(),
-                    self.max_in_flight,
-                    self.timeout,
-                )
-            })
+            .or_insert_with(|| Batcher::new(self.runs.clone()))
             .clone()
     }
 }

@@ -30,7 +30,7 @@ use redis::cluster_routing::Slot;
 use smallvec::SmallVec;
 use tokio_util::sync::CancellationToken;
 
-use self::batch::{Batcher, Job, SlotBatchers};
+use self::batch::{Batcher, Job, Runs, SlotBatchers};
 use self::breaker::{Breaker, Change};
 use self::cache::OverLimitCache;
 use self::keys::KeyLayout;
@@ -114,16 +114,16 @@ impl RedisStore {
         // A few runs in flight (`--redis-runs-in-flight` per connection): light load goes
         // straight through, heavier load queues and shares runs, paying the script's fixed
         // cost and a round trip once per batch.
-        let in_flight = settings.connections.max(1) * settings.runs_in_flight.max(1);
+        let runs = Runs {
+            link: link.clone(),
+            sha: sha.into(),
+            max_in_flight: settings.connections.max(1) * settings.runs_in_flight.max(1),
+            timeout: settings.timeout,
+        };
         let batching = if cluster {
-            Batching::Cluster(SlotBatchers::new(
-                link.clone(),
-                sha,
-                in_flight,
-                settings.timeout,
-            ))
+            Batching::Cluster(SlotBatchers::new(runs))
         } else {
-            Batching::Standalone(Batcher::new(link.clone(), sha, in_flight, settings.timeout))
+            Batching::Standalone(Batcher::new(runs))
         };
         Ok(Self {
             inner: Arc::new(Inner {
