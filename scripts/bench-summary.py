@@ -10,8 +10,9 @@ import re
 import statistics
 import sys
 
+from bench_machine import QUIET_OTHER_CORES, other_cores
+
 QUIET = 1.0  # load average, for runs without the machine's CPU time
-QUIET_OTHER_CORES = 0.1
 out = sys.argv[1]
 med = statistics.median
 
@@ -19,16 +20,6 @@ med = statistics.median
 def lines(name):
     path = os.path.join(out, name)
     return [json.loads(l) for l in open(path) if l.strip()] if os.path.exists(path) else []
-
-
-def other_cores(r):
-    """The other work during run r in cores (its CPU time, steal included, over the run's wall
-    time), or None for a run recorded without the machine's CPU time."""
-    m = r.get("machine")
-    if not m or not m["wall_s"]:
-        return None
-    own = m["load_ticks"] + r.get("server_cpu_ticks", 0) + r.get("redis_cpu_ticks", 0)
-    return max(m["busy_ticks"] - own, 0) / r["clk_tck"] / m["wall_s"]
 
 
 def quiet_note(pairs, rs=()):
