@@ -17,6 +17,8 @@ fn binary_rejects_bad_flags() {
         &["--descriptor", "k=v", "--rate", "-5"],
         &["--descriptor", "k=v", "--calls", "3", "--duration", "1s"],
         &["--descriptor", "k=v", "--concurrency", "0"],
+        &["--descriptor", "k=v", "--server-pid", "redis"],
+        &["--descriptor", "k=v", "--server-pid", "-1"],
     ] {
         let out = bench(&[&base[..], extra].concat());
         assert_eq!(out.code(), Some(2), "{extra:?}");
@@ -25,6 +27,21 @@ fn binary_rejects_bad_flags() {
     assert_eq!(out.code(), Some(1));
     assert!(
         out.stderr.contains("cannot connect to 127.0.0.1:1"),
+        "{}",
+        out.stderr
+    );
+    // A --server-pid that names no process is refused before connecting.
+    let out = bench(
+        &[
+            &base[..],
+            &["--descriptor", "k=v", "--server-pid", "4294967295"],
+        ]
+        .concat(),
+    );
+    assert_eq!(out.code(), Some(1));
+    assert!(
+        out.stderr
+            .contains("--server-pid 4294967295: no such process"),
         "{}",
         out.stderr
     );

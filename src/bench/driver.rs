@@ -15,6 +15,7 @@ use hdrhistogram::Histogram;
 use tokio::sync::{Mutex, mpsc};
 
 use super::load::Load;
+use super::machine::{CpuSample, other_cores};
 use super::report::{Report, load_average};
 use super::wire::Connection;
 
@@ -28,7 +29,7 @@ pub enum Stop {
 }
 
 /// How one run is driven.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Drive {
     /// Calls in flight at most (workers).
     pub concurrency: usize,
@@ -36,6 +37,9 @@ pub struct Drive {
     pub stop: Stop,
     /// Open loop at this many calls per second; `None` = closed loop.
     pub rate: Option<f64>,
+    /// Processes whose CPU time counts as the benchmark's own, not as other work: the server
+    /// under test and what it runs on (`--server-pid`).
+    pub watched: Vec<u32>,
 }
 
 /// Highest latency the histogram tracks (larger values are recorded as this).
@@ -107,6 +111,7 @@ impl Shared {
 /// Runs the load over `connections` and returns the figures.
 pub async fn drive(connections: Vec<Connection>, load: Load, drive: Drive) -> Report {
     let load_before = load_average();
+    let cpu_before = CpuSample::take(&drive.watched);
     let start = Instant::now();
     let shared = Arc::new(Shared {
         load,
@@ -144,6 +149,9 @@ pub async fn drive(connections: Vec<Connection>, load: Load, drive: Drive) -> Re
         latency: total.latency,
         first_error: total.first_error,
         load: load_before.zip(load_average()),
+        other_cores: cpu_before
+            .zip(CpuSample::take(&drive.watched))
+            .and_then(|(before, after)| other_cores(&before, &after)),
     }
 }
 

@@ -1,13 +1,14 @@
 //! `sluice bench`: a load generator for any Envoy RLS v3 server (sluice or another).
 //!
 //! It reports calls, OK, OVER_LIMIT, errors, calls/s and latency percentiles (hdrhistogram),
-//! closed loop by default or open loop at a fixed rate, and the machine's load average before
-//! and after the run. Calls go over raw HTTP/2 (`wire.rs`), so one core of load generator
+//! closed loop by default or open loop at a fixed rate, the machine's load average before and
+//! after the run, and the other work on the machine meanwhile (`machine.rs`). Calls go over raw HTTP/2 (`wire.rs`), so one core of load generator
 //! out-drives one core of server. `examples/baseline.rs` is the do-nothing server on the same
 //! tonic stack that measures the transport's ceiling.
 
 mod driver;
 mod load;
+mod machine;
 mod report;
 #[cfg(test)]
 mod tests;
@@ -57,6 +58,10 @@ pub struct BenchArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// A process whose CPU time is the benchmark's own, not other work: the server under test
+    /// on this machine, and its Redis (repeatable; Linux).
+    #[arg(long = "server-pid", value_name = "PID")]
+    pub server_pids: Vec<u32>,
 }
 
 /// Output formats of `sluice bench`.
@@ -98,6 +103,9 @@ pub enum BenchError {
         /// What is wrong.
         reason: String,
     },
+    /// A `--server-pid` names no process this user can read.
+    #[error("--server-pid {0}: no such process (or /proc/{0}/stat cannot be read)")]
+    ServerPid(u32),
     /// A connection could not be opened.
     #[error("cannot connect to {target}: {reason}")]
     Connect {
@@ -135,6 +143,13 @@ pub async fn connect(target: &str, count: u64) -> Result<Vec<Connection>, BenchE
 
 /// Connects, runs the load described by `args`, and returns the figures.
 pub async fn execute(args: &BenchArgs) -> Result<Report, BenchError> {
+    if let Some(&pid) = args
+        .server_pids
+        .iter()
+        .find(|&&pid| machine::read_process(pid).is_none())
+    {
+        return Err(BenchError::ServerPid(pid));
+    }
     // More connections than calls in flight would leave some idle.
     let connections = connect(&args.target, args.connections.min(args.concurrency)).await?;
     let load = Load::new(&args.domain, &args.descriptors, args.keys);
@@ -147,6 +162,7 @@ pub async fn execute(args: &BenchArgs) -> Result<Report, BenchError> {
         concurrency: usize::try_from(args.concurrency).unwrap_or(usize::MAX),
         stop,
         rate: args.rate,
+        watched: args.server_pids.clone(),
     };
     Ok(drive(connections, load, plan).await)
 }

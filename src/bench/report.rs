@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
+use super::machine::QUIET_OTHER_CORES;
+
 /// What one run measured.
 #[derive(Debug, Clone)]
 pub struct Report {
@@ -23,10 +25,13 @@ pub struct Report {
     pub first_error: Option<String>,
     /// The machine's 1-minute load average before and after the run (Linux only).
     pub load: Option<(f64, f64)>,
+    /// Other work during the run, in cores: the machine's CPU time less this load generator's
+    /// and the `--server-pid` processes' (Linux only; `machine.rs`).
+    pub other_cores: Option<f64>,
 }
 
-/// The load average under which a machine counts as quiet: timing figures taken above it
-/// measure the other work on the machine as much as the server.
+/// The load average under which a machine counts as quiet, where other work cannot be
+/// measured: timing figures taken above it measure the other work as much as the server.
 pub const QUIET_LOAD: f64 = 1.0;
 
 /// The 1-minute load average (`/proc/loadavg`), where the system has one.
@@ -58,15 +63,19 @@ impl Report {
         self.latency.max() as f64 / 1_000.0
     }
 
-    /// Whether the machine was quiet (load average under [`QUIET_LOAD`]) before and after the
-    /// run; `None` where the load average cannot be read.
+    /// Whether the machine was quiet: other work under [`QUIET_OTHER_CORES`] during the run, or
+    /// where that cannot be measured, a load average under [`QUIET_LOAD`] before and after it;
+    /// `None` where neither can be read.
     pub fn quiet(&self) -> Option<bool> {
-        self.load.map(|(a, b)| a < QUIET_LOAD && b < QUIET_LOAD)
+        match self.other_cores {
+            Some(cores) => Some(cores < QUIET_OTHER_CORES),
+            None => self.load.map(|(a, b)| a < QUIET_LOAD && b < QUIET_LOAD),
+        }
     }
 
     /// `{"calls","ok","over_limit","errors","calls_per_sec","latency_us":{"p50","p90","p99","p999","max"},
-    /// "load_before","load_after","quiet"}`, keys in that order (the load figures `null` where
-    /// unknown).
+    /// "load_before","load_after","other_cores","quiet"}`, keys in that order (the load and
+    /// other-work figures `null` where unknown).
     pub fn json(&self) -> String {
         let [p50, p90, p99, p999, max] = self.percentiles();
         let (calls, ok, over_limit, errors) = (self.calls, self.ok, self.over_limit, self.errors);
@@ -75,12 +84,51 @@ impl Report {
             Some((a, b)) => (format!("{a:.2}"), format!("{b:.2}")),
             None => ("null".into(), "null".into()),
         };
+        let other = self
+            .other_cores
+            .map_or_else(|| "null".into(), |cores| format!("{cores:.3}"));
         let quiet = self
             .quiet()
             .map_or("null", |q| if q { "true" } else { "false" });
         format!(
-            r#"{{"calls":{calls},"ok":{ok},"over_limit":{over_limit},"errors":{errors},"calls_per_sec":{per_sec:.1},"latency_us":{{"p50":{p50:.1},"p90":{p90:.1},"p99":{p99:.1},"p999":{p999:.1},"max":{max:.1}}},"load_before":{before},"load_after":{after},"quiet":{quiet}}}"#
+            r#"{{"calls":{calls},"ok":{ok},"over_limit":{over_limit},"errors":{errors},"calls_per_sec":{per_sec:.1},"latency_us":{{"p50":{p50:.1},"p90":{p90:.1},"p99":{p99:.1},"p999":{p999:.1},"max":{max:.1}}},"load_before":{before},"load_after":{after},"other_cores":{other},"quiet":{quiet}}}"#
         )
+    }
+
+    /// What the machine did meanwhile: load averages, other work, and whether it was quiet
+    /// (empty where nothing could be read).
+    fn machine_line(&self) -> String {
+        use std::fmt::Write;
+        let mut parts = Vec::new();
+        if let Some((a, b)) = self.load {
+            parts.push(format!("load average {a:.2} before, {b:.2} after"));
+        }
+        if let Some(cores) = self.other_cores {
+            parts.push(format!(
+                "other work {cores:.2} cores (the machine's CPU less this load generator's and \
+                 --server-pid's)"
+            ));
+        }
+        let mut line = parts.join("; ");
+        match (self.quiet(), self.other_cores) {
+            (Some(false), Some(_)) => write!(
+                line,
+                ": the machine was NOT quiet (>= {QUIET_OTHER_CORES} core of other work); timing \
+                 figures include other work"
+            ),
+            (Some(false), None) => write!(
+                line,
+                ": the machine was NOT quiet (load average >= {QUIET_LOAD}); timing figures \
+                 include other work"
+            ),
+            (Some(true), Some(_)) => write!(line, ": quiet"),
+            _ => Ok(()),
+        }
+        .expect("writing to a String cannot fail");
+        if !line.is_empty() {
+            line.push('\n');
+        }
+        line
     }
 
     /// p50, p90, p99, p99.9 and the maximum latency, in microseconds.
@@ -99,14 +147,7 @@ impl Report {
         let [p50, p90, p99, p999, max] = self.percentiles();
         let (calls, ok, over_limit, errors) = (self.calls, self.ok, self.over_limit, self.errors);
         let (seconds, per_sec) = (self.elapsed.as_secs_f64(), self.calls_per_sec());
-        let load = match (self.load, self.quiet()) {
-            (Some((a, b)), Some(true)) => format!("load average {a:.2} before, {b:.2} after\n"),
-            (Some((a, b)), _) => format!(
-                "load average {a:.2} before, {b:.2} after: the machine was NOT quiet \
-                 (>= {QUIET_LOAD}); timing figures include other work\n"
-            ),
-            (None, _) => String::new(),
-        };
+        let load = self.machine_line();
         format!(
             "calls {calls}  ok {ok}  over_limit {over_limit}  errors {errors}  in {seconds:.2}s\n\
              calls/s {per_sec:.1}\n\
@@ -133,6 +174,7 @@ mod tests {
             latency,
             first_error: None,
             load: Some((0.5, 1.5)),
+            other_cores: None,
         };
         let text = report.json();
         assert!(
@@ -145,6 +187,56 @@ mod tests {
         assert!(doc["latency_us"]["max"].as_f64().unwrap() >= 250.0);
         assert_eq!(doc["load_before"], 0.5);
         assert_eq!(doc["quiet"], false, "1.5 after the run is not quiet");
-        assert!(report.text().contains("NOT quiet"));
+        assert!(
+            text.ends_with(
+                r#""load_before":0.50,"load_after":1.50,"other_cores":null,"quiet":false}"#
+            ),
+            "{text}"
+        );
+        assert!(report.text().contains("NOT quiet (load average"));
+    }
+
+    /// Measured other work decides, whatever the load average says (it counts the load
+    /// generator and a local server too).
+    #[test]
+    fn other_work_decides_quiet() {
+        let report = |other_cores| Report {
+            calls: 1,
+            ok: 1,
+            over_limit: 0,
+            errors: 0,
+            elapsed: Duration::from_secs(1),
+            latency: Histogram::new(3).unwrap(),
+            first_error: None,
+            load: Some((1.9, 2.1)),
+            other_cores,
+        };
+        let busy_but_ours = report(Some(0.04));
+        assert_eq!(busy_but_ours.quiet(), Some(true));
+        assert!(
+            busy_but_ours
+                .json()
+                .ends_with(r#""other_cores":0.040,"quiet":true}"#)
+        );
+        assert!(busy_but_ours.text().contains("other work 0.04 cores"));
+        assert!(busy_but_ours.text().trim_end().ends_with(": quiet"));
+        let shared = report(Some(0.6));
+        assert_eq!(shared.quiet(), Some(false));
+        assert!(
+            shared
+                .text()
+                .contains("NOT quiet (>= 0.1 core of other work)")
+        );
+        let unknown = Report {
+            load: None,
+            ..report(None)
+        };
+        assert_eq!(unknown.quiet(), None);
+        assert!(
+            unknown
+                .json()
+                .ends_with(r#""other_cores":null,"quiet":null}"#)
+        );
+        assert!(!unknown.text().contains("quiet"));
     }
 }

@@ -55,6 +55,7 @@ fn args(server: &TestServer, descriptor: &str) -> BenchArgs {
         calls: Some(60),
         rate: None,
         format: Format::Json,
+        server_pids: Vec::new(),
     }
 }
 
@@ -68,6 +69,12 @@ async fn closed_loop_counts_match_the_limit() {
         (60, 30, 30, 0)
     );
     assert_eq!(report.latency.len(), 60, "one latency per call");
+    #[cfg(target_os = "linux")]
+    assert!(
+        report.other_cores.is_some_and(|cores| cores >= 0.0),
+        "other work is measured on Linux: {:?}",
+        report.other_cores
+    );
     let doc: serde_json::Value = serde_json::from_str(&report.json()).unwrap();
     assert_eq!(doc["calls"], 60);
     assert_eq!(doc["over_limit"], 30);
@@ -127,4 +134,21 @@ async fn errors_are_counted_and_reported() {
     let mut a = args(&TestServer::start(RULES).await, "user=u");
     a.target = closed.to_string();
     assert!(matches!(execute(&a).await, Err(BenchError::Connect { .. })));
+}
+
+/// A `--server-pid` that names no process is refused before any call is sent; the server's
+/// own pid (here, this process) is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_pid_must_name_a_process() {
+    let server = TestServer::start(RULES).await;
+    let mut a = args(&server, "user=u");
+    a.server_pids = vec![std::process::id(), u32::MAX];
+    let error = execute(&a).await.unwrap_err();
+    assert!(matches!(error, BenchError::ServerPid(u32::MAX)), "{error}");
+    assert!(error.to_string().contains("--server-pid 4294967295"));
+    a.server_pids = vec![std::process::id()];
+    a.calls = Some(5);
+    let report = execute(&a).await.unwrap();
+    assert_eq!(report.calls, 5);
+    server.stop().await;
 }
