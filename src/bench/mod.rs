@@ -2,9 +2,10 @@
 //!
 //! It reports calls, OK, OVER_LIMIT, errors, calls/s and latency percentiles (hdrhistogram),
 //! closed loop by default or open loop at a fixed rate, the machine's load average before and
-//! after the run, and the other work on the machine meanwhile (`machine.rs`). Calls go over raw HTTP/2 (`wire.rs`), so one core of load generator
-//! out-drives one core of server. `examples/baseline.rs` is the do-nothing server on the same
-//! tonic stack that measures the transport's ceiling.
+//! after the run, and the other work on the machine meanwhile (`machine.rs`). Calls go over raw
+//! HTTP/2 (`wire.rs`), so one core of load generator out-drives one core of server.
+//! `examples/baseline.rs` is the do-nothing server on the same tonic stack that measures the
+//! transport's ceiling.
 
 mod driver;
 mod load;
