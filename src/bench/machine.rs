@@ -45,15 +45,16 @@ pub fn read_process(pid: u32) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()
 }
 
-/// The cores' worth of other work on average between two samples (never negative: a sample's
-/// clock ticks are rounded, so a quiet machine can read a hair below zero).
+/// The cores' worth of other work on average between two samples, never negative: a sample's
+/// clock ticks are rounded, so our own ticks can pass the machine's on a quiet machine, and the
+/// difference saturates at zero.
 pub fn other_cores(before: &CpuSample, after: &CpuSample) -> Option<f64> {
     let total = after.total.checked_sub(before.total).filter(|&t| t > 0)?;
     let busy = after.busy.checked_sub(before.busy)?;
     let ours = after.ours.checked_sub(before.ours)?;
     // Ticks of all CPUs over the run, divided by the CPUs: ticks of one core over the run.
     let one_core = total as f64 / f64::from(after.cpus.max(1));
-    Some((busy.saturating_sub(ours) as f64 / one_core).max(0.0))
+    Some(busy.saturating_sub(ours) as f64 / one_core)
 }
 
 /// Busy and total ticks of all CPUs, and how many CPUs, from `/proc/stat`.
