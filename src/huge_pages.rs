@@ -2,7 +2,7 @@
 //!
 //! Why: with huge pages a few live objects pin whole 2 MiB pages, so the resident set is
 //! larger than what is allocated and moves in 2 MiB steps, which reads as growth on any memory
-//! graph. Measured on the soak's load (RELIABILITY.md, "The soak"): the server's anonymous
+//! graph. Measured on the soak's load (docs/reliability.md, "The soak"): the server's anonymous
 //! memory was 14–17 MiB with them and 5–6 MiB without. Two layers: the allocator is built
 //! without its huge-page advice (mimalloc's `no_thp` feature), which is enough where the
 //! kernel's THP mode is `madvise`; where it is `always`, [`disable_unless_asked`] turns them

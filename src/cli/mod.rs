@@ -8,6 +8,8 @@ pub mod check;
 pub mod explain;
 pub mod prepare;
 pub mod redis;
+#[cfg(test)]
+mod reference_docs_tests;
 pub mod response;
 pub mod serve;
 pub mod serving;
