@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use cli::Command;
 
 // mimalloc instead of glibc's malloc: under load, with many live counters, glibc's allocator
-// took about a sixth of the server's CPU (see BENCHMARKS.md, "Where the time goes").
+// took about a sixth of the server's CPU (see docs/benchmarks-history.md, "Where the time goes").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

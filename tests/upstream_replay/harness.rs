@@ -295,17 +295,17 @@ pub fn hits(mut d: RateLimitDescriptor, n: u64) -> RateLimitDescriptor {
     d
 }
 
-/// The README's list of deliberate differences.
+/// The migration page's list of deliberate differences.
 fn differences_section() -> &'static str {
-    let readme = include_str!("../../README.md");
-    let start = readme
+    let page = include_str!("../../docs/migrating.md");
+    let start = page
         .find("## Differences from envoyproxy/ratelimit")
-        .expect("README has the Differences section");
-    let rest = &readme[start + 3..];
+        .expect("docs/migrating.md has the Differences section");
+    let rest = &page[start + 3..];
     &rest[..rest.find("\n## ").unwrap_or(rest.len())]
 }
 
-/// The cases of one section of upstream's tests: which match, which differ as the README's
+/// The cases of one section of upstream's tests: which match, which differ as the migration page's
 /// Differences list says, and which differ otherwise (the test fails on those).
 pub struct Tally {
     section: &'static str,
@@ -336,7 +336,7 @@ impl Tally {
     }
 
     /// A case where sluice deliberately answers `sluice` instead of upstream's `upstream`, as
-    /// the README's Differences list says in the bullet containing `readme`.
+    /// the migration page's Differences list says in the bullet containing `readme`.
     pub fn differs<T: PartialEq + std::fmt::Debug>(
         &mut self,
         case: &str,
@@ -347,7 +347,7 @@ impl Tally {
     ) {
         assert!(
             differences_section().contains(readme),
-            "{case}: the README's Differences list does not say {readme:?}"
+            "{case}: the migration page's Differences list does not say {readme:?}"
         );
         if upstream == sluice {
             self.mismatched.push(format!(
@@ -373,7 +373,7 @@ impl Tally {
             self.mismatched.len()
         );
         for (case, readme) in &self.documented {
-            println!("  documented: {case} — README: {readme}");
+            println!("  documented: {case} — docs/migrating.md: {readme}");
         }
         assert!(
             self.mismatched.is_empty(),
