@@ -62,5 +62,5 @@ pub fn count(out: &Path, command: &[String]) -> Result<i32, BenchError> {
 
 /// The user plus system ticks `pid` has used so far.
 pub fn cpu_ticks(pid: u32) -> Result<u64, BenchError> {
-    machine::pid_ticks(pid).ok_or(BenchError::ServerPid(pid))
+    machine::pid_ticks(pid).ok_or(BenchError::CpuTicksPid(pid))
 }

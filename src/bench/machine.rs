@@ -1,5 +1,6 @@
 //! Other work on the machine during a run: its CPU time less this load generator's and that of
-//! the processes given with `--server-pid`, read from `/proc` (Linux).
+//! the processes given with `--server-pid`, read from `/proc` (Linux). The project's one `/proc`
+//! CPU reader: the scripts use it through `sluice bench --count-cpu` and `--cpu-ticks`.
 //!
 //! The load average cannot tell: it counts the load generator's own busy threads and a local
 //! server under test, so a run that keeps one core busy reads "not quiet" on any small machine.

@@ -127,6 +127,9 @@ pub enum BenchError {
     /// A `--server-pid` names no process this user can read.
     #[error("--server-pid {0}: no such process (or /proc/{0}/stat cannot be read)")]
     ServerPid(u32),
+    /// `--cpu-ticks` names no process this user can read.
+    #[error("--cpu-ticks {0}: no such process (or /proc/{0}/stat cannot be read)")]
+    CpuTicksPid(u32),
     /// A connection could not be opened.
     #[error("cannot connect to {target}: {reason}")]
     Connect {
