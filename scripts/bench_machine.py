@@ -1,5 +1,6 @@
-"""What the machine did during a benchmark run, from the `machine` figures scripts/bench-counted
-records: shared by scripts/bench-summary.py and scripts/bench-pair."""
+"""What the machine did during a benchmark run, from the `machine` figures that
+`sluice bench --count-cpu` records (the one /proc reading, src/bench/machine.rs): shared by
+scripts/bench-summary.py and scripts/bench-pair."""
 
 # A run is quiet when other work stayed under this many cores.
 QUIET_OTHER_CORES = 0.1

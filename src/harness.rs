@@ -1,5 +1,6 @@
 //! Raw bytes into every part that reads untrusted input, as the server feeds them: the fuzz
-//! targets (`fuzz/`) and the corpus replay (`tests/fuzz_corpus.rs`) call these same functions.
+//! targets (`fuzz/`) and the corpus replay (`tests/tools/fuzz_corpus.rs`) call these same
+//! functions.
 //!
 //! Each function must return normally for every input; a panic, an abort or an endless loop
 //! is a bug. Where an input is accepted, each also checks what must hold of the answer.

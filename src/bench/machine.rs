@@ -1,5 +1,6 @@
 //! Other work on the machine during a run: its CPU time less this load generator's and that of
-//! the processes given with `--server-pid`, read from `/proc` (Linux).
+//! the processes given with `--server-pid`, read from `/proc` (Linux). The project's one `/proc`
+//! CPU reader: the scripts use it through `sluice bench --count-cpu` and `--cpu-ticks`.
 //!
 //! The load average cannot tell: it counts the load generator's own busy threads and a local
 //! server under test, so a run that keeps one core busy reads "not quiet" on any small machine.
@@ -25,7 +26,8 @@ impl CpuSample {
     /// Reads the counters now; `None` where `/proc` cannot tell (another system, or a watched
     /// process that has exited).
     pub fn take(watched: &[u32]) -> Option<Self> {
-        let (busy, total, cpus) = machine_ticks(&std::fs::read_to_string("/proc/stat").ok()?)?;
+        let (busy, total, cpus, _steal) =
+            machine_ticks(&std::fs::read_to_string("/proc/stat").ok()?)?;
         let mut ours = process_ticks(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
         let me = std::process::id();
         for &pid in watched.iter().filter(|&&pid| pid != me) {
@@ -57,8 +59,25 @@ pub fn other_cores(before: &CpuSample, after: &CpuSample) -> Option<f64> {
     Some(busy.saturating_sub(ours) as f64 / one_core)
 }
 
-/// Busy and total ticks of all CPUs, and how many CPUs, from `/proc/stat`.
-fn machine_ticks(stat: &str) -> Option<(u64, u64, u32)> {
+/// Busy and steal ticks of all CPUs now, from `/proc/stat` (what `sluice bench --count-cpu`
+/// records around a command).
+pub fn busy_and_steal_now() -> Option<(u64, u64)> {
+    let (busy, _total, _cpus, steal) = machine_ticks(&std::fs::read_to_string("/proc/stat").ok()?)?;
+    Some((busy, steal))
+}
+
+/// User plus system ticks `pid` has used so far (`sluice bench --cpu-ticks`).
+pub fn pid_ticks(pid: u32) -> Option<u64> {
+    process_ticks(&read_process(pid)?)
+}
+
+/// User plus system ticks of this process's waited-for children (their descendants included).
+pub fn children_ticks_now() -> Option<u64> {
+    children_ticks(&std::fs::read_to_string("/proc/self/stat").ok()?)
+}
+
+/// Busy, total and steal ticks of all CPUs, and how many CPUs, from `/proc/stat`.
+fn machine_ticks(stat: &str) -> Option<(u64, u64, u32, u64)> {
     let mut lines = stat.lines();
     let all = lines.next()?.strip_prefix("cpu ")?;
     let fields: Vec<u64> = all
@@ -79,15 +98,28 @@ fn machine_ticks(stat: &str) -> Option<(u64, u64, u32)> {
         .count();
     let busy = user + nice + system + steal;
     let total = busy + idle + iowait + irq + softirq;
-    Some((busy, total, u32::try_from(cpus).ok()?))
+    Some((busy, total, u32::try_from(cpus).ok()?, steal))
 }
 
 /// User plus system ticks of one process, from its `/proc/PID/stat`.
 fn process_ticks(stat: &str) -> Option<u64> {
+    // utime and stime are fields 14 and 15.
+    pair_from(stat, 14)
+}
+
+/// User plus system ticks of a process's waited-for children, from its `/proc/PID/stat`.
+fn children_ticks(stat: &str) -> Option<u64> {
+    // cutime and cstime are fields 16 and 17.
+    pair_from(stat, 16)
+}
+
+/// The sum of fields `field` and `field + 1` (numbered from 1, as proc(5) does) of a
+/// `/proc/PID/stat` line.
+fn pair_from(stat: &str, field: usize) -> Option<u64> {
     // The command name (field 2) is in parentheses and may hold spaces and parentheses itself:
-    // the fields after it start past the last ')'. utime and stime are fields 14 and 15.
+    // the fields after it start past the last ')', with field 3.
     let after_name = &stat[stat.rfind(')')? + 1..];
-    let mut fields = after_name.split_whitespace().skip(11);
+    let mut fields = after_name.split_whitespace().skip(field.checked_sub(3)?);
     let user: u64 = fields.next()?.parse().ok()?;
     let system: u64 = fields.next()?.parse().ok()?;
     Some(user + system)
@@ -104,7 +136,7 @@ mod tests {
 
     #[test]
     fn machine_ticks_count_busy_states_and_cpus() {
-        assert_eq!(machine_ticks(STAT), Some((152, 967, 2)));
+        assert_eq!(machine_ticks(STAT), Some((152, 967, 2, 7)));
         assert_eq!(machine_ticks("intr 1\n"), None);
         assert_eq!(machine_ticks("cpu  1 2 3\n"), None, "too few fields");
     }
@@ -113,6 +145,9 @@ mod tests {
     fn process_ticks_skip_a_name_with_spaces_and_parentheses() {
         let stat = "4242 (tokio (rt) 1) S 1 4242 4242 0 -1 4194304 100 0 0 0 250 75 0 0 20 0 3 0";
         assert_eq!(process_ticks(stat), Some(325));
+        assert_eq!(children_ticks(stat), Some(0));
+        let waited = "7 (sh) S 1 7 7 0 -1 0 0 0 0 0 1 2 30 12 20 0 1 0";
+        assert_eq!(children_ticks(waited), Some(42));
         assert_eq!(process_ticks("4242 (short) S 1"), None);
     }
 

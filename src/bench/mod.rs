@@ -7,6 +7,7 @@
 //! `examples/baseline.rs` is the do-nothing server on the same tonic stack that measures the
 //! transport's ceiling.
 
+mod count_cpu;
 mod driver;
 mod load;
 mod machine;
@@ -29,13 +30,17 @@ pub use wire::Connection;
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// The server's gRPC address, `HOST:PORT`.
-    #[arg(long)]
+    #[arg(long, required_unless_present_any = ["count_cpu", "cpu_ticks"], default_value = "")]
     pub target: String,
     /// The rate-limit domain of every call.
-    #[arg(long)]
+    #[arg(long, required_unless_present_any = ["count_cpu", "cpu_ticks"], default_value = "")]
     pub domain: String,
     /// A descriptor, `key=value[,key=value...]` (repeatable: several descriptors per call).
-    #[arg(long = "descriptor", required = true, value_parser = parse_descriptor)]
+    #[arg(
+        long = "descriptor",
+        required_unless_present_any = ["count_cpu", "cpu_ticks"],
+        value_parser = parse_descriptor
+    )]
     pub descriptors: Vec<DescriptorArg>,
     /// Spread calls over K counters: appends 0..K-1 to the last value of each descriptor.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -63,6 +68,21 @@ pub struct BenchArgs {
     /// on this machine, and its Redis (repeatable; Linux).
     #[arg(long = "server-pid", value_name = "PID")]
     pub server_pids: Vec<u32>,
+    /// Instead of a benchmark: run the command after `--` and write to OUT.json what the
+    /// machine did meanwhile (`wall_s`, `busy_ticks`, `steal_ticks`, `load_ticks`: the
+    /// figures the benchmark scripts record; Linux). Exits with the command's status.
+    #[arg(
+        long = "count-cpu",
+        value_name = "OUT.json",
+        conflicts_with = "cpu_ticks"
+    )]
+    pub count_cpu: Option<std::path::PathBuf>,
+    /// Instead of a benchmark: print the user plus system clock ticks PID has used (Linux).
+    #[arg(long = "cpu-ticks", value_name = "PID")]
+    pub cpu_ticks: Option<u32>,
+    /// The command `--count-cpu` runs.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 /// Output formats of `sluice bench`.
@@ -107,6 +127,9 @@ pub enum BenchError {
     /// A `--server-pid` names no process this user can read.
     #[error("--server-pid {0}: no such process (or /proc/{0}/stat cannot be read)")]
     ServerPid(u32),
+    /// `--cpu-ticks` names no process this user can read.
+    #[error("--cpu-ticks {0}: no such process (or /proc/{0}/stat cannot be read)")]
+    CpuTicksPid(u32),
     /// A connection could not be opened.
     #[error("cannot connect to {target}: {reason}")]
     Connect {
@@ -170,6 +193,21 @@ pub async fn execute(args: &BenchArgs) -> Result<Report, BenchError> {
 
 /// Runs `sluice bench` on its own runtime and writes the figures to `out`.
 pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<(), BenchError> {
+    if let Some(pid) = args.cpu_ticks {
+        writeln!(out, "{}", count_cpu::cpu_ticks(pid)?)?;
+        return Ok(());
+    }
+    if args.count_cpu.is_none() && !args.command.is_empty() {
+        return Err(
+            std::io::Error::other("a command after `--` needs --count-cpu OUT.json").into(),
+        );
+    }
+    if let Some(path) = &args.count_cpu {
+        let code = count_cpu::count(path, &args.command)?;
+        out.flush()?;
+        // The command's status is the mode's own, as a wrapper's would be.
+        std::process::exit(code);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -56,6 +56,9 @@ fn args(server: &TestServer, descriptor: &str) -> BenchArgs {
         rate: None,
         format: Format::Json,
         server_pids: Vec::new(),
+        count_cpu: None,
+        cpu_ticks: None,
+        command: Vec::new(),
     }
 }
 
@@ -151,4 +154,53 @@ async fn server_pid_must_name_a_process() {
     let report = execute(&a).await.unwrap();
     assert_eq!(report.calls, 5);
     server.stop().await;
+}
+
+/// `sluice bench`'s flags alone, as the command line gives them.
+#[derive(clap::Parser)]
+struct BenchLine {
+    #[command(flatten)]
+    bench: BenchArgs,
+}
+
+fn parse_line(line: &[&str]) -> Result<BenchArgs, clap::Error> {
+    use clap::Parser;
+    BenchLine::try_parse_from(std::iter::once("bench").chain(line.iter().copied()))
+        .map(|line| line.bench)
+}
+
+/// The accounting modes need no target; a benchmark still does; the two modes exclude each
+/// other.
+#[test]
+fn cpu_modes_parse_without_a_target() {
+    let counted = parse_line(&["--count-cpu", "out.json", "--", "sleep", "1"]).unwrap();
+    assert_eq!(
+        counted.count_cpu.as_deref(),
+        Some(std::path::Path::new("out.json"))
+    );
+    assert_eq!(counted.command, ["sleep", "1"]);
+    assert_eq!(
+        parse_line(&["--cpu-ticks", "42"]).unwrap().cpu_ticks,
+        Some(42)
+    );
+    assert!(parse_line(&[]).is_err(), "a benchmark needs --target");
+    assert!(parse_line(&["--count-cpu", "a", "--cpu-ticks", "1"]).is_err());
+}
+
+/// A real run: the command's status comes back and the figures have bench-counted's keys.
+#[cfg(target_os = "linux")]
+#[test]
+fn count_cpu_runs_the_command_and_writes_the_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("counted.json");
+    let command = ["sh", "-c", "exit 3"].map(String::from);
+    assert_eq!(super::count_cpu::count(&out, &command).unwrap(), 3);
+    let figures: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    for key in ["wall_s", "busy_ticks", "steal_ticks", "load_ticks"] {
+        assert!(figures[key].is_number(), "{key} in {figures}");
+    }
+    assert!(super::count_cpu::count(&out, &[]).is_err(), "no command");
+    assert!(super::count_cpu::cpu_ticks(std::process::id()).is_ok());
+    assert!(super::count_cpu::cpu_ticks(u32::MAX).is_err());
 }

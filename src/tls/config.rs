@@ -169,7 +169,7 @@ mod tests {
     }
 
     /// A client CA file of certificates builds a verifier; a PEM block that is no certificate
-    /// does not (mTLS behaviour itself is tested over sockets in tests/tls.rs).
+    /// does not (mTLS behaviour itself is tested over sockets in tests/server/tls/).
     #[test]
     fn client_ca_must_hold_certificates() {
         let (cert, key) = self_signed();

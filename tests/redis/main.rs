@@ -9,6 +9,7 @@ mod batched_runs;
 mod cluster;
 mod faults;
 mod leases;
+mod netns;
 mod pool;
 mod recovery;
 mod replicas;

@@ -85,19 +85,22 @@ impl Binary {
         std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
     }
 
-    /// CPU time (user + system) the process has used so far, in seconds.
+    /// CPU time (user + system) the process has used so far, in seconds, read by the binary's
+    /// own `/proc` accounting (`sluice bench --cpu-ticks`).
     pub fn cpu_seconds(&self) -> f64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
-            .expect("/proc/<pid>/stat");
-        // Fields after the command name (which may hold spaces): state is field 3, utime 14,
-        // stime 15.
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .expect("stat format")
-            .1
-            .split_whitespace()
-            .collect();
-        let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+        let out = Command::new(BIN)
+            .args(["bench", "--cpu-ticks", &self.child.id().to_string()])
+            .output()
+            .expect("sluice bench --cpu-ticks");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let ticks: f64 = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("clock ticks");
         ticks / clock_ticks_per_second()
     }
 }

@@ -1,4 +1,4 @@
-//! The memory store's own tests (the shared ones are in tests/store_contract.rs).
+//! The memory store's own tests (the shared ones are in tests/store/store_contract.rs).
 
 use super::*;
 use crate::algorithm::State;

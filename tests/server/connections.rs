@@ -1,0 +1,142 @@
+//! The HTTP port under idle and slow clients, with the real binary under a 1,024 file
+//! descriptor limit: thousands of connections that send nothing, or never finish their
+//! headers or body, cannot starve gRPC or `/healthcheck`, and are closed by the server.
+
+use crate::common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::process::{Serve, Sluice, poll};
+use common::*;
+
+const RULES: &str = "domain: test\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 10 }\n";
+
+/// Sets the open-file limit of process `pid` (soft and hard) with util-linux `prlimit`.
+fn limit_open_files(pid: u32, n: u64) {
+    let set = Command::new("prlimit")
+        .args(["--pid", &pid.to_string(), &format!("--nofile={n}:{n}")])
+        .status()
+        .expect("run prlimit");
+    assert!(set.success(), "prlimit --pid {pid} --nofile={n}");
+}
+
+/// Opens up to `n` connections to `addr` (a server that stops accepting makes some time out):
+/// even ones send nothing, odd ones half a request head.
+fn hostile_connections(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+    (0..n)
+        .filter_map(|i| {
+            let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+            if i % 2 == 1 {
+                let _ = stream.write_all(b"GET /healthcheck HTTP/1.1\r\nHost: slow\r\n");
+            }
+            Some(stream)
+        })
+        .collect()
+}
+
+/// Whether the server has closed `stream` (EOF or reset); false while it is open.
+fn closed_by_server(stream: &mut TcpStream) -> bool {
+    stream
+        .set_read_timeout(Some(Duration::from_millis(1)))
+        .unwrap();
+    let mut buf = [0u8; 256];
+    match stream.read(&mut buf) {
+        Ok(0) => true,
+        Ok(_) => closed_by_server(stream),
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+/// One `/healthcheck` on a fresh connection, with a deadline: the status, or `None`.
+fn healthcheck(addr: SocketAddr) -> Option<u16> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    stream
+        .write_all(b"GET /healthcheck HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).ok()?;
+    reply.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// One gRPC call on a fresh connection, with a deadline: whether it was answered.
+async fn grpc_answers(addr: SocketAddr) -> bool {
+    let attempt = async {
+        let mut client = connect(addr).await;
+        client
+            .should_rate_limit(one_descriptor("test", &[("user", "probe")]))
+            .await
+            .is_ok()
+    };
+    tokio::time::timeout(Duration::from_secs(5), attempt)
+        .await
+        .unwrap_or(false)
+}
+
+/// Issue 13: 2,000 idle or slow-header HTTP connections stayed open for good; under a
+/// 1,024-fd limit gRPC then refused connections and `/healthcheck` timed out. Now the
+/// connection cap evicts the oldest, gRPC and probes are served, and every hostile connection
+/// is closed (evicted, or by the header timeout).
+#[tokio::test(flavor = "multi_thread")]
+async fn idle_and_slow_http_clients_cannot_starve_grpc_or_health() {
+    // This test itself holds 2,000 sockets.
+    let _ = Command::new("prlimit")
+        .args([
+            "--pid",
+            &std::process::id().to_string(),
+            "--nofile=8192:8192",
+        ])
+        .status();
+    let server: Sluice = Serve::new().rules(RULES).start();
+    limit_open_files(server.pid(), 1024);
+    let mut hostile = hostile_connections(server.http_addr, 2_000);
+
+    let answered = within(Duration::from_secs(60), async || {
+        grpc_answers(server.grpc_addr).await
+    })
+    .await;
+    assert!(answered, "gRPC answers\n{}", server.log());
+    let health = poll(Duration::from_secs(60), "/healthcheck answers", || {
+        healthcheck(server.http_addr)
+    });
+    assert_eq!(health, 200);
+
+    let started = Instant::now();
+    poll(
+        Duration::from_secs(60),
+        "every hostile connection closed",
+        || {
+            hostile.retain_mut(|s| !closed_by_server(s));
+            hostile.is_empty().then_some(())
+        },
+    );
+    eprintln!(
+        "all 2,000 hostile connections closed {:?} after the probes",
+        started.elapsed()
+    );
+    assert!(grpc_answers(server.grpc_addr).await);
+}
+
+/// A request whose body never arrives is answered 408 (the request timeout), and its
+/// connection closed; the server keeps answering others meanwhile.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_that_never_arrives_is_answered_408() {
+    let server: Sluice = Serve::new().rules(RULES).start();
+    let mut stream = TcpStream::connect(server.http_addr).unwrap();
+    stream
+        .write_all(b"POST /json HTTP/1.1\r\nHost: slow\r\nContent-Length: 100\r\n\r\n{\"dom")
+        .unwrap();
+    assert_eq!(healthcheck(server.http_addr), Some(200));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply);
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply:?}");
+}

@@ -1,0 +1,263 @@
+//! Hot reload through the real file watcher: edits, new and deleted files, a ConfigMap-style
+//! symlink swap, and a broken file that must change nothing.
+
+use crate::common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use common::*;
+use sluice::limiter::LimiterOptions;
+
+fn rules(limit: u32) -> String {
+    format!(
+        "domain: test\ndescriptors:\n  - key: k\n    rate_limit: {{ unit: hour, requests_per_unit: {limit} }}\n"
+    )
+}
+
+/// How long a reload may take to show (reloads take ~0.2 s).
+const RELOAD: Duration = Duration::from_secs(5);
+
+/// Calls the server in a loop until stopped; counts calls and any failure.
+fn keep_calling(
+    server: &TestServer,
+) -> (
+    Arc<AtomicBool>,
+    Arc<AtomicU64>,
+    tokio::task::JoinHandle<u64>,
+) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let calls = Arc::new(AtomicU64::new(0));
+    let addr = server.grpc_addr;
+    let handle = tokio::spawn({
+        let (stop, calls) = (stop.clone(), calls.clone());
+        async move {
+            let mut client = connect(addr).await;
+            let mut failures = 0;
+            while !stop.load(Ordering::SeqCst) {
+                let req = one_descriptor("test", &[("background", "x")]);
+                failures += u64::from(client.should_rate_limit(req).await.is_err());
+                calls.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            failures
+        }
+    });
+    (stop, calls, handle)
+}
+
+async fn remaining(server: &TestServer, domain: &str) -> Option<u32> {
+    let mut client = server.client().await;
+    let r = call(&mut client, one_descriptor(domain, &[("k", "v")])).await;
+    r.statuses[0]
+        .current_limit
+        .as_ref()
+        .map(|_| r.statuses[0].limit_remaining)
+}
+
+/// Editing, adding and deleting files changes decisions; counters survive; no call fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edit_add_delete_reload_without_failing_calls() {
+    let server = TestServer::start(&rules(2)).await;
+    let (stop, calls, background) = keep_calling(&server);
+    let dir = server.rules_dir();
+
+    assert_eq!(remaining(&server, "test").await, Some(1));
+    assert_eq!(remaining(&server, "test").await, Some(0));
+    // Edit in place: the limit rises; the counter keeps its two hits.
+    std::fs::write(dir.join("rules.yaml"), rules(10)).unwrap();
+    eventually(RELOAD, "the edited limit applies", || async {
+        server.generation() >= 2
+    })
+    .await;
+    assert_eq!(
+        remaining(&server, "test").await,
+        Some(7),
+        "the count survived the reload"
+    );
+
+    // A new file adds a domain.
+    std::fs::write(
+        dir.join("other.yaml"),
+        rules(5).replace("domain: test", "domain: other"),
+    )
+    .unwrap();
+    eventually(RELOAD, "the new file loads", || async {
+        remaining(&server, "other").await.is_some()
+    })
+    .await;
+
+    // Deleting it removes the domain again.
+    std::fs::remove_file(dir.join("other.yaml")).unwrap();
+    eventually(RELOAD, "the deleted file unloads", || async {
+        remaining(&server, "other").await.is_none()
+    })
+    .await;
+
+    stop.store(true, Ordering::SeqCst);
+    assert_eq!(
+        background.await.unwrap(),
+        0,
+        "no call failed during reloads"
+    );
+    assert!(calls.load(Ordering::SeqCst) > 10);
+    server.stop().await;
+}
+
+/// A broken file keeps the last good rules, counts a load error and leaves the generation alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_file_keeps_the_last_good_rules() {
+    let server = TestServer::start(&rules(3)).await;
+    assert_eq!(remaining(&server, "test").await, Some(2));
+    std::fs::write(
+        server.rules_dir().join("rules.yaml"),
+        "domain: test\ndescriptors: [oops\n",
+    )
+    .unwrap();
+    eventually(RELOAD, "the load error is counted", || async {
+        sample(
+            &server.metrics().await,
+            "ratelimit_service_config_load_error",
+        ) >= 1.0
+    })
+    .await;
+    assert_eq!(server.generation(), 1);
+    assert_eq!(
+        remaining(&server, "test").await,
+        Some(1),
+        "the old rules still decide"
+    );
+    // Fixing the file loads again.
+    std::fs::write(server.rules_dir().join("rules.yaml"), rules(4)).unwrap();
+    eventually(RELOAD, "the fixed file loads", || async {
+        server.generation() >= 2
+    })
+    .await;
+    assert_eq!(remaining(&server, "test").await, Some(1));
+    server.stop().await;
+}
+
+fn symlink(target: &str, link: &Path) {
+    std::os::unix::fs::symlink(target, link).unwrap();
+}
+
+/// The Kubernetes ConfigMap pattern: `..data` is a symlink swapped atomically to a new
+/// timestamped directory; dot entries are never loaded twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configmap_symlink_swap_reloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir(root.join("..2026_01_01")).unwrap();
+    std::fs::write(root.join("..2026_01_01/rules.yaml"), rules(2)).unwrap();
+    symlink("..2026_01_01", &root.join("..data"));
+    symlink("..data/rules.yaml", &root.join("rules.yaml"));
+    let server = TestServer::start_in(dir, LimiterOptions::default()).await;
+    assert_eq!(remaining(&server, "test").await, Some(1));
+
+    let root = server.rules_dir();
+    std::fs::create_dir(root.join("..2026_01_02")).unwrap();
+    std::fs::write(root.join("..2026_01_02/rules.yaml"), rules(50)).unwrap();
+    symlink("..2026_01_02", &root.join("..data_tmp"));
+    std::fs::rename(root.join("..data_tmp"), root.join("..data")).unwrap();
+    std::fs::remove_dir_all(root.join("..2026_01_01")).unwrap();
+
+    eventually(RELOAD, "the swapped rules apply", || async {
+        server.generation() >= 2
+    })
+    .await;
+    eventually(RELOAD, "the new limit decides", || async {
+        remaining(&server, "test").await.is_some_and(|r| r > 40)
+    })
+    .await;
+    server.stop().await;
+}
+
+/// Appends a line every 20 ms to `file` until `stop` is set; with `rotate`, a new file every
+/// 10 lines (`file.N`), as a journal does.
+fn keep_appending(file: std::path::PathBuf, rotate: bool, stop: Arc<AtomicBool>) {
+    std::thread::spawn(move || {
+        use std::io::Write;
+        for line in 0u32.. {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let path = match rotate {
+                true => file.with_extension((line / 10).to_string()),
+                false => file.clone(),
+            };
+            let mut out = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .unwrap();
+            writeln!(out, "line {line}").unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+}
+
+/// A log and a growing journal inside the rule directory reload nothing and do not hold back
+/// a rule edit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_and_journal_in_the_rule_directory_do_not_reload() {
+    let prepared = tempfile::tempdir().unwrap();
+    std::fs::write(prepared.path().join("rules.yaml"), rules(2)).unwrap();
+    std::fs::create_dir(prepared.path().join("data")).unwrap();
+    let server = TestServer::start_in(prepared, LimiterOptions::default()).await;
+    let dir = server.rules_dir();
+    let stop = Arc::new(AtomicBool::new(false));
+    keep_appending(dir.join("sluice.log"), false, stop.clone());
+    keep_appending(dir.join("data/journal"), true, stop.clone());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        server.generation(),
+        1,
+        "no reload for files the loader skips"
+    );
+
+    std::fs::write(dir.join("rules.yaml"), rules(10)).unwrap();
+    eventually(
+        RELOAD,
+        "the edit applies while the log and journal grow",
+        || async { server.generation() >= 2 },
+    )
+    .await;
+    stop.store(true, Ordering::SeqCst);
+    server.stop().await;
+}
+
+/// With a single rule file as `--config`, files beside it (even rule files) reload nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_beside_a_single_rule_file_do_not_reload() {
+    let server = TestServer::start_adjusted(
+        &rules(2),
+        Arc::new(sluice::store::MemoryStore::new()),
+        |settings| settings.config[0].push("rules.yaml"),
+    )
+    .await;
+    let dir = server.rules_dir();
+    let stop = Arc::new(AtomicBool::new(false));
+    keep_appending(dir.join("sluice.log"), false, stop.clone());
+    std::fs::write(dir.join("other.yaml"), rules(5).replace("test", "other")).unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        server.generation(),
+        1,
+        "no reload for files beside the input"
+    );
+
+    std::fs::write(dir.join("rules.yaml"), rules(10)).unwrap();
+    eventually(RELOAD, "the edit of the input applies", || async {
+        server.generation() >= 2
+    })
+    .await;
+    assert_eq!(
+        remaining(&server, "other").await,
+        None,
+        "other.yaml is no input"
+    );
+    stop.store(true, Ordering::SeqCst);
+    server.stop().await;
+}

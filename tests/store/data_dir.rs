@@ -1,0 +1,380 @@
+//! Hostile and unlucky data directories, with the real binary: a full disk (a small tmpfs),
+//! FIFOs where files belong, a stray sequence number, a data directory inside the rule
+//! directory. Nothing there may stop, hang or slow a start, or lose a hit that memory holds.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::process::{Serve, Sluice, mkfifo};
+use common::*;
+
+const RULES: &str = r#"
+domain: test
+descriptors:
+  - key: user
+    rate_limit: { unit: hour, requests_per_unit: 50, algorithm: sliding_log }
+"#;
+
+/// `limit_remaining` after one more call on `user=<who>`.
+async fn remaining_after_hit(server: &Sluice, who: &str) -> u32 {
+    let mut client = connect(server.grpc_addr).await;
+    let response = call(&mut client, one_descriptor("test", &[("user", who)])).await;
+    assert_eq!(response.overall_code, OK, "{}", server.log());
+    response.statuses[0].limit_remaining
+}
+
+/// `n` calls on `user=<who>`.
+async fn hits(server: &Sluice, who: &str, n: usize) {
+    for _ in 0..n {
+        remaining_after_hit(server, who).await;
+    }
+}
+
+async fn metric(server: &Sluice, series: &str) -> f64 {
+    let (status, body) = http(server.http_addr, "GET", "/metrics", "").await;
+    assert_eq!(status, 200);
+    sample(&body, series)
+}
+
+/// Waits (generously) until `series` satisfies `ok`.
+async fn wait_metric(server: &Sluice, series: &str, what: &str, ok: impl Fn(f64) -> bool) {
+    let reached = within(Duration::from_secs(30), async || {
+        ok(metric(server, series).await)
+    })
+    .await;
+    assert!(reached, "not within 30 s: {what}\n{}", server.log());
+}
+
+/// Waits until two more journal flushes have run: everything admitted before is on disk.
+async fn two_flushes(server: &Sluice) {
+    let start = metric(server, "sluice_persist_flushes_total").await;
+    wait_metric(server, "sluice_persist_flushes_total", "two flushes", |n| {
+        n >= start + 2.0
+    })
+    .await;
+}
+
+/// A small tmpfs mounted for one test, unmounted when dropped.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(size: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .expect("run mount");
+        assert!(mounted.success(), "mount a tmpfs (needs root)");
+        Self { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes a filler file until the disk is full.
+    fn fill(&self) {
+        use std::io::Write;
+        let mut filler = std::fs::File::create(self.path().join("filler")).expect("filler");
+        let chunk = vec![0xa5u8; 4096];
+        while filler.write_all(&chunk).is_ok() {}
+        let _ = filler.flush();
+    }
+
+    fn free(&self) {
+        std::fs::remove_file(self.path().join("filler")).expect("remove the filler");
+    }
+}
+
+/// A small disk of `size` and a server whose data directory is on it.
+fn server_on_a_small_disk(size: &str) -> (SmallDisk, Sluice) {
+    let disk = SmallDisk::mount(size);
+    let server = Serve::new()
+        .rules(RULES)
+        .data_dir(disk.path().join("data"))
+        .start();
+    (disk, server)
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// Hits new keys until a journal write fails (the journal's last page takes a few records
+/// after the disk is full).
+async fn until_writes_fail(server: &Sluice) {
+    for i in 0..100_000 {
+        hits(server, &format!("filler-{i}"), 1).await;
+        if i % 50 == 0 && metric(server, "sluice_persist_failing").await == 1.0 {
+            return;
+        }
+    }
+    panic!("journal writes never failed\n{}", server.log());
+}
+
+/// Counts hits while the disk is full, frees it, and checks the files caught up: one
+/// warning (not one per flush), no "File exists", `sluice_persist_failing` back to 0.
+async fn fill_count_and_free(server: &Sluice, disk: &SmallDisk) {
+    hits(server, "a", 5).await;
+    two_flushes(server).await;
+    disk.fill();
+    hits(server, "a", 10).await;
+    for who in ["b", "c", "d"] {
+        hits(server, who, 1).await;
+    }
+    until_writes_fail(server).await;
+    // Three failed snapshot retries (one a second), each logged no more than the first.
+    wait_metric(server, "sluice_persist_errors_total", "3 failures", |n| {
+        n >= 3.0
+    })
+    .await;
+    let log = server.log();
+    let warnings = log.matches("counting goes on in memory").count();
+    assert_eq!(warnings, 1, "one warning while the disk is full:\n{log}");
+    assert!(!log.contains("File exists"), "{log}");
+    disk.free();
+    wait_metric(server, "sluice_persist_failing", "writes resume", |v| {
+        v == 0.0
+    })
+    .await;
+    hits(server, "a", 5).await;
+    two_flushes(server).await;
+}
+
+/// Issue 13: with the disk full, a later SIGKILL restart handed out every hit since the disk
+/// filled. Now, once space returns, the snapshot holds them and the restart keeps them all.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root (mounts a small tmpfs)"]
+async fn a_full_disk_then_sigkill_keeps_every_hit() {
+    let (disk, mut server) = server_on_a_small_disk("512k");
+    fill_count_and_free(&server, &disk).await;
+    server.kill();
+    let server = server.restart(&[]);
+    assert_eq!(remaining_after_hit(&server, "a").await, 50 - 21);
+    assert_eq!(remaining_after_hit(&server, "b").await, 50 - 2);
+}
+
+/// As above, with SIGTERM: the last flush after the disk came back loses nothing.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root (mounts a small tmpfs)"]
+async fn a_full_disk_then_sigterm_keeps_every_hit() {
+    let (disk, mut server) = server_on_a_small_disk("512k");
+    fill_count_and_free(&server, &disk).await;
+    hits(&server, "c", 3).await;
+    assert_eq!(server.stop().code(), Some(0));
+    let server = server.restart(&[]);
+    assert_eq!(remaining_after_hit(&server, "a").await, 50 - 21);
+    assert_eq!(remaining_after_hit(&server, "c").await, 50 - 5);
+}
+
+/// SIGTERM while the disk is still full: a clean exit, and an error line saying the changes
+/// since the last write are lost (nothing can be written).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root (mounts a small tmpfs)"]
+async fn sigterm_on_a_full_disk_exits_and_says_what_is_lost() {
+    let (disk, mut server) = server_on_a_small_disk("512k");
+    disk.fill();
+    hits(&server, "a", 3).await;
+    until_writes_fail(&server).await;
+    assert_eq!(server.stop().code(), Some(0));
+    assert!(
+        server.log().contains("are lost with this process"),
+        "{}",
+        server.log()
+    );
+}
+
+/// A full disk at start does not stop the start; persistence begins once space returns.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root (mounts a small tmpfs)"]
+async fn a_full_disk_at_start_does_not_stop_it() {
+    let disk = SmallDisk::mount("256k");
+    std::fs::create_dir(disk.path().join("data")).unwrap();
+    disk.fill();
+    let mut server = Serve::new()
+        .rules(RULES)
+        .data_dir(disk.path().join("data"))
+        .start();
+    hits(&server, "a", 4).await;
+    disk.free();
+    wait_metric(&server, "sluice_persist_failing", "writes resume", |v| {
+        v == 0.0
+    })
+    .await;
+    assert_eq!(server.stop().code(), Some(0));
+    let server = server.restart(&[]);
+    assert_eq!(remaining_after_hit(&server, "a").await, 50 - 5);
+}
+
+/// The data files of a directory, by name.
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Issue 13: a stray `ffffffffffffffff.journal` made the second start refuse (no sequence
+/// number left). It is set aside; both starts work and keep the count.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stray_last_sequence_number_is_set_aside() {
+    let serve = Serve::new().rules(RULES);
+    let mut server = serve.start();
+    hits(&server, "a", 2).await;
+    assert_eq!(server.stop().code(), Some(0));
+    let stray = server.data_dir().join("ffffffffffffffff.journal");
+    std::fs::write(&stray, b"not even a sluice file").unwrap();
+    let mut server = server.restart(&[]);
+    assert!(server.log().contains("set aside"), "{}", server.log());
+    assert!(!stray.exists());
+    assert_eq!(remaining_after_hit(&server, "a").await, 50 - 3);
+    assert_eq!(server.stop().code(), Some(0));
+    let server = server.restart(&[]);
+    assert_eq!(remaining_after_hit(&server, "a").await, 50 - 4);
+    let aside = names(&server.data_dir());
+    assert!(
+        aside.contains(&"ffffffffffffffff.journal.bad".to_owned()),
+        "{aside:?}"
+    );
+}
+
+/// Issue 13: a FIFO in place of a journal hung the start. It is set aside with a warning.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fifo_in_place_of_a_journal_is_set_aside() {
+    let data = tempfile::tempdir().unwrap();
+    mkfifo(&data.path().join("0000000000000001.journal"));
+    mkfifo(&data.path().join("0000000000000002.snapshot"));
+    let mut server = Serve::new().rules(RULES).data_dir(data.path()).start();
+    assert_eq!(remaining_after_hit(&server, "a").await, 49);
+    let log = server.log();
+    assert_eq!(
+        log.matches("not a regular file (a FIFO)").count(),
+        2,
+        "{log}"
+    );
+    let names = names(data.path());
+    assert!(
+        names.contains(&"0000000000000001.journal.bad".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"0000000000000002.snapshot.bad".to_owned()),
+        "{names:?}"
+    );
+    assert_eq!(server.stop().code(), Some(0));
+}
+
+/// A FIFO (or a directory) in place of the `LOCK` file is set aside; the start goes on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fifo_or_directory_in_place_of_the_lock_is_set_aside() {
+    for make in [mkfifo as fn(&Path), |p: &Path| {
+        std::fs::create_dir(p).unwrap()
+    }] {
+        let data = tempfile::tempdir().unwrap();
+        make(&data.path().join("LOCK"));
+        let mut server = Serve::new().rules(RULES).data_dir(data.path()).start();
+        assert_eq!(remaining_after_hit(&server, "a").await, 49);
+        assert!(data.path().join("LOCK.bad").exists(), "{}", server.log());
+        assert_eq!(server.stop().code(), Some(0));
+    }
+}
+
+/// A zero-filled data file (sparse, 1 GiB, with a valid header) does not make the start read
+/// a gigabyte of empty frames.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sparse_data_file_is_not_read_to_its_end() {
+    let data = tempfile::tempdir().unwrap();
+    let path = data.path().join("0000000000000001.journal");
+    let file = std::fs::File::create(&path).unwrap();
+    use std::io::Write;
+    (&file).write_all(b"SLUICEJ\x01").unwrap();
+    file.set_len(1 << 30).unwrap();
+    let mut server = Serve::new().rules(RULES).data_dir(data.path()).start();
+    assert!(server.log().contains("empty frame"), "{}", server.log());
+    assert_eq!(server.stop().code(), Some(0));
+}
+
+/// Issue 13 (fixed by the duration grammar): a `--shutdown-delay` past the clock's range
+/// panicked. It is refused at start with a message naming the value.
+#[test]
+fn a_shutdown_delay_out_of_range_is_refused() {
+    let out = Serve::new()
+        .rules(RULES)
+        .args(["--shutdown-delay", "18446744073709551615s"])
+        .output();
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("18446744073709551615s"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+}
+
+/// Appends a line to `file` every 10 ms until `stop` is set.
+fn keep_logging(file: PathBuf, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    std::thread::spawn(move || {
+        use std::io::Write;
+        let mut out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(file)
+            .unwrap();
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            writeln!(out, "a log line").unwrap();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+}
+
+/// Issue 13 (fixed by the shared watcher): a log written in the rule directory reloaded ~6
+/// times a second, and the server's own data directory inside the rule directory postponed
+/// every rule edit while traffic went on. With both, under traffic, nothing reloads until the
+/// rules change, and then the edit applies.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_log_and_the_data_dir_inside_the_rule_dir_neither_reload_nor_delay() {
+    let rules = tempfile::tempdir().unwrap();
+    std::fs::write(rules.path().join("rules.yaml"), RULES).unwrap();
+    let server = Serve::new()
+        .config(rules.path())
+        .data_dir(rules.path().join("data"))
+        .args(["--persist-interval", "5ms"])
+        .start();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    keep_logging(rules.path().join("sluice.log"), stop.clone());
+    let loads = "ratelimit_service_config_load_success";
+    // Traffic keeps the journal inside the rule directory growing.
+    for i in 0..200 {
+        hits(&server, &format!("u{}", i % 40), 1).await;
+    }
+    assert_eq!(
+        metric(&server, loads).await,
+        1.0,
+        "no reload for the log or the journal"
+    );
+    std::fs::write(rules.path().join("rules.yaml"), RULES.replace("50", "60")).unwrap();
+    let mut reloaded = false;
+    for i in 0..2_000 {
+        hits(&server, &format!("v{}", i % 40), 1).await;
+        if metric(&server, loads).await >= 2.0 {
+            reloaded = true;
+            break;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(reloaded, "the edit applied under traffic\n{}", server.log());
+    assert_eq!(remaining_after_hit(&server, "new").await, 59);
+}
