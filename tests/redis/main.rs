@@ -17,7 +17,7 @@ mod secure;
 mod sentinel;
 mod shared_runs;
 mod unix;
-mod upstream_keys;
+mod compat_keys;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -113,7 +113,7 @@ mod tests {
         String::from_utf8(key.expect("an upstream key").0).unwrap()
     }
 
-    /// Layout details the integration test (tests/redis/upstream_keys.rs) does not cover:
+    /// Layout details the integration test (tests/redis/compat_keys.rs) does not cover:
     /// the window's end to the microsecond, the expiry's bounds, and what is left out.
     #[test]
     fn window_end_expiry_and_exclusions() {
