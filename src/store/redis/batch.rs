@@ -19,30 +19,16 @@ use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 use redis::cluster_routing::Slot as ClusterSlot;
-use redis::{ErrorKind, ServerErrorKind, Value};
-use smallvec::SmallVec;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::link::{Lease, Link};
-use super::scripts::{self, Answered, Fields};
-use super::target::{Attempt, Conn};
+use super::conn::Pool;
+use super::eval::{Job, execute};
+use super::script::Answered;
 use crate::store::{BadReply, StoreError};
 
 /// The most charges one script run decides (Redis runs nothing else meanwhile).
 pub const MAX_BATCH_CHARGES: usize = 256;
-
-/// One call, encoded for the script (inline for calls of up to two charges: no heap blocks).
-pub struct Job {
-    /// The call's distinct Redis keys.
-    pub keys: SmallVec<[Vec<u8>; 2]>,
-    /// Its charges; key indices are 1-based into `keys`.
-    pub charges: SmallVec<[Fields; 2]>,
-    /// Each charge's cost (to report what was available when admitted).
-    pub costs: SmallVec<[u64; 2]>,
-    /// The call's time in microseconds; `None` for Redis's clock.
-    pub now_us: Option<u64>,
-}
 
 /// One call's answer from a script run.
 type Outcomes = Result<Vec<Answered>, StoreError>;
@@ -61,7 +47,7 @@ struct Waiting {
 #[derive(Clone)]
 pub struct Runs {
     /// The connections the runs are sent on.
-    pub link: Arc<Link>,
+    pub pool: Arc<Pool>,
     /// The decision script's SHA1.
     pub sha: Arc<str>,
     /// At most this many runs outstanding per batcher before calls queue.
@@ -195,7 +181,7 @@ impl Batcher {
         if Instant::now() >= deadline {
             return Err(timed_out);
         }
-        tokio::time::timeout_at(deadline, execute(&self.runs.link, &self.runs.sha, jobs))
+        tokio::time::timeout_at(deadline, execute(&self.runs.pool, &self.runs.sha, jobs))
             .await
             .unwrap_or(Err(timed_out))
     }
@@ -315,97 +301,4 @@ fn take_batch(queue: &mut Queue) -> Vec<Waiting> {
         .max(1);
     let rest = queue.waiting.split_off(split);
     std::mem::replace(&mut queue.waiting, rest)
-}
-
-/// Sends `cmd` on a pooled connection. A connection found dead before the command left it
-/// (it broke while Redis was away) drops its generation and the command goes to a live
-/// connection, or a new one: a connection that broke earlier never fails a call.
-async fn send(
-    link: &Arc<Link>,
-    cmd: &redis::Cmd,
-) -> Result<(Lease, Conn, redis::RedisResult<Value>), StoreError> {
-    let mut tries = link.size() + 1;
-    loop {
-        let (lease, mut conn) = link.get().await?;
-        match conn.try_query(cmd).await {
-            Attempt::Answered(reply) => return Ok((lease, conn, reply)),
-            Attempt::Unsent(e) => {
-                link.discard(lease);
-                tries -= 1;
-                if tries == 0 {
-                    return Err(e.into());
-                }
-            }
-        }
-    }
-}
-
-/// Runs the script once for `jobs`, in order; returns each job's outcomes.
-pub async fn execute(
-    link: &Arc<Link>,
-    sha: &str,
-    jobs: &[Job],
-) -> Result<Vec<Vec<Answered>>, StoreError> {
-    // KEYS: the distinct keys of all the jobs. `global[at + i]` is the KEYS index of a job's
-    // key i, where `at` is the number of keys of the jobs before it.
-    let mut keys: Vec<&[u8]> = Vec::new();
-    let mut index: HashMap<&[u8], u64, foldhash::fast::RandomState> = HashMap::default();
-    let global: Vec<u64> = jobs
-        .iter()
-        .flat_map(|job| job.keys.iter())
-        .map(|k| {
-            // Calls on a hot counter follow each other: the key just added needs no hashing.
-            if keys.last() == Some(&k.as_slice()) {
-                return keys.len() as u64;
-            }
-            *index.entry(k.as_slice()).or_insert_with(|| {
-                keys.push(k);
-                keys.len() as u64
-            })
-        })
-        .collect();
-    let command = |verb: &str, script: &str| {
-        let mut cmd = redis::cmd(verb);
-        cmd.arg(script).arg(keys.len());
-        for key in &keys {
-            cmd.arg(*key);
-        }
-        // Each call's argument is packed in one reused buffer (the command copies it).
-        let mut packed = Vec::new();
-        let mut at = 0;
-        for job in jobs {
-            let remap = &global[at..at + job.keys.len()];
-            at += job.keys.len();
-            let charges = job.charges.iter().map(|f| {
-                let mut f = *f;
-                f[0] = remap[f[0] as usize - 1];
-                f
-            });
-            scripts::pack_call(&mut packed, job.now_us, charges);
-            cmd.arg(packed.as_slice());
-        }
-        cmd
-    };
-    let (lease, mut conn, reply) = send(link, &command("EVALSHA", sha)).await?;
-    let reply = match reply {
-        // First use on this server (or after a restart / SCRIPT FLUSH): EVAL loads it.
-        Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-            conn.query(&command("EVAL", scripts::DECIDE)).await
-        }
-        other => other,
-    };
-    let reply = reply.inspect_err(|e| {
-        if super::link::is_lost(e) {
-            link.discard(lease);
-        }
-    })?;
-    let mut rest = scripts::reply_bytes(&reply)?;
-    jobs.iter()
-        .map(|job| {
-            let (mine, after) =
-                rest.split_at(rest.len().min(job.costs.len() * scripts::REPLY_BYTES));
-            rest = after;
-            scripts::outcomes(mine, &job.costs).map_err(StoreError::from)
-        })
-        .collect()
 }

@@ -29,7 +29,13 @@ type Shard = Mutex<HashMap<Box<[u8]>, Entry, Hasher>>;
 /// a control byte, doubled because a hash table may be half empty just after it grows, plus
 /// the key's own bytes on the heap (a domain and one or two descriptor entries: about 48):
 /// 178, rounded up.
-pub const ENTRY_BYTES: usize = 192;
+const ENTRY_BYTES: usize = 192;
+
+/// Local-cache entries that fit in `bytes` (envoyproxy/ratelimit's `LOCAL_CACHE_SIZE_IN_BYTES`;
+/// 0 stays 0, which disables the cache).
+pub fn local_cache_entries(bytes: u64) -> usize {
+    usize::try_from(bytes / ENTRY_BYTES as u64).unwrap_or(usize::MAX)
+}
 
 /// A cached denial.
 #[derive(Debug, Clone, Copy)]
@@ -207,5 +213,14 @@ mod tests {
         let off = OverLimitCache::new(0);
         off.remember(&charge(5, 1), 0, &denied(50, 0));
         assert_eq!(off.lookup(&charge(5, 1), 1), None);
+    }
+
+    /// Bytes to entries: 0 stays off; envoyproxy/ratelimit's smallest cache (512 KiB) is
+    /// thousands.
+    #[test]
+    fn cache_bytes_to_entries() {
+        assert_eq!(local_cache_entries(0), 0);
+        assert_eq!(local_cache_entries(512 * 1024), 512 * 1024 / ENTRY_BYTES);
+        assert!(local_cache_entries(512 * 1024) > 2_000);
     }
 }

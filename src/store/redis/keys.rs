@@ -1,6 +1,6 @@
 //! Redis key layout: `<prefix>{<family tag>}<counter key bytes>`; or, with
-//! `--redis-key-layout upstream`, upstream's keys for the counters it could have made
-//! (`upstream.rs`).
+//! `--redis-key-layout upstream`, envoyproxy/ratelimit's keys for the counters it could have
+//! made (`compat_keys.rs`).
 //!
 //! The counter key bytes are collision-free (length-prefixed fields, see `store/key.rs`) and
 //! the prefix may not contain braces, so distinct counters never share a Redis key. The hash
@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use redis::cluster_routing::Slot;
 
+use super::compat_keys::{self, CompatWindow};
 use super::settings::RedisKeyLayout;
-use super::upstream::{self, UpstreamWindow};
 use crate::clock::Nanos;
 use crate::store::{Charge, CounterKey, StoreError};
 
@@ -20,29 +20,29 @@ use crate::store::{Charge, CounterKey, StoreError};
 #[derive(Debug, Clone)]
 pub struct KeyLayout {
     prefix: Box<[u8]>,
-    /// With upstream's layout: the most expiry jitter of its keys.
-    upstream: Option<Duration>,
+    /// With envoyproxy/ratelimit's layout: the most expiry jitter of its keys.
+    compat: Option<Duration>,
 }
 
 impl KeyLayout {
     /// A layout with `prefix` (`--redis-key-prefix`); braces are refused, as they would
     /// change which part of the key Redis Cluster hashes. `jitter` is the most random extra
-    /// expiry of upstream-layout keys.
+    /// expiry of envoyproxy/ratelimit-layout keys.
     pub fn new(prefix: &str, layout: RedisKeyLayout, jitter: Duration) -> Result<Self, StoreError> {
         if prefix.contains(['{', '}']) {
             return Err(StoreError::BadKeyPrefix(prefix.to_owned()));
         }
         Ok(Self {
             prefix: prefix.as_bytes().into(),
-            upstream: (layout == RedisKeyLayout::Upstream).then_some(jitter),
+            compat: (layout == RedisKeyLayout::Upstream).then_some(jitter),
         })
     }
 
-    /// The Redis key of `charge` at `now` (the caller's clock, which names upstream's
-    /// windows), and its window when it is in upstream's layout.
-    pub fn place(&self, charge: &Charge, now: Nanos) -> (Vec<u8>, Option<UpstreamWindow>) {
-        if let Some(jitter) = self.upstream
-            && let Some((key, window)) = upstream::key(&self.prefix, charge, now, jitter)
+    /// The Redis key of `charge` at `now` (the caller's clock, which names
+    /// envoyproxy/ratelimit's windows), and its window when it is in that layout.
+    pub fn place(&self, charge: &Charge, now: Nanos) -> (Vec<u8>, Option<CompatWindow>) {
+        if let Some(jitter) = self.compat
+            && let Some((key, window)) = compat_keys::key(&self.prefix, charge, now, jitter)
         {
             return (key, Some(window));
         }

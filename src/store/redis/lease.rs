@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use super::scripts::Answered;
+use super::script::Answered;
 use crate::algorithm::{Algorithm, Limit, Verdict};
 use crate::clock::Nanos;
 use crate::store::{Charge, Outcome};

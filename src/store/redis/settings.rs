@@ -4,9 +4,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::breaker::UNHEALTHY_AFTER;
-use super::cache;
-
 /// Whose clock decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RedisClock {
@@ -46,14 +43,15 @@ pub const DEFAULT_LOCAL_CACHE_SIZE: usize = 100_000;
 /// The default most extra expiry of an upstream-layout key (upstream's
 /// `EXPIRATION_JITTER_MAX_SECONDS`).
 pub const DEFAULT_EXPIRATION_JITTER: Duration = Duration::from_secs(300);
-/// What one local-cache entry may take in memory, for sizing the cache in bytes.
-pub const LOCAL_CACHE_ENTRY_BYTES: usize = cache::ENTRY_BYTES;
+/// How long the breaker must stay open, by default, before health reports the store
+/// unhealthy: a blip (a failover, a restart) must not flap readiness.
+const DEFAULT_UNHEALTHY_AFTER: Duration = Duration::from_secs(10);
 
 /// How to reach and use Redis. `Debug` hides the credentials.
 #[derive(Clone)]
 pub struct RedisSettings {
     /// `--redis-url` (may hold credentials: never log it, see
-    /// [`describe_url`](super::describe_url)).
+    /// [`describe_url`]).
     pub url: String,
     /// `--redis-username`: replaces the URL's user, with `password`.
     pub username: Option<String>,
@@ -123,22 +121,36 @@ impl RedisSettings {
             runs_in_flight: DEFAULT_RUNS_IN_FLIGHT,
             local_cache_size: DEFAULT_LOCAL_CACHE_SIZE,
             clock: RedisClock::Server,
-            unhealthy_after: UNHEALTHY_AFTER,
+            unhealthy_after: DEFAULT_UNHEALTHY_AFTER,
         }
     }
 }
 
-/// Local-cache entries that fit in `bytes` (upstream's `LOCAL_CACHE_SIZE_IN_BYTES`; 0 stays 0,
-/// which disables the cache).
-pub fn local_cache_entries(bytes: u64) -> usize {
-    usize::try_from(bytes / LOCAL_CACHE_ENTRY_BYTES as u64).unwrap_or(usize::MAX)
+/// `url` with any credentials replaced by `***` (and a query string, which may hold them,
+/// dropped), for logs and errors.
+pub fn describe_url(url: &str) -> String {
+    let (url, query) = match url.split_once('?') {
+        Some((url, _)) => (url, "?***"),
+        None => (url, ""),
+    };
+    let shown = match url.split_once("://") {
+        Some((scheme, rest)) => match rest.rsplit_once('@') {
+            Some((_, hosts)) => format!("{scheme}://***@{hosts}"),
+            None => url.to_owned(),
+        },
+        None => match url.rsplit_once('@') {
+            Some((_, hosts)) => format!("***@{hosts}"),
+            None => url.to_owned(),
+        },
+    };
+    shown + query
 }
 
 impl std::fmt::Debug for RedisSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let hidden = |secret: &Option<String>| secret.as_ref().map(|_| "***");
         f.debug_struct("RedisSettings")
-            .field("url", &super::describe_url(&self.url))
+            .field("url", &describe_url(&self.url))
             .field("username", &self.username)
             .field("password", &hidden(&self.password))
             .field("sentinel_username", &self.sentinel_username)
@@ -182,16 +194,5 @@ mod tests {
             assert!(!shown.contains(secret), "{shown}");
         }
         assert!(shown.contains("redis://***@db:6379"), "{shown}");
-    }
-
-    /// Bytes to entries: 0 stays off; upstream's smallest cache (512 KiB) is thousands.
-    #[test]
-    fn cache_bytes_to_entries() {
-        assert_eq!(local_cache_entries(0), 0);
-        assert_eq!(
-            local_cache_entries(512 * 1024),
-            512 * 1024 / LOCAL_CACHE_ENTRY_BYTES
-        );
-        assert!(local_cache_entries(512 * 1024) > 2_000);
     }
 }

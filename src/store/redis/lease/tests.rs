@@ -1,5 +1,5 @@
 //! The lease bound, held against a model of Redis: several replicas lease from one counter
-//! decided by the crate's own algorithms (which `decide.lua` mirrors), with refills that
+//! decided by the crate's own algorithms (which `apply.lua` mirrors), with refills that
 //! arrive late, across window changes. No window ever admits more than its algorithm allows;
 //! hits leased and never used stay within replicas × (N − 1) per window.
 
@@ -23,7 +23,7 @@ struct Authority {
 }
 
 impl Authority {
-    fn decide(&mut self, charge: &Charge, extra: u64, now: Nanos) -> Answered {
+    fn apply(&mut self, charge: &Charge, extra: u64, now: Nanos) -> Answered {
         let limit = &charge.limit;
         let (mut verdict, mut next) =
             algorithm::decide(limit, self.state.as_ref(), now, charge.cost);
@@ -84,7 +84,7 @@ fn deliver(
     admitted: &mut Admitted,
 ) {
     let charges = [call.charge];
-    let answered = authority.decide(&charges[0], call.extra, now);
+    let answered = authority.apply(&charges[0], call.extra, now);
     let outcomes = leases.settle(&charges, &[call.extra], vec![answered], call.sent_at);
     if outcomes[0].verdict.admitted {
         admitted.push((now, charges[0].cost));
@@ -240,7 +240,7 @@ fn held_hits_answer_until_used_up() {
     let now = 7 * WINDOW + 100 * MILLI;
     let extra = leases.extras(one, now, now + WINDOW)[0];
     assert_eq!(extra, 9);
-    let answered = authority.decide(&c, extra, now);
+    let answered = authority.apply(&c, extra, now);
     assert_eq!(answered.granted, 9);
     let first = leases.settle(one, &[extra], vec![answered], now);
     // 90 left in Redis, 9 held here.
@@ -278,7 +278,7 @@ fn held_hits_lapse_with_the_window_and_the_limit() {
     let c = charge(Algorithm::SlidingWindow, 100, 10, 1);
     let now = 7 * WINDOW + 100 * MILLI;
     let extra = leases.extras(std::slice::from_ref(&c), now, now + WINDOW)[0];
-    let answered = authority.decide(&c, extra, now);
+    let answered = authority.apply(&c, extra, now);
     leases.settle(std::slice::from_ref(&c), &[extra], vec![answered], now);
     assert!(
         leases
@@ -317,7 +317,7 @@ fn a_call_is_answered_from_leases_whole_or_not_at_all() {
     b.key = CounterKey::from_bytes(b"edge\0k\0w");
     let now = 7 * WINDOW;
     let extra = leases.extras(std::slice::from_ref(&a), now, now + WINDOW)[0];
-    let answered = authority.decide(&a, extra, now);
+    let answered = authority.apply(&a, extra, now);
     leases.settle(std::slice::from_ref(&a), &[extra], vec![answered], now);
     let both = [a.clone(), b];
     assert!(leases.answer(&both, now, true).is_none());

@@ -8,7 +8,7 @@
 //! `failover.rs` then renews the pool at once (an old master that is still up would otherwise
 //! take writes, lost when it is demoted, until the sentinels get round to demoting it, ten
 //! seconds later in the tests); and when the old master's connections break or answer
-//! `READONLY`, the pool drops them all (`link.rs`) and reconnects here. (redis-rs has a
+//! `READONLY`, the pool drops them all (`pool.rs`) and reconnects here. (redis-rs has a
 //! sentinel client, but it asks only the first sentinel that answers, reads `SENTINEL
 //! MASTERS` and opens an extra connection for the role check.)
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use super::link::Link;
+use super::pool::Pool;
 
 /// How long to wait before subscribing again after no sentinel took a subscription.
 const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
@@ -16,7 +16,7 @@ const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
 /// Renews `link`'s connections whenever its sentinels announce a new master, until
 /// `shutdown`; returns at once for a target without sentinels. After a lost subscription (a
 /// switch may have been missed meanwhile) the pool is renewed too.
-pub async fn follow(link: Arc<Link>, shutdown: CancellationToken) {
+pub async fn follow(link: Arc<Pool>, shutdown: CancellationToken) {
     let Some(sentinel) = link.sentinel() else {
         return;
     };

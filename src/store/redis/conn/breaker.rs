@@ -3,7 +3,7 @@
 //!
 //! Closed: calls go to Redis; `FAILURES_TO_OPEN` consecutive failures open the breaker.
 //! Open: calls fail at once (each rule's `failure_mode` decides) and the store's probe task
-//! pings every pooled connection every `PROBE_INTERVAL` (replacing those that broke); the
+//! pings every pooled connection every probe interval (`probe.rs`; replacing those that broke); the
 //! first round in which all of them answer closes the breaker (only the probe closes it), so
 //! decisions resume within a probe interval (plus a reconnect) of Redis coming back, without
 //! a restart, and no call meets a connection that broke during the outage.
@@ -12,12 +12,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Consecutive failed calls that open the breaker.
-pub const FAILURES_TO_OPEN: u32 = 3;
-/// How often an open breaker probes Redis.
-pub const PROBE_INTERVAL: Duration = Duration::from_millis(200);
-/// How long the breaker must stay open, by default, before health reports the store
-/// unhealthy: a blip (a failover, a restart) must not flap readiness.
-pub const UNHEALTHY_AFTER: Duration = Duration::from_secs(10);
+pub(super) const FAILURES_TO_OPEN: u32 = 3;
 
 /// A state change worth one log line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,12 +31,6 @@ pub struct Breaker {
     /// Nanoseconds since `epoch` (plus one) at which the breaker opened; 0 while closed.
     opened_at: AtomicU64,
     unhealthy_after: Duration,
-}
-
-impl Default for Breaker {
-    fn default() -> Self {
-        Self::new(UNHEALTHY_AFTER)
-    }
 }
 
 impl Breaker {
@@ -110,10 +99,15 @@ impl Breaker {
 mod tests {
     use super::*;
 
+    /// A breaker that reports unhealthy after ten seconds open (the tests stay below it).
+    fn breaker() -> Breaker {
+        Breaker::new(Duration::from_secs(10))
+    }
+
     /// Consecutive failures open it once; a success in between resets the count.
     #[test]
     fn opens_after_consecutive_failures() {
-        let b = Breaker::default();
+        let b = breaker();
         assert_eq!((b.failure(), b.failure()), (None, None));
         b.success();
         assert_eq!((b.failure(), b.failure()), (None, None));
@@ -125,7 +119,7 @@ mod tests {
     /// A late successful call leaves it open; a successful probe closes it.
     #[test]
     fn probe_closes() {
-        let b = Breaker::default();
+        let b = breaker();
         for _ in 0..FAILURES_TO_OPEN {
             b.failure();
         }

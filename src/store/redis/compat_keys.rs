@@ -16,25 +16,25 @@ use crate::algorithm::Algorithm;
 use crate::clock::{Nanos, SECOND};
 use crate::store::Charge;
 
-use super::scripts::{self, Fields, MICRO, UPSTREAM_FIXED_WINDOW};
+use super::script::{self, COMPAT_FIXED_WINDOW, Fields, MICRO};
 
 /// What the script needs besides the key: the window's end and the key's expiry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UpstreamWindow {
+pub struct CompatWindow {
     /// Microseconds from the call's time to the end of the window the key names.
     pub reset_us: u64,
     /// The expiry `EXPIRE` sets, in seconds: the window plus the jitter drawn for this call.
     pub ttl_s: u64,
 }
 
-/// The upstream key of `charge` at `now` (Unix nanoseconds, the replica's clock), with the
-/// window's end and expiry, or `None` when upstream could not have made this counter.
+/// The envoyproxy/ratelimit key of `charge` at `now` (Unix nanoseconds, the replica's clock), with the
+/// window's end and expiry, or `None` when envoyproxy/ratelimit could not have made this counter.
 pub fn key(
     prefix: &[u8],
     charge: &Charge,
     now: Nanos,
     jitter: Duration,
-) -> Option<(Vec<u8>, UpstreamWindow)> {
+) -> Option<(Vec<u8>, CompatWindow)> {
     let limit = &charge.limit;
     if limit.algorithm != Algorithm::FixedWindow
         || limit.window == 0
@@ -61,7 +61,7 @@ pub fn key(
     key.extend_from_slice(start_s.to_string().as_bytes());
     let end = (start_s + window_s).saturating_mul(SECOND);
     let jitter_s = jitter.as_secs();
-    let window = UpstreamWindow {
+    let window = CompatWindow {
         reset_us: (end - now).div_ceil(MICRO),
         ttl_s: window_s
             + if jitter_s > 0 {
@@ -73,12 +73,12 @@ pub fn key(
     Some((key, window))
 }
 
-/// The script's fields for `charge` kept in upstream's layout, its key KEYS[`key_index`]:
+/// The script's fields for `charge` kept in envoyproxy/ratelimit's layout, its key KEYS[`key_index`]:
 /// the key names the window, so the window and burst fields carry the key's expiry (seconds)
 /// and the time left in the window (microseconds) instead.
-pub fn fields(charge: &Charge, key_index: usize, window: &UpstreamWindow) -> Fields {
-    let mut f = scripts::fields(charge, key_index);
-    f[1] = UPSTREAM_FIXED_WINDOW;
+pub fn fields(charge: &Charge, key_index: usize, window: &CompatWindow) -> Fields {
+    let mut f = script::fields(charge, key_index);
+    f[1] = COMPAT_FIXED_WINDOW;
     f[3] = window.ttl_s;
     f[4] = window.reset_us;
     f
@@ -109,7 +109,7 @@ mod tests {
         }
     }
 
-    fn text(key: Option<(Vec<u8>, UpstreamWindow)>) -> String {
+    fn text(key: Option<(Vec<u8>, CompatWindow)>) -> String {
         String::from_utf8(key.expect("an upstream key").0).unwrap()
     }
 

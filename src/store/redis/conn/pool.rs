@@ -21,7 +21,7 @@ use arc_swap::ArcSwapOption;
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
 use super::sentinel::Sentinel;
-pub use super::target::Conn;
+use super::target::Conn;
 use super::target::Target;
 
 /// Whether `error` means the connection is gone, or reached a server that is no longer the
@@ -37,9 +37,9 @@ pub fn is_lost(error: &RedisError) -> bool {
         )
 }
 
-/// Which pool generation a connection belongs to: [`Link::discard`] drops a generation.
+/// Which pool generation a connection belongs to: [`Pool::discard`] drops a generation.
 #[derive(Debug, Clone, Copy)]
-pub struct Lease(u64);
+pub struct Generation(u64);
 
 /// A pooled connection and the generation it was opened in.
 pub struct Pooled {
@@ -49,14 +49,14 @@ pub struct Pooled {
 }
 
 impl Pooled {
-    /// The lease a call on this connection holds.
-    pub fn lease(&self) -> Lease {
-        Lease(self.generation)
+    /// The generation a call on this connection belongs to.
+    pub fn generation(&self) -> Generation {
+        Generation(self.generation)
     }
 }
 
 /// The connection pool.
-pub struct Link {
+pub struct Pool {
     target: Target,
     /// The script to load on every new connection (so calls rarely meet NOSCRIPT).
     script: &'static str,
@@ -69,7 +69,7 @@ pub struct Link {
     generation: AtomicU64,
 }
 
-impl Link {
+impl Pool {
     /// A pool of `size` connections to `target` (a cluster connection is always one: it
     /// multiplexes per node itself), each opened within `connect_timeout`. Nothing is
     /// connected yet.
@@ -99,12 +99,12 @@ impl Link {
     /// A connection to use now: the next one round robin, or any other live one while that
     /// slot reconnects in the background; when none is live, a new one, opened now (bounded
     /// by the caller's timeout; concurrent callers share the connect).
-    pub async fn get(self: &Arc<Self>) -> Result<(Lease, Conn), RedisError> {
+    pub async fn get(self: &Arc<Self>) -> Result<(Generation, Conn), RedisError> {
         let size = self.slots.len();
         let first = self.next.fetch_add(1, Ordering::Relaxed) % size;
         for slot in (first..size).chain(0..first) {
             match self.slots[slot].load_full() {
-                Some(pooled) => return Ok((pooled.lease(), pooled.conn.clone())),
+                Some(pooled) => return Ok((pooled.generation(), pooled.conn.clone())),
                 None => self.spawn_connect(slot),
             }
         }
@@ -112,15 +112,15 @@ impl Link {
         // several kilobytes, which every call's state would otherwise carry (and move) for a
         // path taken only while no connection is live.
         let pooled = Box::pin(self.connect(first)).await?;
-        Ok((pooled.lease(), pooled.conn.clone()))
+        Ok((pooled.generation(), pooled.conn.clone()))
     }
 
-    /// Drops every connection of `lease`'s generation after one of them was lost (see
+    /// Drops every connection of generation `lost` after one of them was lost (see
     /// [`is_lost`]): they all reach the same server, so when one breaks the others are broken
     /// or about to be, and a call must not meet a dead one after Redis (or a new master) is
     /// back. Calls in flight on them finish; the next use reconnects.
-    pub fn discard(&self, lease: Lease) {
-        let Lease(generation) = lease;
+    pub fn discard(&self, lost: Generation) {
+        let Generation(generation) = lost;
         self.generation.fetch_max(generation + 1, Ordering::AcqRel);
         for slot in self.slots.iter() {
             let current = slot.load_full();
@@ -136,7 +136,7 @@ impl Link {
     /// never find the pool empty. If one cannot be opened, the older connections are dropped
     /// all the same (they reach a master that is no longer the one).
     pub async fn renew(&self) {
-        let old = Lease(self.generation.fetch_add(1, Ordering::AcqRel));
+        let old = Generation(self.generation.fetch_add(1, Ordering::AcqRel));
         for slot in self.slots.iter() {
             match self.open().await {
                 Ok(pooled) => slot.store(Some(Arc::new(pooled))),

@@ -5,12 +5,13 @@
 //! `redis+sentinel://` and `rediss+sentinel://` (sentinels, then `/<master name>[/db]`), and
 //! upstream's bare forms: `host:port` (TCP) and `/path/to.sock` (unix socket). Credentials
 //! (`user:password@`) are the data nodes'; they are passed to Redis and never shown:
-//! [`describe`] is what logs print.
+//! `describe_url` (settings.rs) is what logs print.
 
 use std::path::PathBuf;
 
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo};
 
+use crate::store::redis::settings::describe_url;
 use crate::store::{StoreError, UrlProblem};
 
 /// The default Redis port, for a host written without one.
@@ -60,7 +61,7 @@ pub struct Endpoint {
 /// Parses `url`.
 pub fn parse(url: &str) -> Result<Endpoint, StoreError> {
     let invalid = |problem| StoreError::BadUrl {
-        url: describe(url),
+        url: describe_url(url),
         problem,
     };
     let Some((scheme, rest)) = url.split_once("://") else {
@@ -209,26 +210,6 @@ fn credentials(auth: Option<&str>, db: &str) -> Result<RedisConnectionInfo, UrlP
     Ok(info.redis_settings().clone())
 }
 
-/// `url` with any credentials replaced by `***` (and a query string, which may hold them,
-/// dropped), for logs and errors.
-pub fn describe(url: &str) -> String {
-    let (url, query) = match url.split_once('?') {
-        Some((url, _)) => (url, "?***"),
-        None => (url, ""),
-    };
-    let shown = match url.split_once("://") {
-        Some((scheme, rest)) => match rest.rsplit_once('@') {
-            Some((_, hosts)) => format!("{scheme}://***@{hosts}"),
-            None => url.to_owned(),
-        },
-        None => match url.rsplit_once('@') {
-            Some((_, hosts)) => format!("***@{hosts}"),
-            None => url.to_owned(),
-        },
-    };
-    shown + query
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,18 +229,18 @@ mod tests {
     #[test]
     fn credentials_are_hidden() {
         assert_eq!(
-            describe("redis://app:s3cret@db:6379/0"),
+            describe_url("redis://app:s3cret@db:6379/0"),
             "redis://***@db:6379/0"
         );
         assert_eq!(
-            describe("rediss+cluster://u:p@a:1,b:2"),
+            describe_url("rediss+cluster://u:p@a:1,b:2"),
             "rediss+cluster://***@a:1,b:2"
         );
         assert_eq!(
-            describe("redis+unix:///run/redis.sock?db=2&pass=hunter2"),
+            describe_url("redis+unix:///run/redis.sock?db=2&pass=hunter2"),
             "redis+unix:///run/redis.sock?***"
         );
-        assert_eq!(describe("redis://db:6379"), "redis://db:6379");
+        assert_eq!(describe_url("redis://db:6379"), "redis://db:6379");
         let err = problem("mysql://u:hunter2@x");
         assert!(
             !err.contains("hunter2") && err.contains("unknown scheme"),

@@ -15,8 +15,8 @@ use redis::{
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::RedisSettings;
-use super::url::{self, Endpoint, Node};
+use super::url::{Endpoint, Node};
+use crate::store::redis::settings::{RedisSettings, describe_url};
 use crate::store::{StoreError, UrlProblem};
 
 /// How to reach any node at an address: its credentials and database, and TLS.
@@ -152,7 +152,7 @@ impl Tls {
         }
         if endpoint.nodes.iter().any(|n| matches!(n, Node::Unix(_))) {
             return Err(StoreError::BadUrl {
-                url: url::describe(&settings.url),
+                url: describe_url(&settings.url),
                 problem: UrlProblem::TlsOverUnix,
             });
         }

@@ -7,7 +7,7 @@
 //! Redis's own clock (`TIME`), so replicas with skewed clocks cannot over-admit.
 //!
 //! KEYS and ARGV layout, the stored state of each algorithm and the exact-integer strategy are
-//! documented at the top of `decide.lua`. Every key the script touches is passed in KEYS (the
+//! documented at the top of `apply.lua`. Every key the script touches is passed in KEYS (the
 //! script never builds key names), as Redis Cluster requires.
 
 use redis::Value;
@@ -17,7 +17,7 @@ use crate::clock::Nanos;
 use crate::store::{BadReply, Charge, Gate, Outcome};
 
 /// The script source.
-pub const DECIDE: &str = include_str!("decide.lua");
+pub const SOURCE: &str = include_str!("apply.lua");
 
 /// Nanoseconds per microsecond: the script counts in microseconds (Redis `TIME`'s resolution).
 pub const MICRO: Nanos = 1_000;
@@ -46,9 +46,9 @@ pub fn fields(charge: &Charge, key_index: usize) -> Fields {
     ]
 }
 
-/// The script's algorithm code of a `fixed_window` counter in upstream's key layout (the
+/// The script's algorithm code of a `fixed_window` counter in envoyproxy/ratelimit's key layout (the
 /// four algorithms are 0 to 3).
-pub const UPSTREAM_FIXED_WINDOW: u64 = 4;
+pub const COMPAT_FIXED_WINDOW: u64 = 4;
 
 /// One call's ARGV entry, written over `out`: one binary argument of little-endian 64-bit
 /// integers (the script reads it with `struct.unpack`): its time in microseconds (-1 =

@@ -12,10 +12,10 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Client, Cmd, RedisConnectionInfo, RedisError, RedisResult, Value};
 
-use super::RedisSettings;
 use super::node::{NodeTemplate, Tls, credentials, open, tcp, within};
 use super::sentinel::Sentinel;
 use super::url::{self, Shape};
+use crate::store::redis::settings::{RedisSettings, describe_url};
 use crate::store::{StoreError, UrlProblem};
 
 /// Where to connect.
@@ -40,7 +40,7 @@ impl Target {
         );
         let node = NodeTemplate::new(redis, tls.clone());
         let bad = |e: RedisError| StoreError::BadUrl {
-            url: url::describe(&settings.url),
+            url: describe_url(&settings.url),
             problem: UrlProblem::Refused(e),
         };
         match endpoint.shape {

@@ -1,0 +1,118 @@
+//! One run of the script on a pooled connection: the batched calls' keys and arguments
+//! packed into one `EVALSHA` (an `EVAL` when Redis does not hold the script yet), and the
+//! reply split back into each call's answers.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use redis::{ErrorKind, ServerErrorKind, Value};
+use smallvec::SmallVec;
+
+use super::conn::{self, Attempt, Conn, Generation, Pool};
+use super::script::{self, Answered, Fields};
+use crate::store::StoreError;
+
+/// One call, encoded for the script (inline for calls of up to two charges: no heap blocks).
+pub struct Job {
+    /// The call's distinct Redis keys.
+    pub keys: SmallVec<[Vec<u8>; 2]>,
+    /// Its charges; key indices are 1-based into `keys`.
+    pub charges: SmallVec<[Fields; 2]>,
+    /// Each charge's cost (to report what was available when admitted).
+    pub costs: SmallVec<[u64; 2]>,
+    /// The call's time in microseconds; `None` for Redis's clock.
+    pub now_us: Option<u64>,
+}
+
+/// Sends `cmd` on a pooled connection. A connection found dead before the command left it
+/// (it broke while Redis was away) drops its generation and the command goes to a live
+/// connection, or a new one: a connection that broke earlier never fails a call.
+async fn send(
+    pool: &Arc<Pool>,
+    cmd: &redis::Cmd,
+) -> Result<(Generation, Conn, redis::RedisResult<Value>), StoreError> {
+    let mut tries = pool.size() + 1;
+    loop {
+        let (generation, mut conn) = pool.get().await?;
+        match conn.try_query(cmd).await {
+            Attempt::Answered(reply) => return Ok((generation, conn, reply)),
+            Attempt::Unsent(e) => {
+                pool.discard(generation);
+                tries -= 1;
+                if tries == 0 {
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+}
+
+/// Runs the script once for `jobs`, in order; returns each job's outcomes.
+pub async fn execute(
+    pool: &Arc<Pool>,
+    sha: &str,
+    jobs: &[Job],
+) -> Result<Vec<Vec<Answered>>, StoreError> {
+    // KEYS: the distinct keys of all the jobs. `global[at + i]` is the KEYS index of a job's
+    // key i, where `at` is the number of keys of the jobs before it.
+    let mut keys: Vec<&[u8]> = Vec::new();
+    let mut index: HashMap<&[u8], u64, foldhash::fast::RandomState> = HashMap::default();
+    let global: Vec<u64> = jobs
+        .iter()
+        .flat_map(|job| job.keys.iter())
+        .map(|k| {
+            // Calls on a hot counter follow each other: the key just added needs no hashing.
+            if keys.last() == Some(&k.as_slice()) {
+                return keys.len() as u64;
+            }
+            *index.entry(k.as_slice()).or_insert_with(|| {
+                keys.push(k);
+                keys.len() as u64
+            })
+        })
+        .collect();
+    let command = |verb: &str, script: &str| {
+        let mut cmd = redis::cmd(verb);
+        cmd.arg(script).arg(keys.len());
+        for key in &keys {
+            cmd.arg(*key);
+        }
+        // Each call's argument is packed in one reused buffer (the command copies it).
+        let mut packed = Vec::new();
+        let mut at = 0;
+        for job in jobs {
+            let remap = &global[at..at + job.keys.len()];
+            at += job.keys.len();
+            let charges = job.charges.iter().map(|f| {
+                let mut f = *f;
+                f[0] = remap[f[0] as usize - 1];
+                f
+            });
+            script::pack_call(&mut packed, job.now_us, charges);
+            cmd.arg(packed.as_slice());
+        }
+        cmd
+    };
+    let (generation, mut conn, reply) = send(pool, &command("EVALSHA", sha)).await?;
+    let reply = match reply {
+        // First use on this server (or after a restart / SCRIPT FLUSH): EVAL loads it.
+        Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            conn.query(&command("EVAL", script::SOURCE)).await
+        }
+        other => other,
+    };
+    let reply = reply.inspect_err(|e| {
+        if conn::is_lost(e) {
+            pool.discard(generation);
+        }
+    })?;
+    let mut rest = script::reply_bytes(&reply)?;
+    jobs.iter()
+        .map(|job| {
+            let (mine, after) =
+                rest.split_at(rest.len().min(job.costs.len() * script::REPLY_BYTES));
+            rest = after;
+            script::outcomes(mine, &job.costs).map_err(StoreError::from)
+        })
+        .collect()
+}

@@ -1,0 +1,161 @@
+//! A call's way to the script runs: its charges placed under their Redis keys, grouped by
+//! Redis Cluster slot, encoded as jobs and submitted to the batchers; answers in call order.
+
+use std::sync::Arc;
+
+use redis::cluster_routing::Slot;
+use smallvec::SmallVec;
+
+use super::batch::{Batcher, Runs, SlotBatchers};
+use super::compat_keys::{self, CompatWindow};
+use super::eval::Job;
+use super::keys::{self, KeyLayout};
+use super::script::{self, Answered};
+use super::settings::RedisClock;
+use crate::clock::Nanos;
+use crate::store::{BadReply, Charge, StoreError};
+
+/// A charge's Redis key, and its window when the key is in envoyproxy/ratelimit's layout.
+type Placed = (Vec<u8>, Option<CompatWindow>);
+
+/// How calls share script runs.
+enum Batching {
+    /// One Redis (or Sentinel's master): any calls may share a run.
+    Standalone(Arc<Batcher>),
+    /// Redis Cluster: a call is split by slot, and only runs of one slot are shared.
+    Cluster(SlotBatchers),
+}
+
+/// Where a call's charges go: their keys, and the batchers that run them.
+pub struct Route {
+    layout: KeyLayout,
+    batching: Batching,
+    clock: RedisClock,
+}
+
+impl Route {
+    /// Charges named by `layout`, sent as `runs` (split by slot on a `cluster`), timed by
+    /// `clock`.
+    pub fn new(layout: KeyLayout, runs: Runs, cluster: bool, clock: RedisClock) -> Self {
+        let batching = if cluster {
+            Batching::Cluster(SlotBatchers::new(runs))
+        } else {
+            Batching::Standalone(Batcher::new(runs))
+        };
+        Self {
+            layout,
+            batching,
+            clock,
+        }
+    }
+
+    /// Runs the script once per slot group (once in all for a standalone Redis); `extras`:
+    /// hits each charge asks to lease (empty for none).
+    pub async fn run(
+        &self,
+        charges: &[Charge],
+        extras: &[u64],
+        now: Nanos,
+    ) -> Result<Vec<Answered>, StoreError> {
+        let now_us = match self.clock {
+            RedisClock::Caller => Some(now / script::MICRO),
+            RedisClock::Server => None,
+        };
+        let placed = charges
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (i, self.layout.place(c, now)));
+        let batchers = match &self.batching {
+            // A standalone Redis takes the call whole: its outcomes are in call order.
+            Batching::Standalone(batcher) => {
+                return batcher.submit(job(placed, charges, extras, now_us)).await;
+            }
+            Batching::Cluster(batchers) => batchers,
+        };
+        // A cluster splits the call by slot.
+        let mut groups: Vec<(Slot, Vec<(usize, Placed)>)> = Vec::new();
+        for (i, placed) in placed {
+            let slot = keys::slot(&placed.0);
+            match groups.iter_mut().find(|(s, _)| *s == slot) {
+                Some((_, members)) => members.push((i, placed)),
+                None => groups.push((slot, vec![(i, placed)])),
+            }
+        }
+        if groups.len() == 1
+            && let Some((slot, members)) = groups.pop()
+        {
+            // One slot group: its outcomes are in call order.
+            let job = job(members.into_iter(), charges, extras, now_us);
+            return batchers.of(slot).submit(job).await;
+        }
+        // Boxed: the rare split call's state would otherwise enlarge every call's future
+        // (which is moved into its box whole).
+        Box::pin(run_groups(batchers, groups, charges, extras, now_us)).await
+    }
+}
+
+/// A cluster call's slot groups, run concurrently; outcomes in call order.
+async fn run_groups(
+    batchers: &SlotBatchers,
+    groups: Vec<(Slot, Vec<(usize, Placed)>)>,
+    charges: &[Charge],
+    extras: &[u64],
+    now_us: Option<u64>,
+) -> Result<Vec<Answered>, StoreError> {
+    let mut members_of = Vec::with_capacity(groups.len());
+    let mut jobs = Vec::with_capacity(groups.len());
+    for (slot, members) in groups {
+        members_of.push(members.iter().map(|(i, _)| *i).collect::<Vec<usize>>());
+        jobs.push((
+            batchers.of(slot),
+            job(members.into_iter(), charges, extras, now_us),
+        ));
+    }
+    let runs = jobs
+        .into_iter()
+        .map(|(batcher, job)| async move { batcher.submit(job).await });
+    let results = futures_util::future::join_all(runs).await;
+    let mut outcomes: Vec<Option<Answered>> = vec![None; charges.len()];
+    for (members, result) in members_of.iter().zip(results) {
+        for (&i, outcome) in members.iter().zip(result?) {
+            outcomes[i] = Some(outcome);
+        }
+    }
+    outcomes
+        .into_iter()
+        .map(|o| o.ok_or(StoreError::BadReply(BadReply::Missing)))
+        .collect()
+}
+
+/// One script run's share for the charges `members` (each a charge's index into `charges`,
+/// with its placed key; all in one slot on a cluster). A key named twice is sent once.
+fn job(
+    members: impl Iterator<Item = (usize, Placed)>,
+    charges: &[Charge],
+    extras: &[u64],
+    now_us: Option<u64>,
+) -> Job {
+    let mut job = Job {
+        keys: SmallVec::new(),
+        charges: SmallVec::new(),
+        costs: SmallVec::new(),
+        now_us,
+    };
+    for (i, (key, compat)) in members {
+        let at = match job.keys.iter().position(|k| *k == key) {
+            Some(at) => at,
+            None => {
+                job.keys.push(key);
+                job.keys.len() - 1
+            }
+        };
+        let fields = match compat {
+            Some(window) => compat_keys::fields(&charges[i], at + 1, &window),
+            None => script::fields(&charges[i], at + 1),
+        };
+        let extra = extras.get(i).copied().unwrap_or(0);
+        job.charges.push(script::with_extra(fields, extra));
+        job.costs.push(charges[i].cost);
+    }
+    job
+}
