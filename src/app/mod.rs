@@ -214,7 +214,7 @@ async fn start_inner(
 
 /// Spawns every task of a server on one tracker, all stopping on one shutdown token.
 async fn launch(
-    parts: Parts,
+    mut parts: Parts,
     listeners: Listeners,
     tracer: Option<CallTracer>,
 ) -> Result<Running, AppError> {
@@ -224,10 +224,57 @@ async fn launch(
     let lifecycle = Lifecycle::default();
     let shutdown = lifecycle.requested.clone();
     let tasks = TaskTracker::new();
+    spawn_background(&mut parts, &tasks, &insight, &shutdown)?;
+    let readiness = readiness(&parts, &lifecycle);
+    let serving_now = readiness.check().is_ok();
+    let (health, health_service) = health::Health::new(serving_now).await;
+    tasks.spawn(health::follow(
+        readiness.clone(),
+        health.clone(),
+        serving_now,
+        shutdown.clone(),
+    ));
+    let delay = parts.settings.shutdown_delay;
+    tasks.spawn(shutdown::announce_then_close(
+        lifecycle.clone(),
+        health,
+        delay,
+    ));
+    let serving = Serving {
+        limiter: parts.limiter.clone(),
+        insight,
+        tracer: tracer.clone(),
+        tls: parts.tls.clone(),
+        health: Arc::new(move || readiness.check()),
+        connection_age: grpc::ConnectionAge {
+            age: parts.settings.grpc_max_connection_age,
+            grace: parts.settings.grpc_max_connection_age_grace,
+        },
+        close: lifecycle.close,
+        shutdown: shutdown.clone(),
+    };
+    listen::spawn(listeners, serving, health_service, &tasks)?;
+    tasks.close();
+    let addrs = Addrs {
+        grpc: grpc_addr,
+        http: http_addr,
+        metrics: metrics_addr,
+    };
+    Ok(running(parts, addrs, shutdown, tasks, tracer))
+}
+
+/// The work that runs beside the servers: the certificate watcher, the xDS client or the rule
+/// watcher, the store's own background work and housekeeping.
+fn spawn_background(
+    parts: &mut Parts,
+    tasks: &TaskTracker,
+    insight: &Arc<Insight>,
+    shutdown: &CancellationToken,
+) -> Result<(), AppError> {
     if let Some(tls) = &parts.tls {
-        tls.watch(&tasks, shutdown.clone()).map_err(AppError::Tls)?;
+        tls.watch(tasks, shutdown.clone()).map_err(AppError::Tls)?;
     }
-    if let Some(xds) = parts.xds {
+    if let Some(xds) = parts.xds.take() {
         let (reloader, metrics) = (parts.reloader.clone(), parts.metrics.clone());
         tasks.spawn(xds.run(reloader, metrics, shutdown.clone()));
     }
@@ -247,55 +294,48 @@ async fn launch(
         parts.metrics.clone(),
         shutdown.clone(),
     ));
-    let readiness = Arc::new(health::Readiness {
+    Ok(())
+}
+
+/// Whether the server is ready to serve, as gRPC health and the HTTP health check report it.
+fn readiness(parts: &Parts, lifecycle: &Lifecycle) -> Arc<health::Readiness> {
+    Arc::new(health::Readiness {
         draining: lifecycle.draining.clone(),
         reloader: parts.reloader.clone(),
         limiter: parts.limiter.clone(),
         options: parts.settings.health,
-    });
-    let serving_now = readiness.check().is_ok();
-    let (health, health_service) = health::Health::new(serving_now).await;
-    tasks.spawn(health::follow(
-        readiness.clone(),
-        health.clone(),
-        serving_now,
-        shutdown.clone(),
-    ));
-    let delay = parts.settings.shutdown_delay;
-    tasks.spawn(shutdown::announce_then_close(
-        lifecycle.clone(),
-        health,
-        delay,
-    ));
-    let serving = Serving {
-        limiter: parts.limiter,
-        insight,
-        tracer: tracer.clone(),
-        tls: parts.tls.clone(),
-        health: Arc::new(move || readiness.check()),
-        connection_age: grpc::ConnectionAge {
-            age: parts.settings.grpc_max_connection_age,
-            grace: parts.settings.grpc_max_connection_age_grace,
-        },
-        close: lifecycle.close,
-        shutdown: shutdown.clone(),
-    };
-    listen::spawn(listeners, serving, health_service, &tasks)?;
-    tasks.close();
-    Ok(Running {
-        grpc_addr,
-        http_addr,
+    })
+}
+
+/// The bound addresses, as `Running` reports them (the ports the OS chose for port 0).
+struct Addrs {
+    grpc: SocketAddr,
+    http: SocketAddr,
+    metrics: Option<SocketAddr>,
+}
+
+/// The handle of a launched server: what `Running::wait` and `Running::stop` need.
+fn running(
+    parts: Parts,
+    addrs: Addrs,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+    tracer: Option<CallTracer>,
+) -> Running {
+    Running {
+        grpc_addr: addrs.grpc,
+        http_addr: addrs.http,
         grpc_socket: parts.settings.grpc_socket.clone(),
-        metrics_addr,
+        metrics_addr: addrs.metrics,
         shutdown,
         reloader: parts.reloader,
         tls: parts.tls,
         tasks,
         store: StoreHandle::start(parts.store, parts.clock, parts.metrics),
         grace: parts.settings.shutdown_grace,
-        delay,
+        delay: parts.settings.shutdown_delay,
         tracer,
-    })
+    }
 }
 
 impl Running {

@@ -395,9 +395,9 @@ fn migration_page_holds_the_table() {
     );
 }
 
-/// Envoy Gateway's tracing variables turn tracing on with its names, over upstream's default
-/// protocol (OTLP/HTTP, `/v1/traces` added to the base endpoint) or over gRPC when asked; an
-/// unknown protocol is an error; a flag wins over its variable.
+/// Envoy Gateway's tracing variables turn tracing on with its names, over envoyproxy/ratelimit's
+/// default protocol (OTLP/HTTP, `/v1/traces` added to the base endpoint); a flag wins over its
+/// variable; tracing is off by default.
 #[test]
 fn tracing_variables() {
     let eg = [
@@ -428,6 +428,26 @@ fn tracing_variables() {
     assert_eq!(settings.instance_id.as_deref(), Some("envoy-ratelimit-7d9"));
     assert_eq!(outcome.warning, None);
 
+    let (args, outcome) = personality(&["--otlp-endpoint", "http://mine:4317"], &eg).unwrap();
+    assert_eq!(
+        args.trace.otlp_endpoint.as_deref(),
+        Some("http://mine:4317")
+    );
+    assert!(
+        outcome
+            .warning
+            .unwrap()
+            .contains("OTEL_EXPORTER_OTLP_ENDPOINT (overridden by --otlp-endpoint)")
+    );
+    let (args, _) = personality(&[], &[("REDIS_SOCKET_TYPE", "tcp")]).unwrap();
+    assert!(args.trace.settings().is_none(), "off by default");
+}
+
+/// The collector and protocol as the OpenTelemetry SDK reads them: gRPC when asked, the traces
+/// endpoint as is over the base one, the default collector when neither is set; an unknown
+/// protocol is an error.
+#[test]
+fn tracing_collector_variables() {
     let tcp = ("REDIS_SOCKET_TYPE", "tcp");
     let grpc = [
         tcp,
@@ -472,18 +492,4 @@ fn tracing_variables() {
     ];
     let error = personality(&[], &bad).unwrap_err().to_string();
     assert!(error.contains("http or grpc"), "{error}");
-
-    let (args, outcome) = personality(&["--otlp-endpoint", "http://mine:4317"], &eg).unwrap();
-    assert_eq!(
-        args.trace.otlp_endpoint.as_deref(),
-        Some("http://mine:4317")
-    );
-    assert!(
-        outcome
-            .warning
-            .unwrap()
-            .contains("OTEL_EXPORTER_OTLP_ENDPOINT (overridden by --otlp-endpoint)")
-    );
-    let (args, _) = personality(&[], &[tcp]).unwrap();
-    assert!(args.trace.settings().is_none(), "off by default");
 }

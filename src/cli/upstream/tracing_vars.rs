@@ -70,17 +70,29 @@ const NOT_ENABLED: &str = "no effect without TRACING_ENABLED=true, as upstream";
 
 fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
     if !env.bool("TRACING_ENABLED", false)? {
-        let set: Vec<String> = env
-            .names()
-            .filter(|n| *n != "TRACING_ENABLED")
-            .filter(|n| n.starts_with("TRACING_") || n.starts_with("OTEL_EXPORTER_OTLP_"))
-            .map(str::to_owned)
-            .collect();
-        for name in set {
-            target.note(&name, NOT_ENABLED);
-        }
+        note_not_enabled(env, target);
         return Ok(());
     }
+    apply_exporter(env, target)?;
+    apply_sampling(env, target)?;
+    apply_service(env, target)
+}
+
+/// Notes every other tracing variable that is set, since tracing is off.
+fn note_not_enabled(env: &Env, target: &mut Target<'_>) {
+    let set: Vec<String> = env
+        .names()
+        .filter(|n| *n != "TRACING_ENABLED")
+        .filter(|n| n.starts_with("TRACING_") || n.starts_with("OTEL_EXPORTER_OTLP_"))
+        .map(str::to_owned)
+        .collect();
+    for name in set {
+        target.note(&name, NOT_ENABLED);
+    }
+}
+
+/// The exporter's protocol and collector: `--otlp-protocol` and `--otlp-endpoint`.
+fn apply_exporter(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
     let protocol = match env.string("TRACING_EXPORTER_PROTOCOL", "http") {
         "grpc" => ProtocolArg::Grpc,
         "http" => ProtocolArg::Http,
@@ -105,7 +117,11 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
     target.unless_explicit(env, "otlp_endpoint", &names, |args| {
         args.trace.otlp_endpoint = Some(endpoint);
         Ok(())
-    })?;
+    })
+}
+
+/// The sampling ratio, `--trace-sampling-ratio`: clamped to 0..1, and 1 for NaN.
+fn apply_sampling(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
     let rate = env.float("TRACING_SAMPLING_RATE", 1.0)?;
     target.unless_explicit(
         env,
@@ -119,7 +135,12 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
             };
             Ok(())
         },
-    )?;
+    )
+}
+
+/// The service's identity in spans: `--service-name`, `--service-namespace` and
+/// `--service-instance-id` (empty values count as unset).
+fn apply_service(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
     let name = env.string("TRACING_SERVICE_NAME", "RateLimit").to_owned();
     target.unless_explicit(env, "service_name", &["TRACING_SERVICE_NAME"], |args| {
         args.trace.service_name = name;
