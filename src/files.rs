@@ -10,6 +10,10 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
+/// The largest certificate or key file (PEM) read: a system CA bundle is about 200 KB. The
+/// gRPC listener's TLS, the Redis client's TLS and the xDS client's TLS all read theirs with it.
+pub const MAX_PEM_BYTES: u64 = 4 << 20;
+
 /// Opens `path` for reading if it is a regular file (symlinks followed); returns it with its
 /// size at open. Anything else (a FIFO, socket, device or directory) is an
 /// [`io::ErrorKind::InvalidInput`] error naming what it is.

@@ -11,6 +11,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 
 use super::{TlsError, TlsSettings};
+use crate::files::MAX_PEM_BYTES;
 
 /// The raw contents of the certificate files, compared to tell whether a reload changes anything.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,9 +64,6 @@ impl Sources {
         Ok(config)
     }
 }
-
-/// The largest PEM file read (a system CA bundle is about 200 KB).
-pub const MAX_PEM_BYTES: u64 = 4 << 20;
 
 /// Reads a PEM file: a regular file (never blocking on a FIFO) of at most [`MAX_PEM_BYTES`].
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {

@@ -133,8 +133,11 @@ fn tls_config(tls: &XdsTls, host: &str) -> Result<ClientTlsConfig, XdsError> {
     Ok(config)
 }
 
+/// A certificate or key file: a regular file (never blocking on a FIFO) of at most
+/// [`MAX_PEM_BYTES`](crate::files::MAX_PEM_BYTES), read as every other file is.
 fn read(path: &Path) -> Result<Vec<u8>, XdsError> {
-    std::fs::read(path).map_err(|e| XdsError::Tls(format!("cannot read {}: {e}", path.display())))
+    crate::files::read(path, crate::files::MAX_PEM_BYTES)
+        .map_err(|e| XdsError::Tls(format!("cannot read {}: {e}", path.display())))
 }
 
 fn certificates(pem: &[u8], path: &Path) -> Result<(), XdsError> {

@@ -16,6 +16,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::url::{Endpoint, Node};
+use crate::files::MAX_PEM_BYTES;
 use crate::store::redis::settings::{RedisSettings, describe_url};
 use crate::store::{StoreError, UrlProblem};
 
@@ -210,9 +211,6 @@ fn private_key(path: &Path) -> Result<Vec<u8>, StoreError> {
         ))),
     }
 }
-
-/// The largest PEM file read (a system CA bundle is about 200 KB).
-const MAX_PEM_BYTES: u64 = 4 << 20;
 
 /// A regular file of at most [`MAX_PEM_BYTES`] (a FIFO or a device is refused, never read).
 fn read(flag: &'static str, path: &Path) -> Result<Vec<u8>, StoreError> {
