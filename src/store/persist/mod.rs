@@ -38,10 +38,8 @@ use super::{
 use crate::clock::Nanos;
 
 pub use self::codec::DecodeError;
-pub use self::failure::{LOG_EVERY as FAILURE_LOG_EVERY, RETRY_EVERY as FAILURE_RETRY_EVERY};
-pub use self::file::VERSION as FORMAT_VERSION;
+#[cfg(feature = "fuzzing")]
 pub(crate) use self::restore::{restore_bytes, restore_payload};
-pub use self::secret::FILE as FINGERPRINT_KEY_FILE;
 
 /// The name of the lock file that keeps a second sluice out of the data directory.
 pub const LOCK_FILE: &str = "LOCK";
