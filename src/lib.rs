@@ -55,6 +55,7 @@
 pub mod algorithm;
 pub mod app;
 pub mod clock;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod harness;
 pub mod huge_pages;

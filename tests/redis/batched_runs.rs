@@ -1,7 +1,7 @@
 //! One script run deciding several calls (a batch, as `batch.rs` sends under load) leaves Redis
 //! exactly as the same calls in separate runs: the same replies, the same stored state, the
 //! same expiry. The script writes an O(1) counter once per run; this holds it to the per-call
-//! writes it replaces. The script is called directly, its arguments packed as `decide.lua`
+//! writes it replaces. The script is called directly, its arguments packed as `apply.lua`
 //! documents them (little-endian 64-bit integers).
 
 use redis::aio::MultiplexedConnection;

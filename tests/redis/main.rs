@@ -7,6 +7,7 @@ mod common;
 
 mod batched_runs;
 mod cluster;
+mod compat_keys;
 mod faults;
 mod leases;
 mod netns;
@@ -17,7 +18,6 @@ mod secure;
 mod sentinel;
 mod shared_runs;
 mod unix;
-mod compat_keys;
 
 use std::sync::Arc;
 use std::time::Duration;

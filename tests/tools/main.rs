@@ -11,7 +11,17 @@ mod browser;
 mod envoy;
 mod examples;
 // The corpus replay is a file of its own so that a cargo feature can gate it alone.
+#[cfg(feature = "fuzzing")]
 mod fuzz_corpus;
+
+/// Without the `fuzzing` feature the corpus replay is not compiled: say so as a skipped test,
+/// so a plain `cargo test` does not pass over it in silence (scripts/test turns the feature on).
+#[cfg(not(feature = "fuzzing"))]
+#[test]
+#[ignore = "needs --features fuzzing (the fuzz corpus replay; scripts/test runs it)"]
+fn fuzz_corpus_needs_the_fuzzing_feature() {
+    panic!("run with --features fuzzing to replay the fuzz corpus");
+}
 mod helm;
 mod prometheus;
 mod simulate;

@@ -88,6 +88,7 @@ fn decode_payload(mut payload: &[u8], memory: &MemoryStore, now: Nanos) -> (u64,
     (records, false)
 }
 
+#[cfg(feature = "fuzzing")]
 /// Restores counters from the bytes of one data file (a journal, or a snapshot when
 /// `snapshot`), as a start reads it: header, frames, checksums, records. For the fuzz targets.
 pub(crate) fn restore_bytes(bytes: &[u8], snapshot: bool, memory: &MemoryStore, now: Nanos) -> u64 {
@@ -103,6 +104,7 @@ pub(crate) fn restore_bytes(bytes: &[u8], snapshot: bool, memory: &MemoryStore, 
     records
 }
 
+#[cfg(feature = "fuzzing")]
 /// Restores the records of `payload` as if it were a frame that passed its checksum. For the
 /// fuzz targets (a fuzzer rarely forges a CRC-32).
 pub(crate) fn restore_payload(payload: &[u8], memory: &MemoryStore, now: Nanos) -> u64 {

@@ -41,6 +41,7 @@ pub(crate) use self::settings::{
 };
 pub use self::settings::{RedisClock, RedisKeyLayout, RedisSettings};
 
+#[cfg(feature = "fuzzing")]
 /// Checks a Redis URL as `--redis-url` is checked (nothing is connected). For the fuzz targets.
 pub(crate) fn check_url(url: &str) -> Result<(), StoreError> {
     Target::build(&RedisSettings::new(url)).map(drop)
