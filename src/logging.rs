@@ -31,14 +31,14 @@ pub fn init(format: LogFormat, level: Option<&str>) {
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
-        LogFormat::UpstreamJson => builder.event_format(UpstreamJson).init(),
+        LogFormat::UpstreamJson => builder.event_format(CompatJson).init(),
     }
 }
 
-/// One JSON object per event, keyed as logrus's JSON formatter is configured upstream.
-struct UpstreamJson;
+/// One JSON object per event, keyed as logrus's JSON formatter is configured envoyproxy/ratelimit.
+struct CompatJson;
 
-impl<S, N> FormatEvent<S, N> for UpstreamJson
+impl<S, N> FormatEvent<S, N> for CompatJson
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
     N: for<'a> FormatFields<'a> + 'static,

@@ -26,7 +26,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => simulate::run(&args, &mut std::io::stdout()).map_err(Into::into),
         Command::Bench(args) => bench::run(&args, &mut std::io::stdout()).map_err(Into::into),
         Command::UpstreamEnv => {
-            print!("{}", cli::upstream::table());
+            print!("{}", cli::compat::table());
             Ok(())
         }
         Command::Serve(args) => cli::prepare::prepare(*args, invocation.serve_matches.as_ref())

@@ -206,7 +206,8 @@ mod tests {
         assert!(!is_idle(&l, &st(u64::MAX - 1), u64::MAX));
     }
 
-    /// Upstream's known weakness: N just before a boundary and N just after all pass (2N).
+    /// envoyproxy/ratelimit's known weakness: N just before a boundary and N just after all pass
+    /// (2N).
     #[test]
     fn edge_burst_admits_twice_the_limit() {
         let (l, mut st) = (per_minute(10), None);

@@ -16,7 +16,7 @@ pub const HTTP_ADDR: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNS
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Serving on after health turns NOT_SERVING: none unless asked for.
 pub const SHUTDOWN_DELAY: Duration = Duration::ZERO;
-/// Upstream's `NEAR_LIMIT_RATIO`.
+/// envoyproxy/ratelimit's `NEAR_LIMIT_RATIO`.
 pub const NEAR_LIMIT_RATIO: f64 = 0.8;
 /// Most per-rule metric series before new ones fold into an overflow series.
 pub const METRICS_MAX_SERIES: usize = 10_000;
@@ -32,7 +32,7 @@ pub const REDIS_KEY_PREFIX: &str = crate::store::redis::DEFAULT_KEY_PREFIX;
 pub const REDIS_TIMEOUT: Duration = crate::store::redis::DEFAULT_TIMEOUT;
 /// Longest time opening a Redis connection may take.
 pub const REDIS_CONNECT_TIMEOUT: Duration = crate::store::redis::DEFAULT_CONNECT_TIMEOUT;
-/// Most random extra expiry of upstream-layout Redis keys.
+/// Most random extra expiry of compat-layout Redis keys.
 pub const REDIS_EXPIRATION_JITTER: Duration = crate::store::redis::DEFAULT_EXPIRATION_JITTER;
 /// Multiplexed connections to a standalone Redis.
 pub const REDIS_CONNECTIONS: usize = crate::store::redis::DEFAULT_CONNECTIONS;
@@ -42,7 +42,7 @@ pub const REDIS_RUNS_IN_FLIGHT: usize = crate::store::redis::DEFAULT_RUNS_IN_FLI
 pub const LOCAL_CACHE_SIZE: usize = crate::store::redis::DEFAULT_LOCAL_CACHE_SIZE;
 /// Replicas sharing a Redis store.
 pub const EXPECTED_REPLICAS: u64 = 1;
-/// The xDS node id (upstream's default).
+/// The xDS node id (envoyproxy/ratelimit's default).
 pub const XDS_NODE_ID: &str = crate::xds::DEFAULT_NODE_ID;
 /// The largest xDS response accepted, in bytes.
 pub const XDS_MAX_MESSAGE_SIZE: usize = crate::xds::DEFAULT_MAX_MESSAGE_SIZE;

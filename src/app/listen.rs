@@ -175,8 +175,8 @@ async fn serve_http(listener: TcpListener, router: axum::Router, serving: Servin
     http::serve::serve(listener, router, Default::default(), serving.close).await;
 }
 
-/// Binds `addr`. The unspecified IPv6 address (`[::]`, upstream's `HOST=::`) accepts IPv4
-/// connections too, whatever the system's default for IPv6 sockets.
+/// Binds `addr`. The unspecified IPv6 address (`[::]`, envoyproxy/ratelimit's `HOST=::`) accepts
+/// IPv4 connections too, whatever the system's default for IPv6 sockets.
 fn bind(addr: SocketAddr) -> Result<TcpListener, AppError> {
     let error = |error| AppError::Bind { addr, error };
     let domain = socket2::Domain::for_address(addr);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::defaults;
 use crate::limiter::LimiterOptions;
-use crate::rules::{LoadOptions, RuntimeLayout};
+use crate::rules::{CompatLayout, LoadOptions};
 use crate::store::{PersistSettings, RedisSettings};
 use crate::telemetry::TraceSettings;
 use crate::tls::TlsSettings;
@@ -33,7 +33,7 @@ pub struct Settings {
     /// How long to keep serving after health turns NOT_SERVING, so load balancers and
     /// Kubernetes stop sending new calls before the listeners close.
     pub shutdown_delay: Duration,
-    /// Upstream's NEAR_LIMIT_RATIO for the near_limit statistic.
+    /// envoyproxy/ratelimit's NEAR_LIMIT_RATIO for the near_limit statistic.
     pub near_limit_ratio: f64,
     /// Most per-rule metric series before new ones fold into an overflow series.
     pub max_metric_series: usize,
@@ -47,7 +47,7 @@ pub struct Settings {
     pub tracing: Option<TraceSettings>,
     /// Rules from envoyproxy/ratelimit's file layout instead of `config` (the `ratelimit`
     /// personality).
-    pub runtime: Option<RuntimeLayout>,
+    pub runtime: Option<CompatLayout>,
     /// A rule set that does not load stops the start (`sluice serve`); when false the server
     /// starts without rules, unhealthy until a rule set loads (as envoyproxy/ratelimit starts).
     pub rules_required: bool,
@@ -67,7 +67,7 @@ pub struct Settings {
 /// What health reports as unhealthy besides draining and "no rules loaded yet".
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HealthOptions {
-    /// Unhealthy while the loaded rules hold no domain (upstream
+    /// Unhealthy while the loaded rules hold no domain (envoyproxy/ratelimit
     /// `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`).
     pub require_domains: bool,
     /// Unhealthy during a sustained store outage (the Redis breaker open for a while). Off by
@@ -76,7 +76,7 @@ pub struct HealthOptions {
     pub store: bool,
 }
 
-/// A separate Prometheus listener (upstream `USE_PROMETHEUS`, `PROMETHEUS_ADDR`,
+/// A separate Prometheus listener (envoyproxy/ratelimit `USE_PROMETHEUS`, `PROMETHEUS_ADDR`,
 /// `PROMETHEUS_PATH`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetricsListener {

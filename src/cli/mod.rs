@@ -5,16 +5,16 @@
 //! [`Settings`]: sluice::app::Settings
 
 pub mod check;
+pub mod compat;
 pub mod explain;
+pub mod listeners;
 pub mod prepare;
 pub mod redis;
 #[cfg(test)]
 mod reference_docs_tests;
 pub mod response;
 pub mod serve;
-pub mod serving;
 pub mod trace;
-pub mod upstream;
 pub mod xds;
 
 use std::ffi::OsString;
@@ -106,7 +106,7 @@ pub struct RuleArgs {
     /// The algorithm of rules that do not name one.
     #[arg(long, env = "SLUICE_DEFAULT_ALGORITHM", value_enum, default_value_t = AlgorithmArg::from(sluice::rules::DEFAULT_ALGORITHM))]
     pub default_algorithm: AlgorithmArg,
-    /// Allow one domain to be spread over several files (upstream MERGE_DOMAIN_CONFIG).
+    /// Allow one domain to be spread over several files (envoyproxy/ratelimit MERGE_DOMAIN_CONFIG).
     #[arg(long, env = "SLUICE_MERGE_DOMAINS")]
     pub merge_domains: bool,
 }
@@ -125,7 +125,7 @@ impl RuleArgs {
 #[derive(Debug, Clone, Copy, ValueEnum)]
 #[value(rename_all = "snake_case")]
 pub enum AlgorithmArg {
-    /// Epoch-aligned fixed windows (upstream's algorithm).
+    /// Epoch-aligned fixed windows (envoyproxy/ratelimit's algorithm).
     FixedWindow,
     /// Two-bucket weighted sliding window.
     SlidingWindow,

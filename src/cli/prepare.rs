@@ -5,8 +5,8 @@ use clap::ArgMatches;
 use sluice::app::Settings;
 
 use super::LogFormat;
+use super::compat;
 use super::serve::ServeArgs;
-use super::upstream;
 
 /// What `serve` runs with, once the personality (if any) has read its variables.
 pub struct Prepared {
@@ -16,21 +16,22 @@ pub struct Prepared {
     pub log_format: LogFormat,
     /// The log filter (`None`: RUST_LOG, else info).
     pub log_level: Option<String>,
-    /// The start-up warning naming upstream variables that are set but not honoured.
+    /// The start-up warning naming envoyproxy/ratelimit variables that are set but not honoured.
     pub warning: Option<String>,
 }
 
-/// Turns the flags into settings; with `--upstream-env` (or as `ratelimit`) upstream's
+/// Turns the flags into settings; with `--upstream-env` (or as `ratelimit`) envoyproxy/ratelimit's
 /// variables fill in what no flag gave explicitly (`matches` tells which did).
 pub fn prepare(mut args: ServeArgs, matches: Option<&ArgMatches>) -> anyhow::Result<Prepared> {
-    let mut outcome = upstream::Outcome::default();
+    let mut outcome = compat::Outcome::default();
     if args.serving.upstream_env {
-        outcome = upstream::apply(&mut args, matches, &upstream::Env::from_process())?;
+        outcome = compat::apply(&mut args, matches, &compat::Env::from_process())?;
     }
     let mut settings = args.settings();
     if args.serving.upstream_env {
         settings.runtime = outcome.runtime;
-        // As upstream: rules that do not load leave the server up, unhealthy, waiting for them.
+        // As envoyproxy/ratelimit: rules that do not load leave the server up, unhealthy, waiting
+        // for them.
         settings.rules_required = false;
     }
     Ok(Prepared {

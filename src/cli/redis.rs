@@ -64,7 +64,7 @@ pub struct RedisArgs {
     /// for fixed_window rules (so both can share counts during a migration).
     #[arg(long, env = "SLUICE_REDIS_KEY_LAYOUT", value_enum, default_value_t = KeyLayoutArg::Sluice)]
     pub redis_key_layout: KeyLayoutArg,
-    /// Most random extra expiry of upstream-layout keys (as upstream's
+    /// Most random extra expiry of compat-layout keys (as envoyproxy/ratelimit's
     /// EXPIRATION_JITTER_MAX_SECONDS).
     #[arg(long, env = "SLUICE_REDIS_EXPIRATION_JITTER", default_value_t = GoDuration(defaults::REDIS_EXPIRATION_JITTER))]
     pub redis_expiration_jitter: GoDuration,
@@ -73,7 +73,7 @@ pub struct RedisArgs {
     #[arg(long, env = "SLUICE_REDIS_TIMEOUT", default_value_t = GoDuration(defaults::REDIS_TIMEOUT), value_parser = parse_positive)]
     pub redis_timeout: GoDuration,
     /// Longest time opening a connection may take (TCP, TLS, AUTH; with Sentinel, each
-    /// step): upstream's REDIS_TIMEOUT.
+    /// step): envoyproxy/ratelimit's REDIS_TIMEOUT.
     #[arg(long, env = "SLUICE_REDIS_CONNECT_TIMEOUT", default_value_t = GoDuration(defaults::REDIS_CONNECT_TIMEOUT), value_parser = parse_positive)]
     pub redis_connect_timeout: GoDuration,
     /// Multiplexed connections to a standalone Redis or Sentinel master (calls are pipelined
@@ -119,7 +119,7 @@ impl RedisArgs {
             key_prefix: self.redis_key_prefix.clone(),
             key_layout: match self.redis_key_layout {
                 KeyLayoutArg::Sluice => RedisKeyLayout::Sluice,
-                KeyLayoutArg::Upstream => RedisKeyLayout::Upstream,
+                KeyLayoutArg::Upstream => RedisKeyLayout::Compat,
             },
             expiration_jitter: self.redis_expiration_jitter.into(),
             timeout: self.redis_timeout.into(),
@@ -191,7 +191,7 @@ mod tests {
         );
         assert!(s.tls && s.tls_skip_hostname_verification);
         assert_eq!(s.client_key, Some(PathBuf::from("/k.pem")));
-        assert_eq!(s.key_layout, RedisKeyLayout::Upstream);
+        assert_eq!(s.key_layout, RedisKeyLayout::Compat);
         assert_eq!(s.expiration_jitter, Duration::ZERO);
         assert_eq!(s.connect_timeout, Duration::from_secs(10));
         let d = redis(&["--redis-url", "redis://h"]).unwrap();

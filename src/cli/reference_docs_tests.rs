@@ -4,7 +4,7 @@
 use clap::CommandFactory;
 
 use super::Cli;
-use super::upstream;
+use super::compat;
 
 /// The pages that document `sluice serve`'s flags (the xDS flags have their table with the
 /// rest of rules over xDS).
@@ -46,7 +46,7 @@ fn every_serve_flag_is_in_the_reference_pages() {
 
 #[test]
 fn every_personality_variable_is_on_the_migration_page() {
-    let missing: Vec<&str> = upstream::all_vars()
+    let missing: Vec<&str> = compat::all_vars()
         .map(|var| var.name)
         .filter(|name| {
             // A trailing `*` declares every variable with that prefix: the page names the

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use axum::http::HeaderName;
 use clap::{Args, ValueEnum};
 use sluice::app::defaults;
-use sluice::limiter::{HeaderStyle, ResetPrecision, ResponseOptions, UpstreamHeaderNames};
+use sluice::limiter::{CompatHeaderNames, HeaderStyle, ResetPrecision, ResponseOptions};
 
 /// Response flags of `sluice serve`.
 #[derive(Debug, Args)]
@@ -18,24 +18,24 @@ pub struct ResponseArgs {
     /// nothing else), or `none`.
     #[arg(long, env = "SLUICE_RESPONSE_HEADERS", value_enum, default_value_t = HeadersArg::Draft10)]
     pub response_headers: HeadersArg,
-    /// Name of the header carrying the limit, with `--response-headers upstream` (upstream
-    /// LIMIT_LIMIT_HEADER).
+    /// Name of the header carrying the limit, with `--response-headers upstream`
+    /// (envoyproxy/ratelimit LIMIT_LIMIT_HEADER).
     #[arg(long, env = "SLUICE_LIMIT_HEADER", default_value = defaults::LIMIT_HEADER, value_parser = parse_header_name)]
     pub limit_header: String,
     /// Name of the header carrying the remaining requests, with `--response-headers upstream`
-    /// (upstream LIMIT_REMAINING_HEADER).
+    /// (envoyproxy/ratelimit LIMIT_REMAINING_HEADER).
     #[arg(long, env = "SLUICE_REMAINING_HEADER", default_value = defaults::REMAINING_HEADER, value_parser = parse_header_name)]
     pub remaining_header: String,
     /// Name of the header carrying the seconds until the window resets, with
-    /// `--response-headers upstream` (upstream LIMIT_RESET_HEADER).
+    /// `--response-headers upstream` (envoyproxy/ratelimit LIMIT_RESET_HEADER).
     #[arg(long, env = "SLUICE_RESET_HEADER", default_value = defaults::RESET_HEADER, value_parser = parse_header_name)]
     pub reset_header: String,
-    /// Fill the answer's dynamic_metadata as upstream's RESPONSE_DYNAMIC_METADATA does
+    /// Fill the answer's dynamic_metadata as envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA does
     /// (domain, descriptors, hits addend, and the metadata of the rules that passed).
     #[arg(long, env = "SLUICE_RESPONSE_DYNAMIC_METADATA")]
     pub response_dynamic_metadata: bool,
-    /// Global quota mode (upstream QUOTA_MODE): every descriptor but `unlimited` ones counts
-    /// as quota-mode, so a call is refused only when all of them are over.
+    /// Global quota mode (envoyproxy/ratelimit QUOTA_MODE): every descriptor but `unlimited` ones
+    /// counts as quota-mode, so a call is refused only when all of them are over.
     #[arg(long, env = "SLUICE_QUOTA_MODE")]
     pub quota_mode: bool,
     /// Precision of duration_until_reset: `seconds` (rounded up, so Envoy's x-ratelimit-reset
@@ -71,7 +71,7 @@ impl ResponseArgs {
     pub fn options(&self) -> ResponseOptions {
         let headers = match self.response_headers {
             HeadersArg::Draft10 => HeaderStyle::Draft10,
-            HeadersArg::Upstream => HeaderStyle::Upstream(UpstreamHeaderNames {
+            HeadersArg::Upstream => HeaderStyle::Compat(CompatHeaderNames {
                 limit: Cow::Owned(self.limit_header.clone()),
                 remaining: Cow::Owned(self.remaining_header.clone()),
                 reset: Cow::Owned(self.reset_header.clone()),
@@ -89,8 +89,8 @@ impl ResponseArgs {
     }
 }
 
-/// A valid HTTP header name, kept as written (upstream sends it verbatim; HTTP/2 lower-cases it
-/// on the wire).
+/// A valid HTTP header name, kept as written (envoyproxy/ratelimit sends it verbatim; HTTP/2
+/// lower-cases it on the wire).
 pub(crate) fn parse_header_name(text: &str) -> Result<String, String> {
     match HeaderName::from_bytes(text.as_bytes()) {
         Ok(_) => Ok(text.to_owned()),
@@ -120,15 +120,12 @@ mod tests {
         assert_eq!(options(&[]).unwrap(), ResponseOptions::default());
     }
 
-    /// Upstream headers take their names verbatim (upstream's defaults when not given); the
-    /// other switches map one to one.
+    /// envoyproxy/ratelimit headers take their names verbatim (envoyproxy/ratelimit's defaults when
+    /// not given); the other switches map one to one.
     #[test]
     fn upstream_headers_and_switches() {
         let o = options(&["--response-headers", "upstream"]).unwrap();
-        assert_eq!(
-            o.headers,
-            HeaderStyle::Upstream(UpstreamHeaderNames::default())
-        );
+        assert_eq!(o.headers, HeaderStyle::Compat(CompatHeaderNames::default()));
         let o = options(&[
             "--response-headers=upstream",
             "--limit-header=X-Limit",
@@ -144,7 +141,7 @@ mod tests {
         assert_eq!(
             o,
             ResponseOptions {
-                headers: HeaderStyle::Upstream(UpstreamHeaderNames {
+                headers: HeaderStyle::Compat(CompatHeaderNames {
                     limit: "X-Limit".into(),
                     remaining: "x-left".into(),
                     reset: "Reset".into(),

@@ -13,9 +13,9 @@ use sluice::clock::duration::{self, DurationError, GoDuration};
 use sluice::limiter::LimiterOptions;
 use sluice::store::PersistSettings;
 
+use super::listeners::ServingArgs;
 use super::redis::RedisArgs;
 use super::response::ResponseArgs;
-use super::serving::ServingArgs;
 use super::trace::TraceArgs;
 use super::xds::XdsArgs;
 use super::{LogFormat, RuleArgs};
@@ -49,7 +49,7 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_SHUTDOWN_DELAY", default_value_t = GoDuration(defaults::SHUTDOWN_DELAY))]
     pub shutdown_delay: GoDuration,
     /// Near-limit threshold as a fraction of the limit, for the near_limit statistic
-    /// (upstream NEAR_LIMIT_RATIO).
+    /// (envoyproxy/ratelimit NEAR_LIMIT_RATIO).
     #[arg(long, env = "SLUICE_NEAR_LIMIT_RATIO", default_value_t = defaults::NEAR_LIMIT_RATIO, value_parser = super::parse_ratio)]
     pub near_limit_ratio: f64,
     /// Most per-rule metric series (runtime values from detailed_metric, value_to_metric and

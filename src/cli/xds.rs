@@ -128,8 +128,8 @@ mod tests {
         }
     }
 
-    /// Without --xds-server rules come from files; with it, the defaults are upstream's node
-    /// id, plaintext, 4 MiB and the documented backoff.
+    /// Without --xds-server rules come from files; with it, the defaults are envoyproxy/ratelimit's
+    /// node id, plaintext, 4 MiB and the documented backoff.
     #[test]
     fn server_turns_xds_on() {
         assert_eq!(xds(&[]).unwrap(), None);

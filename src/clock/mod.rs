@@ -25,7 +25,7 @@ pub trait Clock: Send + Sync + 'static {
 }
 
 /// The real wall clock. Wall time (not monotonic) because windows are epoch-aligned,
-/// as upstream's are, and must agree across restarts and replicas.
+/// as envoyproxy/ratelimit's are, and must agree across restarts and replicas.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 

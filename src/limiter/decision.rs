@@ -22,7 +22,7 @@ pub enum Code {
 pub struct ReportedLimit {
     /// `requests_per_unit`.
     pub requests_per_unit: u32,
-    /// The unit; `None` for a `window:` that is no upstream unit (reported as UNKNOWN).
+    /// The unit; `None` for a `window:` that is no envoyproxy/ratelimit unit (reported as UNKNOWN).
     pub unit: Option<Unit>,
     /// The rule's `name`, if any.
     pub name: Option<Arc<str>>,
@@ -74,7 +74,8 @@ pub struct Decision {
     pub statuses: Vec<DescriptorStatus>,
     /// Headers for the response to the client, as the response options choose: draft-10
     /// (`RateLimit-Policy`, `RateLimit`, and on OVER_LIMIT `Retry-After` and `cache-control`),
-    /// upstream's three, or none; plus `x-ratelimit-mode: degraded` on a fail-open answer.
+    /// envoyproxy/ratelimit's three, or none; plus `x-ratelimit-mode: degraded` on a fail-open
+    /// answer.
     pub headers: Vec<(Cow<'static, str>, HeaderText)>,
     /// envoyproxy/ratelimit's `dynamic_metadata` Struct, as JSON; `None` unless the response
     /// options ask for it.

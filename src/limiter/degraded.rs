@@ -5,7 +5,7 @@
 //! | a `deny` rule (enforced) among them            | OVER_LIMIT, `Retry-After: 1`              |
 //! | a `local` rule that the local limiter denies   | OVER_LIMIT with the local retry hint      |
 //! | otherwise, with an `allow` rule among them     | OK                                        |
-//! | otherwise, with a request-side override        | gRPC UNAVAILABLE (Envoy's failure_mode_deny decides, as upstream) |
+//! | otherwise, with a request-side override        | gRPC UNAVAILABLE (Envoy's failure_mode_deny decides, as envoyproxy/ratelimit) |
 //! | otherwise (`local` rules that admit)           | OK                                        |
 //!
 //! Shadow-mode and quota-mode rules gate as usual (a shadow `deny` never blocks). Every answer
@@ -176,7 +176,7 @@ mod tests {
         crate::store::testing::fixed_charge(name, requests, 1, gate)
     }
 
-    fn decide(modes: &[Option<FailureMode>], gates: &[Gate]) -> Option<Vec<bool>> {
+    fn admitted(modes: &[Option<FailureMode>], gates: &[Gate]) -> Option<Vec<bool>> {
         let charges: Vec<Charge> = gates
             .iter()
             .enumerate()
@@ -192,22 +192,25 @@ mod tests {
     fn failure_table() {
         use FailureMode::*;
         let e = Gate::Enforced;
-        assert_eq!(decide(&[Some(Allow)], &[e]), Some(vec![true]));
+        assert_eq!(admitted(&[Some(Allow)], &[e]), Some(vec![true]));
         assert_eq!(
-            decide(&[Some(Deny), Some(Allow)], &[e, e]),
+            admitted(&[Some(Deny), Some(Allow)], &[e, e]),
             Some(vec![false, true])
         );
-        assert_eq!(decide(&[None], &[e]), None);
+        assert_eq!(admitted(&[None], &[e]), None);
         assert_eq!(
-            decide(&[None, Some(Allow)], &[e, e]),
+            admitted(&[None, Some(Allow)], &[e, e]),
             Some(vec![true, true])
         );
         assert_eq!(
-            decide(&[None, Some(Deny)], &[e, e]),
+            admitted(&[None, Some(Deny)], &[e, e]),
             Some(vec![true, false])
         );
-        assert_eq!(decide(&[None, Some(Local)], &[e, e]), None);
-        assert_eq!(decide(&[Some(Deny)], &[Gate::Advisory]), Some(vec![false]));
+        assert_eq!(admitted(&[None, Some(Local)], &[e, e]), None);
+        assert_eq!(
+            admitted(&[Some(Deny)], &[Gate::Advisory]),
+            Some(vec![false])
+        );
     }
 
     /// `local` counts in the fallback store with the limit divided among replicas, and a

@@ -37,7 +37,7 @@ pub struct Explained<'r> {
     pub walk: Walk<'r>,
     /// The limits of the node reached, each with its counter's state.
     pub limits: Vec<LimitState<'r>>,
-    /// Where upstream would decide differently (the walk's, and the call's).
+    /// Where envoyproxy/ratelimit would decide differently (the walk's, and the call's).
     pub upstream: Vec<String>,
 }
 
@@ -227,7 +227,8 @@ fn would_refuse(explained: &[Explained<'_>], store_failed: bool) -> bool {
     }))
 }
 
-/// Where upstream differs for a descriptor that is refused: it would still charge the hits.
+/// Where envoyproxy/ratelimit differs for a descriptor that is refused: it would still charge the
+/// hits.
 fn note_refused_hits(explained: &mut [Explained<'_>]) {
     for e in explained {
         if e.limits

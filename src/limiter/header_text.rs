@@ -11,7 +11,7 @@ pub enum HeaderText {
     Static(&'static str),
     /// Text compiled with the rules (a limit's `RateLimit-Policy` item), shared, not copied.
     Shared(Arc<str>),
-    /// A whole number in decimal (`Retry-After`, upstream's three headers).
+    /// A whole number in decimal (`Retry-After`, envoyproxy/ratelimit's three headers).
     Number(u64),
     /// The draft-10 `RateLimit` item.
     Current(RateLimitItem),

@@ -10,9 +10,9 @@ use super::request::{Descriptor, LimitOverride, Request};
 /// The key of a hits addend, on the call and on a descriptor.
 const HITS_ADDEND: &str = "hitsAddend";
 
-/// The Struct upstream returns, as JSON: `domain`; `descriptors`, one per request descriptor
-/// in order; `hitsAddend` when the call's is not 0; `metadata` when some passed rule has any.
-/// Built per call, only when the response options ask for it.
+/// The Struct envoyproxy/ratelimit returns, as JSON: `domain`; `descriptors`, one per request
+/// descriptor in order; `hitsAddend` when the call's is not 0; `metadata` when some passed rule has
+/// any. Built per call, only when the response options ask for it.
 pub(super) fn build(
     request: &Request,
     slots: &[Slot<'_>],
@@ -75,8 +75,8 @@ fn prototext(limit: LimitOverride) -> String {
     }
 }
 
-/// Merges `from` into `into` as upstream does: a key `into` lacks is added; where both hold
-/// an object the two merge the same way; otherwise `into` keeps its value (the first passed
+/// Merges `from` into `into` as envoyproxy/ratelimit does: a key `into` lacks is added; where both
+/// hold an object the two merge the same way; otherwise `into` keeps its value (the first passed
 /// descriptor's wins). `from` (a rule's stored metadata) is only read, never changed.
 fn merge(into: &mut Map<String, Value>, from: &Map<String, Value>) {
     for (key, value) in from {

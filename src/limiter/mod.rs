@@ -1,10 +1,11 @@
 //! The limiter: a call's descriptors → matched limits → one atomic store call → a [`Decision`].
 //!
 //! Matching, `replaces`, costs and gates are planned in `plan.rs` against one snapshot of the
-//! rules; the store decides every counter of the call at once (all-or-nothing); `answer.rs`
+//! rules; the store decides every counter of the call at once (all-or-nothing); `compose.rs`
 //! then turns the outcomes into statuses, the overall code and the headers.
 
-mod answer;
+mod compat_headers;
+mod compose;
 mod decision;
 mod degraded;
 mod explain;
@@ -15,11 +16,10 @@ mod plan;
 #[cfg(test)]
 mod quota_tests;
 mod request;
-mod response;
+mod response_options;
 #[cfg(test)]
-mod response_tests;
+mod response_options_tests;
 mod shards;
-mod upstream_headers;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -42,9 +42,9 @@ pub use header_text::{HeaderText, RateLimitItem};
 pub use request::{
     Descriptor, InvalidRequest, LimitOverride, MAX_DESCRIPTORS, MAX_ENTRIES, MAX_TEXT, Request,
 };
-pub use response::{
-    HeaderStyle, ResetPrecision, ResponseOptions, UPSTREAM_LIMIT_HEADER, UPSTREAM_REMAINING_HEADER,
-    UPSTREAM_RESET_HEADER, UpstreamHeaderNames,
+pub use response_options::{
+    CompatHeaderNames, HeaderStyle, ResetPrecision, ResponseOptions, UPSTREAM_LIMIT_HEADER,
+    UPSTREAM_REMAINING_HEADER, UPSTREAM_RESET_HEADER,
 };
 
 /// Behaviour switches of the limiter.
@@ -52,8 +52,8 @@ pub use response::{
 pub struct LimiterOptions {
     /// Global shadow mode: the overall code is forced to OK; statuses keep OVER_LIMIT.
     pub global_shadow_mode: bool,
-    /// Global quota mode (upstream `QUOTA_MODE`): every descriptor but `unlimited` ones is a
-    /// quota descriptor, so the call is over only if all of them are over.
+    /// Global quota mode (envoyproxy/ratelimit `QUOTA_MODE`): every descriptor but `unlimited` ones
+    /// is a quota descriptor, so the call is over only if all of them are over.
     pub global_quota_mode: bool,
     /// The algorithm of request-side limit overrides (rules carry their own).
     pub default_algorithm: Algorithm,
@@ -85,7 +85,8 @@ pub enum LimitError {
     /// The counter store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// No rules have arrived yet (xDS before its first accepted response); upstream's words.
+    /// No rules have arrived yet (xDS before its first accepted response); envoyproxy/ratelimit's
+    /// words.
     #[error("no rate limit configuration loaded")]
     NoRules,
 }
@@ -192,7 +193,8 @@ impl Limiter {
                 }
             }
         };
-        let mut decision = answer::decide(request, &plan, &outcomes, &self.options, &self.metrics);
+        let mut decision =
+            compose::compose(request, &plan, &outcomes, &self.options, &self.metrics);
         decision.store = store;
         if let StoreUse::Failed(_) = store {
             let (name, value) = degraded::HEADER;

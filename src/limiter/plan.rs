@@ -1,6 +1,6 @@
 //! Planning one call: match every descriptor against one snapshot of the rules, apply
 //! `replaces` across the call, and build the store charges (counter keys, limits, costs,
-//! gates). `answer.rs` turns the store's outcomes for the plan into the answer.
+//! gates). `compose.rs` turns the store's outcomes for the plan into the answer.
 
 use std::borrow::Cow;
 use std::ops::Deref;
@@ -168,9 +168,9 @@ pub(super) fn is_quota(slot: &Slot<'_>, global_quota_mode: bool) -> bool {
     }
 }
 
-/// Whether `slot` is a quota descriptor that can never be over its limit: a shadow-mode rule
-/// in quota mode, or under global quota mode a descriptor no limit applies to (upstream counts
-/// every descriptor but `unlimited` ones as quota descriptors then).
+/// Whether `slot` is a quota descriptor that can never be over its limit: a shadow-mode rule in
+/// quota mode, or under global quota mode a descriptor no limit applies to (envoyproxy/ratelimit
+/// counts every descriptor but `unlimited` ones as quota descriptors then).
 fn passes_quota(slot: &Slot<'_>, global_quota_mode: bool) -> bool {
     match slot {
         Slot::Free => global_quota_mode,
@@ -395,7 +395,7 @@ impl<'r> Counted<'r> {
 }
 
 /// A limit sent by the client: counted with the default algorithm, sharing the counter of a
-/// configured rule with the same window (as upstream's overrides share cache keys).
+/// configured rule with the same window (as envoyproxy/ratelimit's overrides share cache keys).
 fn override_rule(o: LimitOverride, options: &LimiterOptions) -> LimitRule {
     let window = o.unit.seconds() * SECOND;
     let requests = u64::from(o.requests_per_unit);

@@ -2,7 +2,7 @@
 //! rules, the embedded store, a manual clock): a quota descriptor is over when any of its
 //! limits is, and a call refused because every quota descriptor is over charges nothing.
 
-use super::response_tests::limiter_for;
+use super::response_options_tests::limiter_for;
 use super::*;
 use crate::clock::{ManualClock, SECOND};
 

@@ -16,7 +16,7 @@ pub struct Request {
     pub domain: String,
     /// The descriptors, each checked against the rules.
     pub descriptors: Vec<Descriptor>,
-    /// Hits to add to every descriptor (0 means 1, as upstream).
+    /// Hits to add to every descriptor (0 means 1, as envoyproxy/ratelimit).
     pub hits_addend: u32,
 }
 

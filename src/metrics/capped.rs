@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use parking_lot::RwLock;
 use prometheus::{IntCounter, IntCounterVec};
 
-use super::OVERFLOW_KEY;
+use super::names::OVERFLOW_KEY;
 
 /// A capped family of `N` labels.
 pub(super) struct CappedCounters<const N: usize> {

@@ -1,17 +1,17 @@
 //! Every metric name and label in one place (`names.rs`), with typed recording functions:
-//! envoyproxy/ratelimit's families and the hit split (`upstream.rs`), the capped per-rule
-//! series (`series.rs`), sluice's own decision and rule figures (`sluice.rs`), the figures a
+//! envoyproxy/ratelimit's families and the hit split (`compat.rs`), the capped per-rule
+//! series (`series.rs`), sluice's own decision and rule figures (`decisions.rs`), the figures a
 //! store reports about itself (`store.rs`) and the xDS stream's (`xds.rs`).
 //!
 //! Recording goes through handles resolved once (a rule's series, a family's fixed label),
 //! never by formatting label strings per call.
 
 mod capped;
+mod compat;
+mod decisions;
 mod names;
 mod series;
-mod sluice;
 mod store;
-mod upstream;
 mod xds;
 
 use prometheus::core::Collector;
@@ -20,10 +20,10 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-pub use names::*;
+pub use compat::{HitOutcome, HitSplit, split_hits};
+pub use decisions::StoreSeries;
+pub use names::{SERVICE_ERROR, STORE_ERROR};
 pub use series::{RuleCounters, RuleSeries, SeriesSlot};
-pub use sluice::StoreSeries;
-pub use upstream::{HitOutcome, HitSplit, split_hits};
 
 /// Latency buckets from 10 µs to 100 ms: a decision should take well under a millisecond.
 const LATENCY_BUCKETS: [f64; 13] = [
@@ -36,8 +36,8 @@ pub struct Metrics {
     /// Tells this registry from others in one process (see [`SeriesSlot`]).
     id: u64,
     registry: Registry,
-    upstream: upstream::Upstream,
-    sluice: sluice::Sluice,
+    compat: compat::Compat,
+    decisions: decisions::Decisions,
     store: store::StoreFigures,
     xds: xds::XdsFigures,
 }
@@ -45,26 +45,26 @@ pub struct Metrics {
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Metrics")
-            .field("max_series", &self.upstream.series.max_series())
+            .field("max_series", &self.compat.series.max_series())
             .finish_non_exhaustive()
     }
 }
 
 impl Metrics {
-    /// A fresh registry. `near_ratio` is upstream's NEAR_LIMIT_RATIO; `max_series` caps the
-    /// per-rule series.
+    /// A fresh registry. `near_ratio` is envoyproxy/ratelimit's NEAR_LIMIT_RATIO; `max_series` caps
+    /// the per-rule series.
     pub fn new(near_ratio: f64, max_series: usize) -> Self {
         let registry = Registry::new();
         register_process_collector(&registry);
         let families = Families(&registry);
-        let upstream = upstream::Upstream::new(&families, near_ratio, max_series);
-        let folded = upstream.series.folded();
+        let compat = compat::Compat::new(&families, near_ratio, max_series);
+        let folded = compat.series.folded();
         // Only told apart, never ordered: any unique number will do.
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Self {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            upstream,
-            sluice: sluice::Sluice::new(&families, max_series, folded),
+            compat,
+            decisions: decisions::Decisions::new(&families, max_series, folded),
             store: store::StoreFigures::new(&families),
             xds: xds::XdsFigures::new(&families),
             registry,

@@ -1,7 +1,7 @@
 //! Every metric name and label value: envoyproxy/ratelimit's Prometheus names (so existing
 //! dashboards keep working), then sluice's own.
 
-/// Per-rule hits (upstream `ratelimit.service.rate_limit.<domain>.<key>.total_hits`).
+/// Per-rule hits (envoyproxy/ratelimit `ratelimit.service.rate_limit.<domain>.<key>.total_hits`).
 pub const RULE_TOTAL_HITS: &str = "ratelimit_service_rate_limit_total_hits";
 /// Hits over the limit.
 pub const RULE_OVER_LIMIT: &str = "ratelimit_service_rate_limit_over_limit";
@@ -11,7 +11,7 @@ pub const RULE_NEAR_LIMIT: &str = "ratelimit_service_rate_limit_near_limit";
 pub const RULE_WITHIN_LIMIT: &str = "ratelimit_service_rate_limit_within_limit";
 /// Over-limit hits let through by a shadow-mode rule.
 pub const RULE_SHADOW_MODE: &str = "ratelimit_service_rate_limit_shadow_mode";
-/// Calls whose OVER_LIMIT answer global shadow mode turned into OK (upstream
+/// Calls whose OVER_LIMIT answer global shadow mode turned into OK (envoyproxy/ratelimit
 /// `ratelimit.service.global_shadow_mode`).
 pub const GLOBAL_SHADOW_MODE: &str = "ratelimit_service_global_shadow_mode";
 /// Rule sets loaded.
@@ -82,7 +82,7 @@ pub const OVERFLOW_KEY: &str = "_overflow_";
 pub const SHOULD_RATE_LIMIT: &str = "ShouldRateLimit";
 /// `err_type` of malformed calls.
 pub const SERVICE_ERROR: &str = "service_error";
-/// `err_type` of store failures (upstream's name).
+/// `err_type` of store failures (envoyproxy/ratelimit's name).
 pub const STORE_ERROR: &str = "redis_error";
 
 /// 1 while the xDS stream to the control plane is open, else 0.

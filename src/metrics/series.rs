@@ -1,4 +1,5 @@
-//! The per-rule series, keyed by the upstream stats key (`domain.key1.key2...`) and capped.
+//! The per-rule series, keyed by the envoyproxy/ratelimit stats key (`domain.key1.key2...`) and
+//! capped.
 //!
 //! Only rules with `detailed_metric`/`value_to_metric` and request-side overrides put runtime
 //! values into that key, so the number of series is capped: past `max_series`, new keys fold
@@ -11,12 +12,13 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::RwLock;
 use prometheus::{IntCounter, IntCounterVec};
 
-use super::{Families, OVERFLOW_KEY, RULE_LABELS, SERIES_FOLDED};
-use super::{
+use super::Families;
+use super::names::{OVERFLOW_KEY, RULE_LABELS, SERIES_FOLDED};
+use super::names::{
     RULE_NEAR_LIMIT, RULE_OVER_LIMIT, RULE_SHADOW_MODE, RULE_TOTAL_HITS, RULE_WITHIN_LIMIT,
 };
 
-/// The five upstream counters of one rule series.
+/// The five envoyproxy/ratelimit counters of one rule series.
 #[derive(Debug)]
 pub struct RuleCounters {
     pub(super) total_hits: IntCounter,
@@ -159,7 +161,7 @@ impl Series {
 }
 
 /// `key1`/`key2` labels: the first two path segments after the domain (deeper ones are dropped,
-/// as upstream's Prometheus mapping does).
+/// as envoyproxy/ratelimit's Prometheus mapping does).
 fn label_keys(domain: &str, stats_key: &str) -> (String, String) {
     let path = stats_key
         .strip_prefix(domain)
@@ -171,7 +173,7 @@ fn label_keys(domain: &str, stats_key: &str) -> (String, String) {
     (key1, key2)
 }
 
-/// Upstream's stats sanitising: `:` and `|` become `_`.
+/// envoyproxy/ratelimit's stats sanitising: `:` and `|` become `_`.
 fn sanitize(text: &str) -> String {
     text.replace([':', '|'], "_")
 }

@@ -4,9 +4,8 @@
 
 use prometheus::{IntCounterVec, IntGaugeVec};
 
-use super::{
-    Families, Metrics, XDS_ACCEPTED_VERSION, XDS_ACKS, XDS_CONNECTED, XDS_NACKS, XDS_RECONNECTS,
-};
+use super::names::{XDS_ACCEPTED_VERSION, XDS_ACKS, XDS_CONNECTED, XDS_NACKS, XDS_RECONNECTS};
+use super::{Families, Metrics};
 
 /// The xDS families (label-less vectors: no series until the source starts).
 pub(super) struct XdsFigures {

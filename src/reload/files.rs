@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::rules::{self, ConfigErrors, LoadOptions, RuleSet, RuntimeLayout};
+use crate::rules::{self, CompatLayout, ConfigErrors, LoadOptions, RuleSet};
 use crate::watch::{Changes, DirectoryRule};
 
 /// Quiet time after the last file event before reloading: editors and `kubectl` write in bursts.
@@ -41,7 +41,7 @@ pub enum RuleSource {
     /// `--config`: files, or directories of `*.yaml`/`*.yml`.
     Files(Vec<PathBuf>),
     /// envoyproxy/ratelimit's layout (the `ratelimit` personality).
-    Runtime(RuntimeLayout),
+    Runtime(CompatLayout),
 }
 
 impl RuleSource {

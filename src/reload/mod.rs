@@ -1,8 +1,8 @@
-//! The rules in force and how they change. A rule source — rule files (`files.rs`: `--config`
-//! or upstream's layout; load, watch, reload) or the xDS stream (`crate::xds`) — compiles a rule
-//! set off the request path and hands it to the [`Reloader`], which swaps it in whole; a set that
-//! did not compile is reported and changes nothing. Counters live in the store, keyed by what a
-//! limit counts, so the limits a new set leaves unchanged keep their counters.
+//! The rules in force and how they change. A rule source — rule files (`files.rs`: `--config` or
+//! envoyproxy/ratelimit's layout; load, watch, reload) or the xDS stream (`crate::xds`) — compiles
+//! a rule set off the request path and hands it to the [`Reloader`], which swaps it in whole; a set
+//! that did not compile is reported and changes nothing. Counters live in the store, keyed by what
+//! a limit counts, so the limits a new set leaves unchanged keep their counters.
 
 mod files;
 

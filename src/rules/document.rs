@@ -2,10 +2,10 @@
 //! served over xDS. Each document becomes the same raw tree a rule file is read into and goes
 //! through the same compiler, so every check (and every message) is the one a file gets.
 //!
-//! As upstream's `config_xds.go`, a document has no `value_to_metric` or `share_threshold` and
-//! none of sluice's extensions (`window`, `algorithm`, `rate_limits`, ...): its limits count with
-//! the load's default algorithm. Errors have no line or column: they print as
-//! `<document name>: <message>`, upstream's form for xDS.
+//! As envoyproxy/ratelimit's `config_xds.go`, a document has no `value_to_metric` or
+//! `share_threshold` and none of sluice's extensions (`window`, `algorithm`, `rate_limits`, ...):
+//! its limits count with the load's default algorithm. Errors have no line or column: they print as
+//! `<document name>: <message>`, envoyproxy/ratelimit's form for xDS.
 
 use std::path::PathBuf;
 
@@ -51,8 +51,8 @@ pub struct DescriptorRule {
 /// One `rate_limit`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LimitSpec {
-    /// The unit's name as upstream spells it (`SECOND` ... `YEAR`, `UNKNOWN`, or the number of an
-    /// enum value it does not know), checked as a rule file's `unit:` is.
+    /// The unit's name as envoyproxy/ratelimit spells it (`SECOND` ... `YEAR`, `UNKNOWN`, or the
+    /// number of an enum value it does not know), checked as a rule file's `unit:` is.
     pub unit: String,
     /// `requests_per_unit`.
     pub requests_per_unit: u32,

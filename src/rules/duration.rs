@@ -12,7 +12,7 @@ const UNITS: [(&str, Nanos); 5] = [
     ("ms", MILLI),
 ];
 
-/// The longest window: a year, the longest upstream unit.
+/// The longest window: a year, the longest envoyproxy/ratelimit unit.
 pub(super) const MAX_WINDOW: Nanos = 365 * 86_400 * SECOND;
 
 /// Parses a window such as `1m30s`: integer amounts, each followed by a unit (`ms`, `s`, `m`,
@@ -22,7 +22,8 @@ pub(super) const MAX_WINDOW: Nanos = 365 * 86_400 * SECOND;
 /// narrows it (whole numbers, its own units and order), so `window:` and the duration flags
 /// never disagree about where a number ends and a unit begins.
 ///
-/// The error is the whole message, e.g. `invalid window '10x': unknown unit 'x' (use ms, s, m, h, d)`.
+/// The error is the whole message, e.g. `invalid window '10x': unknown unit 'x' (use ms, s, m, h,
+/// d)`.
 pub fn parse(text: &str) -> Result<Nanos, String> {
     let invalid = |why: &str| format!("invalid window '{text}': {why}");
     if text.is_empty() {

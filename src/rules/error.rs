@@ -8,7 +8,7 @@ use super::Location;
 pub struct ConfigError {
     /// Where: the file, and the line and column of the offending node when YAML gives them.
     pub location: Location,
-    /// What, in upstream's words where upstream has a message for it.
+    /// What, in envoyproxy/ratelimit's words where envoyproxy/ratelimit has a message for it.
     pub message: String,
 }
 

@@ -242,9 +242,9 @@ fn upstream_differences(domain: &Domain, walk: &Walk<'_>) -> Vec<String> {
     notes
 }
 
-/// Upstream matches a wildcard against the composite `key_value` string, so a node `wild` +
-/// `foo*` also takes the entry `wild_foo` = anything. Where that would pick another node than
-/// sluice's walk, says so.
+/// envoyproxy/ratelimit matches a wildcard against the composite `key_value` string, so a node
+/// `wild` + `foo*` also takes the entry `wild_foo` = anything. Where that would pick another node
+/// than sluice's walk, says so.
 fn composite_match_difference(domain: &Domain, walk: &Walk<'_>) -> Option<String> {
     let mut level = &domain.root;
     for (i, step) in walk.steps.iter().enumerate() {
@@ -380,7 +380,8 @@ descriptors:
         );
     }
 
-    /// Upstream's differences: its fixed window, and its composite `key_value` wildcard match.
+    /// envoyproxy/ratelimit's differences: its fixed window, and its composite `key_value` wildcard
+    /// match.
     #[test]
     fn upstream_differences_are_named() {
         let set = rules(TREE);

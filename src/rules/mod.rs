@@ -1,14 +1,15 @@
 //! Rules: YAML rule files (a superset of envoyproxy/ratelimit's) compiled into an immutable,
 //! indexed [`RuleSet`] that the limiter matches descriptors against.
 //!
-//! `file` reads one rule file into raw, positioned rules and checks upstream's schema; `compile`
-//! finds the files, validates them and builds the [`RuleSet`] (every error with its location, all
-//! at once); `document` takes rules given as data (xDS's `RateLimitConfig`) through the same
-//! compiler; `matcher` walks a domain for a request descriptor; `view` prints a set for
+//! `file` reads one rule file into raw, positioned rules and checks envoyproxy/ratelimit's schema;
+//! `compile` finds the files, validates them and builds the [`RuleSet`] (every error with its
+//! location, all at once); `document` takes rules given as data (xDS's `RateLimitConfig`) through
+//! the same compiler; `matcher` walks a domain for a request descriptor; `view` prints a set for
 //! `sluice check` and `GET /rlconfig`; `explain` walks the tree step by step for `sluice explain`
 //! and `/ui`; `duration` is the `window:` grammar; `error` holds the located errors; `runtime`
 //! reads envoyproxy/ratelimit's own file layout. The types of a compiled set are defined here.
 
+mod compat_layout;
 mod compile;
 mod document;
 mod duration;
@@ -16,7 +17,6 @@ mod error;
 mod explain;
 mod file;
 mod matcher;
-mod runtime;
 mod view;
 
 use std::collections::HashMap;
@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use crate::algorithm::{Algorithm, Limit};
 
+pub use compat_layout::CompatLayout;
 pub use compile::{
     LoadOptions, MAX_FILE_BYTES, MAX_KEY_BYTES, MAX_LOAD_BYTES, is_rule_file, is_skipped, load,
     load_sources,
@@ -34,9 +35,9 @@ pub use duration::{format as format_window, parse as parse_window};
 pub use error::{ConfigError, ConfigErrors};
 pub use explain::{Reached, Step, Walk, walk};
 pub use matcher::{Match, MatchKind, Pattern, override_stats_key};
-pub use runtime::RuntimeLayout;
 
-/// A time unit of upstream's `rate_limit.unit` (epoch-aligned; month = 30 days, year = 365 days).
+/// A time unit of envoyproxy/ratelimit's `rate_limit.unit` (epoch-aligned; month = 30 days, year =
+/// 365 days).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Unit {
     /// 1 s.
@@ -47,7 +48,7 @@ pub enum Unit {
     Hour,
     /// 86,400 s.
     Day,
-    /// 604,800 s (windows start on Thursday 00:00 UTC, as upstream's).
+    /// 604,800 s (windows start on Thursday 00:00 UTC, as envoyproxy/ratelimit's).
     Week,
     /// 2,592,000 s (30 days, not a calendar month).
     Month,
@@ -93,7 +94,7 @@ impl Unit {
         }
     }
 
-    /// Parses a unit name in any case, as upstream does; `None` for anything else.
+    /// Parses a unit name in any case, as envoyproxy/ratelimit does; `None` for anything else.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL
             .into_iter()
@@ -171,8 +172,9 @@ pub struct LimitRule {
     pub kind: LimitKind,
     /// `requests_per_unit` as written (reported in `current_limit`).
     pub requests_per_unit: u32,
-    /// The upstream unit reported in `current_limit`: the configured `unit`, or the unit whose
-    /// length equals `window`; `None` for a window that is no unit (reported as UNKNOWN).
+    /// The envoyproxy/ratelimit unit reported in `current_limit`: the configured `unit`, or the
+    /// unit whose length equals `window`; `None` for a window that is no unit (reported as
+    /// UNKNOWN).
     pub unit: Option<Unit>,
     /// `name` (reported in `current_limit.name`; target of `replaces`).
     pub name: Option<Arc<str>>,
@@ -213,7 +215,8 @@ pub struct Node {
     pub shards: u32,
     /// `metadata`, as JSON.
     pub metadata: Option<serde_json::Value>,
-    /// The configured path from the domain, e.g. `edge.api_key_gold-*.path` (upstream full key).
+    /// The configured path from the domain, e.g. `edge.api_key_gold-*.path` (envoyproxy/ratelimit
+    /// full key).
     pub full_key: String,
     /// Where the node was written.
     pub location: Location,

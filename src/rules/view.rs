@@ -17,11 +17,12 @@ impl RuleSet {
         )
     }
 
-    /// One line per node that has limits, sorted, for `GET /rlconfig`. Upstream's format comes
-    /// first, then sluice's fields:
-    /// `<full_key>: unit=MINUTE requests_per_unit=20, shadow_mode: false, quota_mode: false, algorithm=sliding_window window=1m`
-    /// (` burst=<b>` for a token bucket, ` lease=<n>` with a lease; `unlimited=true` instead for an unlimited node; each
-    /// further limit of `rate_limits` appended as ` | unit=... requests_per_unit=... algorithm=... window=...`).
+    /// One line per node that has limits, sorted, for `GET /rlconfig`. envoyproxy/ratelimit's
+    /// format comes first, then sluice's fields: `<full_key>: unit=MINUTE requests_per_unit=20,
+    /// shadow_mode: false, quota_mode: false, algorithm=sliding_window window=1m` (` burst=<b>` for
+    /// a token bucket, ` lease=<n>` with a lease; `unlimited=true` instead for an unlimited node;
+    /// each further limit of `rate_limits` appended as ` | unit=... requests_per_unit=...
+    /// algorithm=... window=...`).
     pub fn rlconfig_lines(&self) -> Vec<String> {
         let mut lines = Vec::new();
         for domain in self.domains.values() {
@@ -68,7 +69,8 @@ fn push_lines<'a>(level: &'a Level, lines: &mut Vec<(&'a str, String)>) {
     }
 }
 
-/// `unit=MINUTE requests_per_unit=20` (UNKNOWN for a window that is no unit, as upstream names it).
+/// `unit=MINUTE requests_per_unit=20` (UNKNOWN for a window that is no unit, as
+/// envoyproxy/ratelimit names it).
 fn upstream_fields(limit: &LimitRule) -> String {
     let unit = limit
         .unit

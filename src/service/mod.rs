@@ -44,8 +44,8 @@ impl RlsService {
         }
     }
 
-    /// Maps, decides and maps back; malformed calls are INVALID_ARGUMENT.
-    async fn decide(
+    /// Maps, checks and maps back; malformed calls are INVALID_ARGUMENT.
+    async fn check(
         &self,
         request: RateLimitRequest,
         mut span: Option<CallSpan>,
@@ -76,7 +76,7 @@ impl RlsService {
             // transient or not (a bad script reply is the store failing as much as a timeout).
             Err(LimitError::Store(e)) => Err(Status::unavailable(e.to_string())),
             // Before the first rules from xDS: Envoy's failure_mode_deny decides, as it would
-            // for upstream, which refuses connections until then.
+            // for envoyproxy/ratelimit, which refuses connections until then.
             Err(e @ LimitError::NoRules) => Err(Status::unavailable(e.to_string())),
         }
     }
@@ -98,7 +98,7 @@ impl RateLimitService for RlsService {
             .tracer
             .as_ref()
             .and_then(|tracer| tracer.start(request.metadata()));
-        let answer = self.decide(request.into_inner(), span).await;
+        let answer = self.check(request.into_inner(), span).await;
         self.limiter
             .metrics()
             .record_call(started.elapsed().as_secs_f64());

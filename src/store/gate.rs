@@ -13,8 +13,8 @@ pub enum Gate {
     Advisory,
 }
 
-/// True when the call must be refused: an enforced charge was denied, or the call has quota
-/// charges and every quota group has a denied charge (upstream's QUOTA_MODE: a call is over
+/// True when the call must be refused: an enforced charge was denied, or the call has quota charges
+/// and every quota group has a denied charge (envoyproxy/ratelimit's QUOTA_MODE: a call is over
 /// when a non-quota descriptor is over, or when it has quota descriptors and all are over).
 ///
 /// Allocation-free: the iterator is walked again per admitted quota charge (calls are small).

@@ -1,8 +1,9 @@
 //! Counter keys: a collision-free byte encoding of (domain, descriptor entries, limit identity).
 //!
-//! Every field is length-prefixed, so values containing separators (`_`, `.`, `:`) can never
-//! make two descriptors share a counter, unlike upstream's `domain_key_value_` concatenation.
-//! The encoding excludes `requests_per_unit`, so a rule whose limit changes keeps its count.
+//! Every field is length-prefixed, so values containing separators (`_`, `.`, `:`) can never make
+//! two descriptors share a counter, unlike envoyproxy/ratelimit's `domain_key_value_`
+//! concatenation. The encoding excludes `requests_per_unit`, so a rule whose limit changes keeps
+//! its count.
 
 use smallvec::SmallVec;
 
@@ -44,7 +45,7 @@ impl CounterKey {
 }
 
 /// A counter key read back into its parts (for a key layout that spells them out, such as
-/// upstream's).
+/// envoyproxy/ratelimit's).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyParts<'a> {
     /// The domain.

@@ -53,7 +53,8 @@ pub struct Charge {
 pub struct Outcome {
     /// The algorithm's verdict.
     pub verdict: Verdict,
-    /// Hits that would have fit before this call (for upstream's near/over-limit statistics).
+    /// Hits that would have fit before this call (for envoyproxy/ratelimit's near/over-limit
+    /// statistics).
     pub available: u64,
 }
 

@@ -1,7 +1,7 @@
-//! A client certificate verifier that also requires a name (`--tls-client-san`, upstream
-//! `GRPC_CLIENT_TLS_SAN`): the chain is verified as usual, then the client's certificate must
-//! be valid for the name, as Go's `x509.Certificate.Verify` with `DNSName` checks it (a DNS or
-//! IP subject alternative name; wildcard certificates match as for servers).
+//! A client certificate verifier that also requires a name (`--tls-client-san`,
+//! envoyproxy/ratelimit `GRPC_CLIENT_TLS_SAN`): the chain is verified as usual, then the client's
+//! certificate must be valid for the name, as Go's `x509.Certificate.Verify` with `DNSName` checks
+//! it (a DNS or IP subject alternative name; wildcard certificates match as for servers).
 
 use std::sync::Arc;
 

@@ -1,5 +1,6 @@
 //! xDS resources to rule documents: decode each `Any` as a `RateLimitConfig` and map it field by
-//! field, as upstream's `config_xds.go` does (the rule compiler then checks it like a file).
+//! field, as envoyproxy/ratelimit's `config_xds.go` does (the rule compiler then checks it like a
+//! file).
 
 use std::path::PathBuf;
 
@@ -104,7 +105,8 @@ mod tests {
         }
     }
 
-    /// Every field of upstream's resource reaches the document, nested descriptors included.
+    /// Every field of envoyproxy/ratelimit's resource reaches the document, nested descriptors
+    /// included.
     #[test]
     fn maps_every_field() {
         let metadata: Struct = [("team".to_string(), "a".to_string().into())]
@@ -163,7 +165,7 @@ mod tests {
         assert_eq!(docs, [expected]);
     }
 
-    /// Units are named as upstream's enum prints them; unknown numbers as the number.
+    /// Units are named as envoyproxy/ratelimit's enum prints them; unknown numbers as the number.
     #[test]
     fn unit_names() {
         assert_eq!(unit_name(0), "UNKNOWN");

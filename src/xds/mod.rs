@@ -28,7 +28,7 @@ use crate::rules::LoadOptions;
 /// The resource type sluice subscribes to: envoyproxy/ratelimit's rule configuration.
 const TYPE_URL: &str = "type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig";
 
-/// The node id sent when none is given (upstream's default).
+/// The node id sent when none is given (envoyproxy/ratelimit's default).
 pub const DEFAULT_NODE_ID: &str = "default";
 /// The largest response accepted, in bytes (gRPC's usual 4 MiB).
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 4 * 1024 * 1024;

@@ -111,7 +111,7 @@ impl Drop for Ratelimit {
 
 /// Waits, if needed, until at least `room` seconds of the current `window`-second fixed window
 /// are left, so that calls meant for one window (the personality counts fixed windows, as
-/// upstream) are not split by its edge. No time is asserted: this only avoids the edge.
+/// envoyproxy/ratelimit) are not split by its edge. No time is asserted: this only avoids the edge.
 pub fn room_in_window(window: u64, room: u64) {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -1,6 +1,7 @@
-//! The `ratelimit` personality started the way users deploy envoyproxy/ratelimit: the binary
-//! named `ratelimit` (a symlink, as the image's `/bin/ratelimit`), no arguments, only upstream's
-//! environment variables, rules in upstream's file layout, a real Redis and a real Envoy.
+//! The `ratelimit` personality started the way users deploy envoyproxy/ratelimit: the binary named
+//! `ratelimit` (a symlink, as the image's `/bin/ratelimit`), no arguments, only
+//! envoyproxy/ratelimit's environment variables, rules in envoyproxy/ratelimit's file layout, a
+//! real Redis and a real Envoy.
 
 use crate::common;
 
@@ -80,11 +81,11 @@ fn istio_env(data: &Path, redis_port: u16) -> Vec<(String, String)> {
 
 /// sluice's own per-call Redis timeout (10 ms) can pass on a test machine shared by many builds;
 /// then a call is answered by the rule's failure_mode and a count goes missing. The tests give
-/// calls a second instead (a `SLUICE_*` variable, beside upstream's).
+/// calls a second instead (a `SLUICE_*` variable, beside envoyproxy/ratelimit's).
 const LOADED_MACHINE_TIMEOUT: [&str; 2] = ["SLUICE_REDIS_TIMEOUT", "1s"];
 
-/// Waits until calls are decided by Redis: sluice listens before Redis is connected (upstream
-/// waits for it), and answers by failure_mode meanwhile, marked degraded.
+/// Waits until calls are decided by Redis: sluice listens before Redis is connected
+/// (envoyproxy/ratelimit waits for it), and answers by failure_mode meanwhile, marked degraded.
 fn wait_for_redis(get: impl Fn(&str) -> http1::Response) {
     poll(
         Duration::from_secs(30),
@@ -183,10 +184,10 @@ fn istio_sample_deployment_through_envoy() {
     );
 }
 
-/// An upstream manifest of the classic, Kustomize-style shape: `RUNTIME_WATCH_ROOT` (default
-/// true) with `RUNTIME_ROOT` a symlink swapped to a new version, Redis as a `redis://` URL,
-/// Prometheus on a port of its own, JSON logs with upstream's keys, and one variable sluice does
-/// not honour named in the one warning.
+/// An envoyproxy/ratelimit manifest of the classic, Kustomize-style shape: `RUNTIME_WATCH_ROOT`
+/// (default true) with `RUNTIME_ROOT` a symlink swapped to a new version, Redis as a `redis://`
+/// URL, Prometheus on a port of its own, JSON logs with envoyproxy/ratelimit's keys, and one
+/// variable sluice does not honour named in the one warning.
 #[test]
 #[ignore = "needs envoy and redis-server (scripts/test installs them)"]
 fn kustomize_style_manifest_through_envoy() {
@@ -232,7 +233,7 @@ fn kustomize_style_manifest_through_envoy() {
     assert_eq!(get("/productpage").status, 200);
     assert_eq!(get("/productpage").status, 429);
 
-    // The separate Prometheus listener: upstream's names and the process collector.
+    // The separate Prometheus listener: envoyproxy/ratelimit's names and the process collector.
     let metrics = http1::get(
         SocketAddr::from(([127, 0, 0, 1], metrics_port)),
         "/metrics",
@@ -255,7 +256,7 @@ fn kustomize_style_manifest_through_envoy() {
         (get("/details").status == 429).then_some(())
     });
 
-    // JSON logs with upstream's keys, and the one warning about DEBUG_PORT.
+    // JSON logs with envoyproxy/ratelimit's keys, and the one warning about DEBUG_PORT.
     let log = ratelimit.log();
     let lines: Vec<serde_json::Value> = log
         .lines()
@@ -277,9 +278,9 @@ fn kustomize_style_manifest_through_envoy() {
     );
 }
 
-/// A malformed upstream value stops the start with the variable and its value; `SLUICE_*`
-/// variables win over upstream ones (which are then named as overridden); rules that do not load
-/// leave the server up but unhealthy until a good rule set arrives.
+/// A malformed envoyproxy/ratelimit value stops the start with the variable and its value;
+/// `SLUICE_*` variables win over envoyproxy/ratelimit ones (which are then named as overridden);
+/// rules that do not load leave the server up but unhealthy until a good rule set arrives.
 #[test]
 fn malformed_values_stop_the_start_and_sluice_variables_win() {
     let dir = tempfile::tempdir().unwrap();
@@ -340,8 +341,9 @@ fn malformed_values_stop_the_start_and_sluice_variables_win() {
     );
 }
 
-/// `sluice serve --upstream-env` is the personality too; plain `sluice serve` reads no upstream
-/// name, so variables meant for something else (a malformed `PORT`, `LOG_LEVEL`) change nothing.
+/// `sluice serve --upstream-env` is the personality too; plain `sluice serve` reads no
+/// envoyproxy/ratelimit name, so variables meant for something else (a malformed `PORT`,
+/// `LOG_LEVEL`) change nothing.
 #[test]
 fn upstream_env_flag_and_plain_serve() {
     let out = common::process::Serve::new()
@@ -453,12 +455,12 @@ impl Deployed {
     }
 }
 
-/// Upstream's unix-socket Redis (`REDIS_SOCKET_TYPE=unix`, `REDIS_URL` the socket's path,
-/// `REDIS_AUTH` its password) and upstream's headers under custom names
+/// envoyproxy/ratelimit's unix-socket Redis (`REDIS_SOCKET_TYPE=unix`, `REDIS_URL` the socket's
+/// path, `REDIS_AUTH` its password) and envoyproxy/ratelimit's headers under custom names
 /// (`LIMIT_RESPONSE_HEADERS_ENABLED` with `LIMIT_*_HEADER`), behind Envoy configured as Istio's
-/// task: 200 then 429 carrying exactly those three headers (no draft-10 headers, no
-/// Retry-After), their reset equal to Envoy's `x-ratelimit-reset`; the counters are upstream's
-/// keys in that Redis, as the personality counts by default.
+/// task: 200 then 429 carrying exactly those three headers (no draft-10 headers, no Retry-After),
+/// their reset equal to Envoy's `x-ratelimit-reset`; the counters are envoyproxy/ratelimit's keys
+/// in that Redis, as the personality counts by default.
 #[test]
 #[ignore = "needs envoy and redis-server (scripts/test installs them)"]
 fn unix_socket_redis_and_upstream_headers_through_envoy() {
@@ -511,7 +513,7 @@ fn unix_socket_redis_and_upstream_headers_through_envoy() {
     assert!(!log.contains("not honoured"), "all honoured:\n{log}");
 }
 
-/// Sentinel as upstream's variables name it (`REDIS_TYPE=sentinel`,
+/// Sentinel as envoyproxy/ratelimit's variables name it (`REDIS_TYPE=sentinel`,
 /// `REDIS_URL=<master>,<sentinel>,…`, `REDIS_AUTH` for the nodes, `REDIS_SENTINEL_AUTH` for the
 /// sentinels) behind Envoy: 200 then 429 with sluice's default headers, Envoy's
 /// `x-ratelimit-reset` equal to `Retry-After`, the counter on the master the sentinels name;

@@ -73,8 +73,8 @@ async fn a_batch_leaves_what_separate_runs_leave() {
         .await
         .expect("connects");
     let window = 2 * HOUR;
-    // Per algorithm: requests, window, burst (for upstream's layout, 4: the key's expiry in
-    // seconds and the microseconds left in its window).
+    // Per algorithm: requests, window, burst (for envoyproxy/ratelimit's layout, 4: the key's
+    // expiry in seconds and the microseconds left in its window).
     let algorithms: [(&str, [i64; 3]); 5] = [
         ("fixed", [0, 3, window]),
         ("sliding", [1, 3, window]),

@@ -1,11 +1,11 @@
-//! `--redis-key-layout upstream`: `fixed_window` counters live in envoyproxy/ratelimit's keys,
-//! as plain integers with upstream's expiry, so upstream and sluice replicas on one Redis
-//! share their counts during a rolling migration.
+//! `--redis-key-layout upstream`: `fixed_window` counters live in envoyproxy/ratelimit's keys, as
+//! plain integers with envoyproxy/ratelimit's expiry, so envoyproxy/ratelimit and sluice replicas
+//! on one Redis share their counts during a rolling migration.
 //!
-//! The expected keys are written out as upstream builds them (reference envoy-ratelimit.md
-//! §2.6: prefix + domain + "_" + (key + "_" + value + "_")… + window start in Unix seconds),
-//! never computed with sluice's code; upstream itself is emulated with `redis-cli` running
-//! its commands (`INCRBY key 1`, then `EXPIRE key window + jitter`).
+//! The expected keys are written out as envoyproxy/ratelimit builds them (reference
+//! envoy-ratelimit.md §2.6: prefix + domain + "_" + (key + "_" + value + "_")… + window start in
+//! Unix seconds), never computed with sluice's code; envoyproxy/ratelimit itself is emulated with
+//! `redis-cli` running its commands (`INCRBY key 1`, then `EXPIRE key window + jitter`).
 
 use std::time::Duration;
 
@@ -19,8 +19,9 @@ use crate::common::ratelimit::unix_now;
 use crate::common::redis::RedisServer;
 use crate::common::{OK, OVER, TestServer, call, connect, one_descriptor};
 
-/// The rules of upstream's own key-layout tests (`fixed_window` comes from
-/// `--default-algorithm`, as in a migration), and two rules whose keys collide upstream.
+/// The rules of envoyproxy/ratelimit's own key-layout tests (`fixed_window` comes from
+/// `--default-algorithm`, as in a migration), and two rules whose keys collide
+/// envoyproxy/ratelimit.
 const RULES: &str = "\
 domain: domain
 descriptors:
@@ -51,13 +52,13 @@ descriptors:
     rate_limit: { unit: second, requests_per_unit: 10, algorithm: sliding_window }
 ";
 
-/// A store on `redis` with upstream's layout, `prefix` and no expiry jitter.
+/// A store on `redis` with envoyproxy/ratelimit's layout, `prefix` and no expiry jitter.
 async fn store(redis: &RedisServer, prefix: &str) -> std::sync::Arc<RedisStore> {
     let settings = RedisSettings {
         clock: RedisClock::Server,
         timeout: Duration::from_secs(2),
         key_prefix: prefix.into(),
-        key_layout: RedisKeyLayout::Upstream,
+        key_layout: RedisKeyLayout::Compat,
         expiration_jitter: Duration::ZERO,
         ..RedisSettings::new(redis.url())
     };
@@ -80,8 +81,8 @@ fn keys(redis: &RedisServer) -> Vec<String> {
     keys
 }
 
-/// The keys of upstream's examples, at the times its tests use (1234 s and 1,000,000 s after
-/// the epoch), with and without a prefix; each a string holding the count, expiring a window
+/// The keys of envoyproxy/ratelimit's examples, at the times its tests use (1234 s and 1,000,000 s
+/// after the epoch), with and without a prefix; each a string holding the count, expiring a window
 /// after the hit. Other algorithms keep sluice's layout.
 #[tokio::test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
@@ -156,7 +157,7 @@ async fn keys_are_upstreams() {
     server.stop().await;
 }
 
-/// What the layout gives up: upstream joins keys and values with `_`, so `a_b=c` and
+/// What the layout gives up: envoyproxy/ratelimit joins keys and values with `_`, so `a_b=c` and
 /// `a=b_c` share one counter (in sluice's layout they never do).
 #[tokio::test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
@@ -172,8 +173,8 @@ async fn underscores_collide_as_upstream() {
     server.stop().await;
 }
 
-/// One hit as upstream counts it (INCRBY 1, then EXPIRE window + jitter; here 3600 + 300),
-/// from another process; returns the count after it.
+/// One hit as envoyproxy/ratelimit counts it (INCRBY 1, then EXPIRE window + jitter; here 3600 +
+/// 300), from another process; returns the count after it.
 fn upstream_hit(redis: &RedisServer, key: &str) -> u64 {
     let count = redis
         .cli(&["INCRBY", key, "1"])
@@ -184,10 +185,10 @@ fn upstream_hit(redis: &RedisServer, key: &str) -> u64 {
     count
 }
 
-/// A rolling migration: an upstream replica (emulated from another process) and a
+/// A rolling migration: an envoyproxy/ratelimit replica (emulated from another process) and a
 /// `sluice serve` replica count one `fixed_window` rule in the same Redis key, so neither
-/// double-counts nor resets: sluice admits only what upstream left, and upstream sees
-/// sluice's hits. (sluice's refusals consume nothing, as it documents.)
+/// double-counts nor resets: sluice admits only what envoyproxy/ratelimit left, and
+/// envoyproxy/ratelimit sees sluice's hits. (sluice's refusals consume nothing, as it documents.)
 #[tokio::test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
 async fn upstream_and_sluice_share_counts() {

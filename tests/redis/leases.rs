@@ -1,7 +1,7 @@
 //! Leases (`lease: N`) on a real Redis: two replicas sharing a leased limit never admit past
 //! it, answer most calls from held hits, give up at most N − 1 hits each per window, take
 //! nothing for a blocked call, keep answering from held hits while Redis is away, and count in
-//! upstream's own key in its layout.
+//! envoyproxy/ratelimit's own key in its layout.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -152,8 +152,9 @@ async fn held_hits_answer_while_redis_is_away() {
     );
 }
 
-/// In upstream's key layout a lease is counted in upstream's own key (`INCRBY` by the cost and
-/// the grant), so upstream replicas sharing the key see the leased hits as taken.
+/// In envoyproxy/ratelimit's key layout a lease is counted in envoyproxy/ratelimit's own key
+/// (`INCRBY` by the cost and the grant), so envoyproxy/ratelimit replicas sharing the key see the
+/// leased hits as taken.
 #[tokio::test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
 async fn a_lease_in_upstreams_layout_counts_in_upstreams_key() {
@@ -162,7 +163,7 @@ async fn a_lease_in_upstreams_layout_counts_in_upstreams_key() {
     let settings = RedisSettings {
         clock: RedisClock::Caller,
         timeout: Duration::from_secs(2),
-        key_layout: RedisKeyLayout::Upstream,
+        key_layout: RedisKeyLayout::Compat,
         key_prefix: String::new(),
         expiration_jitter: Duration::ZERO,
         ..RedisSettings::new(server.url())

@@ -1,5 +1,6 @@
 //! Redis on a unix socket: `redis+unix://` with a database and credentials in the URL, and
-//! upstream's bare socket path with the password from `--redis-password` (the real binary).
+//! envoyproxy/ratelimit's bare socket path with the password from `--redis-password` (the real
+//! binary).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,7 +70,7 @@ async fn unix_socket_urls() {
     );
 }
 
-/// The real binary on upstream's bare socket path, with `--redis-password`.
+/// The real binary on envoyproxy/ratelimit's bare socket path, with `--redis-password`.
 #[tokio::test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
 async fn serve_on_a_bare_socket_path() {

@@ -1,6 +1,6 @@
 //! Response options end to end through a real Envoy (the `ratelimit` HTTP filter, DRAFT_VERSION_03
 //! headers on) in front of the real sluice binary: `x-ratelimit-reset` against `Retry-After`,
-//! upstream's headers, and dynamic metadata read by Envoy.
+//! envoyproxy/ratelimit's headers, and dynamic metadata read by Envoy.
 
 use crate::common;
 
@@ -8,8 +8,8 @@ use common::envoy::{Bootstrap, Envoy, Stack};
 use common::http1::{Response, Upstream};
 use common::process::Sluice;
 
-/// One request per key per minute, upstream's fixed window: the reset is the time to the next
-/// minute, almost never a whole number of seconds.
+/// One request per key per minute, envoyproxy/ratelimit's fixed window: the reset is the time to
+/// the next minute, almost never a whole number of seconds.
 const ONE_PER_MINUTE: &str = r#"
 domain: e2e
 descriptors:
@@ -65,8 +65,8 @@ fn compare_on_429(refused: &Response) {
     );
 }
 
-/// `--response-headers upstream` with custom names: Envoy passes upstream's three headers to
-/// the client on 200 and 429, and sluice adds none of its own.
+/// `--response-headers upstream` with custom names: Envoy passes envoyproxy/ratelimit's three
+/// headers to the client on 200 and 429, and sluice adds none of its own.
 #[test]
 #[ignore = "needs envoy (scripts/test installs it)"]
 fn upstream_headers_through_envoy() {

@@ -350,7 +350,8 @@ async fn rate_limits_all_must_pass() {
     server.stop().await;
 }
 
-/// A `window:` limit that is no upstream unit reports UNKNOWN and its exact window in the policy.
+/// A `window:` limit that is no envoyproxy/ratelimit unit reports UNKNOWN and its exact window in
+/// the policy.
 #[tokio::test]
 async fn custom_window_reports_its_length() {
     let server = TestServer::start(RULES).await;

@@ -1,6 +1,6 @@
 //! Response options through the real server in-process (gRPC and `POST /json`, manual clock):
-//! upstream's headers, dynamic metadata as a `google.protobuf.Struct`, global quota mode, and
-//! the precision of `duration_until_reset`.
+//! envoyproxy/ratelimit's headers, dynamic metadata as a `google.protobuf.Struct`, global quota
+//! mode, and the precision of `duration_until_reset`.
 
 use crate::common;
 
@@ -10,7 +10,7 @@ use common::*;
 use pbjson_types::value::Kind;
 use serde_json::json;
 use sluice::limiter::{
-    HeaderStyle, LimiterOptions, ResetPrecision, ResponseOptions, UpstreamHeaderNames,
+    CompatHeaderNames, HeaderStyle, LimiterOptions, ResetPrecision, ResponseOptions,
 };
 use sluice::proto::RateLimitResponse;
 
@@ -34,7 +34,7 @@ fn options(response: ResponseOptions) -> LimiterOptions {
 
 fn upstream_named(limit: &str, remaining: &str, reset: &str) -> LimiterOptions {
     options(ResponseOptions {
-        headers: HeaderStyle::Upstream(UpstreamHeaderNames {
+        headers: HeaderStyle::Compat(CompatHeaderNames {
             limit: limit.to_owned().into(),
             remaining: remaining.to_owned().into(),
             reset: reset.to_owned().into(),
@@ -70,8 +70,8 @@ fn struct_json(s: &pbjson_types::Struct) -> serde_json::Value {
         .into()
 }
 
-/// Upstream's three headers under the configured names, exactly and in order, on OK and on
-/// OVER_LIMIT; no Retry-After or cache-control with them.
+/// envoyproxy/ratelimit's three headers under the configured names, exactly and in order, on OK and
+/// on OVER_LIMIT; no Retry-After or cache-control with them.
 #[tokio::test]
 async fn upstream_headers_over_grpc() {
     let server = TestServer::start_with(RULES, upstream_named("X-Limit", "x-left", "Reset")).await;
@@ -93,8 +93,8 @@ async fn upstream_headers_over_grpc() {
     server.stop().await;
 }
 
-/// `dynamic_metadata` is the Struct upstream returns: strings, doubles, booleans, lists and
-/// structs as such; only the passed descriptor's rule metadata; hit addends where sent.
+/// `dynamic_metadata` is the Struct envoyproxy/ratelimit returns: strings, doubles, booleans, lists
+/// and structs as such; only the passed descriptor's rule metadata; hit addends where sent.
 #[tokio::test]
 async fn dynamic_metadata_over_grpc_is_a_struct() {
     let server = TestServer::start_with(
@@ -196,7 +196,7 @@ async fn duration_until_reset_precision() {
     server.stop().await;
 }
 
-/// `POST /json` carries the same options: upstream headers and `dynamicMetadata`.
+/// `POST /json` carries the same options: envoyproxy/ratelimit headers and `dynamicMetadata`.
 #[tokio::test]
 async fn json_endpoint_carries_headers_and_metadata() {
     let mut options = upstream_named("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset");

@@ -198,10 +198,10 @@ async fn a_collector_that_is_down_never_fails_a_call() {
     server.stop().await;
 }
 
-/// Envoy Gateway's tracing variables on the `ratelimit` personality (the real binary): upstream's
-/// default protocol, OTLP/HTTP, to `OTEL_EXPORTER_OTLP_ENDPOINT` given without a scheme (sluice
-/// adds `http://` and `/v1/traces`); the span carries the service name and continues the
-/// caller's trace.
+/// Envoy Gateway's tracing variables on the `ratelimit` personality (the real binary):
+/// envoyproxy/ratelimit's default protocol, OTLP/HTTP, to `OTEL_EXPORTER_OTLP_ENDPOINT` given
+/// without a scheme (sluice adds `http://` and `/v1/traces`); the span carries the service name and
+/// continues the caller's trace.
 #[test]
 fn upstream_tracing_variables_export_over_otlp_http() {
     let receiver = Receiver::start_http();

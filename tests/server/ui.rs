@@ -272,7 +272,7 @@ async fn page_is_self_contained_under_a_strict_csp() {
 }
 
 /// `sluice explain` walks the rule files offline, descriptor by descriptor, and says where
-/// upstream differs; a bad descriptor or bad rules are clear errors.
+/// envoyproxy/ratelimit differs; a bad descriptor or bad rules are clear errors.
 #[test]
 fn sluice_explain_walks_the_rule_files() {
     let dir = temp_dir(&[("rules.yaml", RULES)]);

@@ -121,8 +121,8 @@ fn costing(charge: &Charge, cost: u64) -> Charge {
     }
 }
 
-/// The stores the contract runs on: memory, Redis, and Redis with upstream's key layout
-/// (its `fixed_window` counters are upstream's plain integers).
+/// The stores the contract runs on: memory, Redis, and Redis with envoyproxy/ratelimit's key layout
+/// (its `fixed_window` counters are envoyproxy/ratelimit's plain integers).
 #[derive(Debug, Clone, Copy)]
 enum Kind {
     Memory,
@@ -135,7 +135,7 @@ async fn run(kind: Kind, scenario: impl AsyncFn(&Backend)) {
     let backend = match kind {
         Kind::Memory => Backend::memory(),
         Kind::Redis => Backend::redis(RedisKeyLayout::Sluice).await,
-        Kind::RedisUpstreamKeys => Backend::redis(RedisKeyLayout::Upstream).await,
+        Kind::RedisUpstreamKeys => Backend::redis(RedisKeyLayout::Compat).await,
     };
     scenario(&backend).await;
 }
@@ -172,7 +172,7 @@ macro_rules! contract {
                 run(Kind::Redis, scenario).await;
             }
 
-            /// The scenario on a real redis-server, keys in upstream's layout.
+            /// The scenario on a real redis-server, keys in envoyproxy/ratelimit's layout.
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             #[ignore = "needs redis-server (scripts/test installs it)"]
             async fn redis_upstream_keys() {
@@ -576,12 +576,12 @@ fn lua_agrees_with_rust() {
     agree(limits(), ops(), 64, RedisKeyLayout::Sluice);
 }
 
-/// The same with keys in upstream's layout: its `fixed_window` counters (whole-second windows
-/// in `limits`) decide as the Rust algorithm does.
+/// The same with keys in envoyproxy/ratelimit's layout: its `fixed_window` counters (whole-second
+/// windows in `limits`) decide as the Rust algorithm does.
 #[test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
 fn lua_agrees_with_rust_in_upstream_key_layout() {
-    agree(limits(), ops(), 64, RedisKeyLayout::Upstream);
+    agree(limits(), ops(), 64, RedisKeyLayout::Compat);
 }
 
 /// The same with limits, costs and clock steps whose products pass 2^53.

@@ -79,7 +79,7 @@ fn args(manifests: &[Value]) -> Vec<&str> {
         .collect()
 }
 
-/// Each of `names` is an upstream variable the personality honours (its row in
+/// Each of `names` is an envoyproxy/ratelimit variable the personality honours (its row in
 /// `sluice upstream-env` does not say "not honoured").
 fn assert_honoured(names: &[&str]) {
     let table = run(["upstream-env"]).stdout;
@@ -672,10 +672,10 @@ fn chart_readme_has_no_stale_text() {
     }
 }
 
-/// `upstreamEnv.enabled`: the container runs `/bin/ratelimit` with envoyproxy/ratelimit's
-/// variables instead of flags, the rules ConfigMap in upstream's layout; every variable the chart
-/// sets is one the personality honours (the real binary warns about none of them); it needs
-/// Redis; `helm lint --strict` passes.
+/// `upstreamEnv.enabled`: the container runs `/bin/ratelimit` with envoyproxy/ratelimit's variables
+/// instead of flags, the rules ConfigMap in envoyproxy/ratelimit's layout; every variable the chart
+/// sets is one the personality honours (the real binary warns about none of them); it needs Redis;
+/// `helm lint --strict` passes.
 #[test]
 #[ignore = "needs helm (scripts/test installs it)"]
 fn upstream_env_mode_sets_upstream_variables_instead_of_flags() {

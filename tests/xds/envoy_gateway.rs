@@ -28,14 +28,14 @@ fn rules(requests: u32, extra: Vec<wire::RateLimitDescriptor>) -> Vec<wire::Rate
     vec![config(DOMAIN, descriptors)]
 }
 
-/// The binary started as Envoy Gateway's Deployment starts upstream's image: as `ratelimit`
-/// (a symlink), no arguments, exactly Envoy Gateway's environment (drop-in.md §4.1, in its
-/// order), with the Redis `redis`. What a test on one machine must change is changed and
+/// The binary started as Envoy Gateway's Deployment starts envoyproxy/ratelimit's image: as
+/// `ratelimit` (a symlink), no arguments, exactly Envoy Gateway's environment (drop-in.md §4.1, in
+/// its order), with the Redis `redis`. What a test on one machine must change is changed and
 /// nothing else: the ports (`HOST`/`PORT`/`GRPC_HOST`/`GRPC_PORT`, which Envoy Gateway leaves at
 /// their defaults, on loopback port 0, and `PROMETHEUS_ADDR` on port 0); `/certs` is a temporary
 /// directory; the control plane's address is a loopback port, so the name in its certificate,
-/// `envoy-gateway`, is given by upstream's `CONFIG_GRPC_XDS_SERVER_TLS_SAN` (the test cannot
-/// make `envoy-gateway` resolve).
+/// `envoy-gateway`, is given by envoyproxy/ratelimit's `CONFIG_GRPC_XDS_SERVER_TLS_SAN` (the test
+/// cannot make `envoy-gateway` resolve).
 fn start_as_envoy_gateway(certs: &EgCerts, cp: &ControlPlane, redis: &RedisServer) -> Binary {
     let path = |name: &str| certs.path(name).display().to_string();
     let (server, redis) = (cp.addr.to_string(), format!("127.0.0.1:{}", redis.port));

@@ -1,5 +1,5 @@
-//! Load errors: upstream's fixtures (§6.2) with their exact messages and positions, sluice's own
-//! schema errors, and that every error of a load is reported at once.
+//! Load errors: envoyproxy/ratelimit's fixtures (§6.2) with their exact messages and positions,
+//! sluice's own schema errors, and that every error of a load is reported at once.
 
 use std::path::PathBuf;
 
@@ -53,7 +53,7 @@ fn bad_limit_unit() {
     );
 }
 
-/// A YAML syntax error carries upstream's prefix and the parser's position.
+/// A YAML syntax error carries envoyproxy/ratelimit's prefix and the parser's position.
 #[test]
 fn bad_yaml() {
     let e = one(fixture!("invalid/bad_yaml.yaml"));
@@ -108,7 +108,8 @@ fn merge_on_duplicate_key() {
     );
 }
 
-/// An empty or missing domain is reported at the domain or document (no position for an empty file).
+/// An empty or missing domain is reported at the domain or document (no position for an empty
+/// file).
 #[test]
 fn empty_domain() {
     assert_eq!(
@@ -209,7 +210,7 @@ fn unlimited_with_unit() {
     );
 }
 
-/// A float leaf is upstream's generic `error checking config`, at the value.
+/// A float leaf is envoyproxy/ratelimit's generic `error checking config`, at the value.
 #[test]
 fn float_value() {
     assert_eq!(
@@ -228,7 +229,7 @@ fn share_threshold_without_wildcard() {
     );
 }
 
-/// Metadata that cannot become a JSON object is reported with upstream's prefix.
+/// Metadata that cannot become a JSON object is reported with envoyproxy/ratelimit's prefix.
 #[test]
 fn bad_metadata() {
     let e = one(fixture!("invalid/bad_metadata.yaml"));
@@ -291,7 +292,8 @@ fn wrong_types() {
         [
             "t.yaml:4:18: error loading config file: yaml: unmarshal errors: cannot unmarshal !!str `maybe` into bool",
             "t.yaml:7:26: error loading config file: yaml: unmarshal errors: cannot unmarshal !!int `-1` into uint32",
-            // Upstream's allow-list walk sees the list first; the type error is not repeated.
+            // envoyproxy/ratelimit's allow-list walk sees the list first; the type error is not
+            // repeated.
             "t.yaml:8:11: config error, yaml file contains list of type other than map: x",
             "t.yaml:10:18: error loading config file: yaml: unmarshal errors: cannot unmarshal !!str `x` into []descriptor",
             "t.yaml:11:10: error loading config file: yaml: unmarshal errors: cannot unmarshal !!map into string",
@@ -415,7 +417,8 @@ fn sluice_node_errors() {
     );
 }
 
-/// A second non-empty YAML document in a file is an error (upstream would silently drop it).
+/// A second non-empty YAML document in a file is an error (envoyproxy/ratelimit would silently drop
+/// it).
 #[test]
 fn second_document() {
     assert_eq!(

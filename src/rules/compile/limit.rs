@@ -216,7 +216,7 @@ fn lease(ctx: &mut Ctx<'_>, raw: &RawLimit, algorithm: Algorithm, unlimited: boo
     }
 }
 
-/// Upstream's checks on `replaces` entries.
+/// envoyproxy/ratelimit's checks on `replaces` entries.
 fn check_replaces(ctx: &mut Ctx<'_>, raw: &RawLimit) {
     for entry in &raw.replaces {
         if entry.value.is_empty() {

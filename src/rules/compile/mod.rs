@@ -29,7 +29,7 @@ pub(super) const MAX_SHARDS: i128 = 1024;
 pub struct LoadOptions {
     /// The algorithm of limits that set no `algorithm:` (`--default-algorithm`).
     pub default_algorithm: Algorithm,
-    /// Let several files add to one domain (upstream's `MERGE_DOMAIN_CONFIG`).
+    /// Let several files add to one domain (envoyproxy/ratelimit's `MERGE_DOMAIN_CONFIG`).
     pub merge_domains: bool,
 }
 
@@ -226,7 +226,7 @@ fn build_node(ctx: &mut Ctx<'_>, parent: &str, mut raw: RawDescriptor) -> Option
             "descriptor has empty key",
         );
     }
-    // Upstream treats an empty value as no value (a key-only node).
+    // envoyproxy/ratelimit treats an empty value as no value (a key-only node).
     let value = raw.value.take().map(|v| v.value).filter(|v| !v.is_empty());
     let segment = match &value {
         Some(v) => format!("{key}_{v}"),
@@ -275,7 +275,8 @@ fn build_node(ctx: &mut Ctx<'_>, parent: &str, mut raw: RawDescriptor) -> Option
     })
 }
 
-/// `share_threshold`, which only a wildcard value can use (reported otherwise, as upstream).
+/// `share_threshold`, which only a wildcard value can use (reported otherwise, as
+/// envoyproxy/ratelimit).
 fn share_threshold(
     ctx: &mut Ctx<'_>,
     raw: &RawDescriptor,

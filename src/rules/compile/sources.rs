@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use crate::files;
 use crate::rules::ConfigError;
 
-/// The largest rule file read (upstream's largest example is a few KB; 7,000 descriptors
-/// take about 540 KB).
+/// The largest rule file read (envoyproxy/ratelimit's largest example is a few KB; 7,000
+/// descriptors take about 540 KB).
 pub const MAX_FILE_BYTES: u64 = 16 << 20;
 /// The most bytes of rule files one load reads, all files together.
 pub const MAX_LOAD_BYTES: u64 = 128 << 20;

@@ -1,5 +1,5 @@
-//! Compiling valid rule files: limits built from upstream and sluice fields, merging, warnings,
-//! directory loading, and the `check` / `/rlconfig` views.
+//! Compiling valid rule files: limits built from envoyproxy/ratelimit and sluice fields, merging,
+//! warnings, directory loading, and the `check` / `/rlconfig` views.
 
 use std::path::{Path, PathBuf};
 
@@ -37,7 +37,7 @@ fn limit<'a>(set: &'a RuleSet, entries: &[(&str, &str)]) -> &'a LimitRule {
     &n.limits[0]
 }
 
-/// The upstream fixture compiles to the expected limits, units, names and policies.
+/// The envoyproxy/ratelimit fixture compiles to the expected limits, units, names and policies.
 #[test]
 fn basic_config_limits() {
     let set = load(
@@ -71,7 +71,8 @@ fn basic_config_limits() {
     assert_eq!(sub.location.line, Some(9));
 }
 
-/// `/rlconfig` shows one line per limited node, parents first, upstream's fields then sluice's.
+/// `/rlconfig` shows one line per limited node, parents first, envoyproxy/ratelimit's fields then
+/// sluice's.
 #[test]
 fn basic_config_rlconfig_and_summary() {
     let set = load(
@@ -200,7 +201,8 @@ fn policy_escaping() {
     assert_eq!(super::limit::policy("é", 5, 1), "\"_\";q=5;w=1");
 }
 
-/// Scalars resolve as upstream's YAML library does: ints in string fields, YAML 1.1 booleans, hex.
+/// Scalars resolve as envoyproxy/ratelimit's YAML library does: ints in string fields, YAML 1.1
+/// booleans, hex.
 #[test]
 fn scalar_resolution() {
     let set = compile(
@@ -235,7 +237,7 @@ fn warnings() {
     );
 }
 
-/// Anchors, aliases and merge keys work as in upstream's YAML library.
+/// Anchors, aliases and merge keys work as in envoyproxy/ratelimit's YAML library.
 #[test]
 fn anchors_and_merge_keys() {
     let set = compile(
@@ -278,7 +280,8 @@ fn merge_domains() {
     );
 }
 
-/// A directory load finds *.yaml/*.yml recursively, skipping `..data`-style dot entries but following symlinks.
+/// A directory load finds *.yaml/*.yml recursively, skipping `..data`-style dot entries but
+/// following symlinks.
 #[cfg(unix)]
 #[test]
 fn directory_load_skips_dot_entries() {

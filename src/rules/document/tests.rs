@@ -53,8 +53,9 @@ fn same_rules_as_the_equivalent_file() {
     assert_eq!(from_doc.summary(), "1 domain, 2 limited nodes");
 }
 
-/// Unit names are checked as in a file: UNKNOWN and numbers upstream's enum does not know are
-/// errors prefixed with the document name, without line or column; UNKNOWN is fine when unlimited.
+/// Unit names are checked as in a file: UNKNOWN and numbers envoyproxy/ratelimit's enum does not
+/// know are errors prefixed with the document name, without line or column; UNKNOWN is fine when
+/// unlimited.
 #[test]
 fn units_are_checked_like_a_file() {
     let unlimited = Some(LimitSpec {
@@ -124,7 +125,8 @@ fn every_error_of_every_document() {
     );
 }
 
-/// With domain merging on, two documents may add to one domain (upstream MERGE_DOMAIN_CONFIG).
+/// With domain merging on, two documents may add to one domain (envoyproxy/ratelimit
+/// MERGE_DOMAIN_CONFIG).
 #[test]
 fn merging_joins_documents_of_one_domain() {
     let docs = [

@@ -1,5 +1,6 @@
 //! Pass 2 of a rule file's check: typed extraction of the fields each place uses, as
-//! upstream's struct decoding does it. Errors of pass 1 (allow-list, floats) are not repeated.
+//! envoyproxy/ratelimit's struct decoding does it. Errors of pass 1 (allow-list, floats) are not
+//! repeated.
 
 use std::collections::HashMap;
 
@@ -10,7 +11,8 @@ use super::{
 };
 
 impl Checker<'_> {
-    /// The map's entries with string keys, the last of duplicates winning (as upstream's decoder).
+    /// The map's entries with string keys, the last of duplicates winning (as
+    /// envoyproxy/ratelimit's decoder).
     fn entries<'y>(&mut self, pairs: &'y [(Yaml, Yaml)]) -> Vec<(&'y str, &'y Yaml, &'y Yaml)> {
         let mut out: Vec<Option<(&str, &Yaml, &Yaml)>> = Vec::with_capacity(pairs.len());
         // Indexed, so a map with many keys is not quadratic.

@@ -1,9 +1,11 @@
-//! One rule file: YAML read with positions, checked against upstream's schema, into raw rules.
+//! One rule file: YAML read with positions, checked against envoyproxy/ratelimit's schema, into raw
+//! rules.
 //!
-//! Two passes over the positioned tree, as upstream does them: first the flat key allow-list
-//! over the whole document (upstream's `validateYamlKeys`), then typed extraction of the fields
-//! each place uses (upstream's struct decoding). Every problem is recorded, none stops the walk;
-//! a field that failed marks its owner `bad` so `compile` does not report follow-on errors.
+//! Two passes over the positioned tree, as envoyproxy/ratelimit does them: first the flat key
+//! allow-list over the whole document (envoyproxy/ratelimit's `validateYamlKeys`), then typed
+//! extraction of the fields each place uses (envoyproxy/ratelimit's struct decoding). Every problem
+//! is recorded, none stops the walk; a field that failed marks its owner `bad` so `compile` does
+//! not report follow-on errors.
 //!
 //! `yaml.rs` builds the positioned tree, `scalar.rs` resolves scalars as go-yaml v2 does, this
 //! module runs pass 1 and `extract.rs` pass 2.
@@ -21,7 +23,7 @@ use yaml::{Kind, Yaml};
 /// A 1-based line and column.
 pub(super) type Pos = (usize, usize);
 
-/// Upstream's allow-list, applied at every depth (except inside `metadata`).
+/// envoyproxy/ratelimit's allow-list, applied at every depth (except inside `metadata`).
 const UPSTREAM_KEYS: [&str; 16] = [
     "domain",
     "key",
@@ -85,7 +87,7 @@ pub(super) struct RawDescriptor {
     pub pos: Pos,
     /// `key`.
     pub key: Option<Spanned<String>>,
-    /// `value` (possibly empty, which upstream treats as absent).
+    /// `value` (possibly empty, which envoyproxy/ratelimit treats as absent).
     pub value: Option<Spanned<String>>,
     /// `rate_limit`.
     pub rate_limit: Option<RawLimit>,
@@ -121,7 +123,7 @@ pub(super) struct RawLimit {
     pub pos: Pos,
     /// `unit`, unchecked.
     pub unit: Option<Spanned<String>>,
-    /// `requests_per_unit` (0 when absent, as upstream).
+    /// `requests_per_unit` (0 when absent, as envoyproxy/ratelimit).
     pub requests_per_unit: u32,
     /// `unlimited`, positioned at its key.
     pub unlimited: Option<Spanned<bool>>,
@@ -169,8 +171,8 @@ pub(super) fn read(path: &Path, text: &str) -> Parsed {
         errors: Vec::new(),
         warnings: Vec::new(),
     };
-    // Upstream decodes only the first document; a second one would be silently ignored there,
-    // which hides rules, so it is an error here (an empty trailing `---` is fine).
+    // envoyproxy/ratelimit decodes only the first document; a second one would be silently ignored
+    // there, which hides rules, so it is an error here (an empty trailing `---` is fine).
     for doc in docs.iter().skip(1) {
         if !is_null(doc) {
             c.error(
@@ -269,7 +271,7 @@ impl Checker<'_> {
         );
     }
 
-    // ---- Pass 1: upstream's allow-list walk. ----
+    // ---- Pass 1: envoyproxy/ratelimit's allow-list walk. ----
 
     fn validate_map(&mut self, pairs: &[(Yaml, Yaml)]) {
         for (k, v) in pairs {
@@ -287,7 +289,7 @@ impl Checker<'_> {
                 self.error(k.pos, format!("config error, unknown key '{key}'"));
                 continue;
             }
-            // Metadata is free-form: upstream does not check its keys.
+            // Metadata is free-form: envoyproxy/ratelimit does not check its keys.
             if key != "metadata" {
                 self.validate_value(v);
             }
@@ -340,7 +342,7 @@ fn short(mut text: String) -> String {
     text
 }
 
-/// A node as Go's `%v` prints the decoded value (for upstream's messages).
+/// A node as Go's `%v` prints the decoded value (for envoyproxy/ratelimit's messages).
 fn go_fmt(node: &Yaml) -> String {
     match &node.kind {
         Kind::Scalar(s) => match s.resolve() {

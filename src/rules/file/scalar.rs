@@ -1,5 +1,6 @@
-//! YAML scalars resolved the way upstream's YAML library (go-yaml v2, YAML 1.1) resolves them
-//! for an untyped target, so that `yes`, `0x1f` or `1e3` mean in sluice what they mean upstream.
+//! YAML scalars resolved the way envoyproxy/ratelimit's YAML library (go-yaml v2, YAML 1.1)
+//! resolves them for an untyped target, so that `yes`, `0x1f` or `1e3` mean in sluice what they
+//! mean envoyproxy/ratelimit.
 
 /// A scalar as written.
 #[derive(Debug, Clone)]

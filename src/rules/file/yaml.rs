@@ -4,7 +4,7 @@
 //! deeply nested file could overflow the stack), bounded in depth, in nodes and in bytes, each
 //! counted once with aliases expanded: an alias is checked against the budget before its
 //! anchor is copied, so a small file of aliases to a large anchor cannot exhaust memory.
-//! Scalars are kept as written; `scalar.rs` resolves them as upstream does.
+//! Scalars are kept as written; `scalar.rs` resolves them as envoyproxy/ratelimit does.
 
 use std::collections::HashMap;
 
@@ -42,7 +42,7 @@ pub(super) enum Kind {
     Scalar(Scalar),
 }
 
-/// A YAML syntax error: upstream's message text and where the parser stopped.
+/// A YAML syntax error: envoyproxy/ratelimit's message text and where the parser stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct SyntaxError {
     /// Where.

@@ -1,5 +1,5 @@
-//! Matching a request descriptor against a domain: `*` patterns, upstream's per-level lookup,
-//! and the stats keys upstream derives from a match.
+//! Matching a request descriptor against a domain: `*` patterns, envoyproxy/ratelimit's per-level
+//! lookup, and the stats keys envoyproxy/ratelimit derives from a match.
 
 use std::borrow::{Borrow, Cow};
 use std::hash::{Hash, Hasher};
@@ -11,9 +11,9 @@ use crate::rules::{Domain, Level, LimitRule, Node};
 /// A configured value containing `*`: each `*` matches zero or more characters, anywhere, any
 /// number of times, the literal parts in order. Compiled once; matching allocates nothing.
 ///
-/// Only the request's *value* is matched against the pattern, the key must be equal. Upstream
-/// matches the composite string `key_value` instead, so its `wild` + `foo*` also matches a
-/// request key `wild_foo`; that quirk is deliberately not reproduced.
+/// Only the request's *value* is matched against the pattern, the key must be equal.
+/// envoyproxy/ratelimit matches the composite string `key_value` instead, so its `wild` + `foo*`
+/// also matches a request key `wild_foo`; that quirk is deliberately not reproduced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pattern {
     source: String,
@@ -62,7 +62,8 @@ impl Pattern {
 /// The result of a lookup: the node matched at each level, the last one at the request's depth.
 ///
 /// A match does not imply a limit: `node().limits.is_empty()` means the request reached a node
-/// without limits of its own (upstream's whitelist, or an intermediate node), i.e. no limit.
+/// without limits of its own (envoyproxy/ratelimit's whitelist, or an intermediate node), i.e. no
+/// limit.
 #[derive(Debug, Clone)]
 pub struct Match<'a> {
     /// Inline up to four levels (deeper descriptors spill to the heap).
@@ -86,12 +87,12 @@ impl<'a> Match<'a> {
         &self.last.limits
     }
 
-    /// Upstream's stats key for this match (§1.8), e.g. `domain.key1_value1.subkey1`. Per level:
-    /// `key_<pattern>` for a `share_threshold` node; else the runtime `key_value` when the last
-    /// node has `detailed_metric` or this node has `value_to_metric` (just `key` for an empty
-    /// value); else `key_value` (configured value), `key` (key-only) or `key_<pattern>`.
-    /// `entries` are the request entries the match was made from. Metric-name sanitising is
-    /// the metrics layer's job.
+    /// envoyproxy/ratelimit's stats key for this match (§1.8), e.g. `domain.key1_value1.subkey1`.
+    /// Per level: `key_<pattern>` for a `share_threshold` node; else the runtime `key_value` when
+    /// the last node has `detailed_metric` or this node has `value_to_metric` (just `key` for an
+    /// empty value); else `key_value` (configured value), `key` (key-only) or `key_<pattern>`.
+    /// `entries` are the request entries the match was made from. Metric-name sanitising is the
+    /// metrics layer's job.
     ///
     /// Without `detailed_metric` or `value_to_metric` on the path the key holds only
     /// configured values: the node's `full_key`, compiled once (nothing built per call).
@@ -122,8 +123,8 @@ impl<'a> Match<'a> {
     }
 }
 
-/// Upstream's stats key for a request-side limit override (config matching bypassed): every
-/// runtime value included, `domain.k1_v1.k2_v2` (`.k` alone for an empty value).
+/// envoyproxy/ratelimit's stats key for a request-side limit override (config matching bypassed):
+/// every runtime value included, `domain.k1_v1.k2_v2` (`.k` alone for an empty value).
 pub fn override_stats_key(domain: &str, entries: &[(&str, &str)]) -> String {
     let mut key = String::with_capacity(domain.len() + entries.len() * 16);
     key.push_str(domain);
@@ -142,12 +143,12 @@ pub fn override_stats_key(domain: &str, entries: &[(&str, &str)]) -> String {
 }
 
 impl Domain {
-    /// Matches a request descriptor's entries, upstream's §1.4: from the root, at each level
-    /// the exact `(key, value)` node, else the first wildcard node of that key whose pattern
-    /// matches (file order), else the key-only node; nothing at some level, a request deeper
-    /// than the rules, or no entries → `None`. No backtracking to a less specific sibling.
-    /// Returns the path whenever the walk reaches the last entry, even to a node without limits
-    /// (see [`Match`]); a limit at a shallower depth never applies to a longer request.
+    /// Matches a request descriptor's entries, envoyproxy/ratelimit's §1.4: from the root, at each
+    /// level the exact `(key, value)` node, else the first wildcard node of that key whose pattern
+    /// matches (file order), else the key-only node; nothing at some level, a request deeper than
+    /// the rules, or no entries → `None`. No backtracking to a less specific sibling. Returns the
+    /// path whenever the walk reaches the last entry, even to a node without limits (see
+    /// [`Match`]); a limit at a shallower depth never applies to a longer request.
     pub fn lookup<'a>(&'a self, entries: &[(&str, &str)]) -> Option<Match<'a>> {
         let mut level = &self.root;
         let mut nodes = SmallVec::new();
@@ -175,7 +176,7 @@ pub enum MatchKind {
 }
 
 impl Level {
-    /// The node of this level an entry matches, by upstream's precedence.
+    /// The node of this level an entry matches, by envoyproxy/ratelimit's precedence.
     fn find(&self, key: &str, value: &str) -> Option<&Node> {
         self.find_with_kind(key, value).map(|(node, _)| node)
     }

@@ -1,5 +1,5 @@
-//! Matching and stats keys: upstream's `config_test.go` cases (§6.3) against reconstructed
-//! fixtures, plus the wildcard pattern itself.
+//! Matching and stats keys: envoyproxy/ratelimit's `config_test.go` cases (§6.3) against
+//! reconstructed fixtures, plus the wildcard pattern itself.
 
 use std::path::{Path, PathBuf};
 
@@ -192,7 +192,8 @@ fn wildcards() {
     for v in ["foo123baz", "bar456baz"] {
         assert_eq!(s("multiWild", v), "", "{v}");
     }
-    // Upstream's `wild` + `foo*` also matches key `wild_foo`; here the key must be equal.
+    // envoyproxy/ratelimit's `wild` + `foo*` also matches key `wild_foo`; here the key must be
+    // equal.
     assert_eq!(s("wild_foo", "x"), "");
 }
 
@@ -330,7 +331,8 @@ fn share_threshold_stats_keys() {
     );
 }
 
-/// Wildcard stats keys: the pattern, the runtime value with value_to_metric, the pattern with share_threshold.
+/// Wildcard stats keys: the pattern, the runtime value with value_to_metric, the pattern with
+/// share_threshold.
 #[test]
 fn wildcard_stats_keys() {
     let set = inline(

@@ -24,7 +24,7 @@ type Hasher = foldhash::fast::RandomState;
 /// One lock's share of the cache, by counter key bytes.
 type Shard = Mutex<HashMap<Box<[u8]>, Entry, Hasher>>;
 
-/// What one entry may take in memory, for sizing the cache in bytes (upstream's
+/// What one entry may take in memory, for sizing the cache in bytes (envoyproxy/ratelimit's
 /// `LOCAL_CACHE_SIZE_IN_BYTES`): the key's handle and the entry (64 bytes, checked below) and
 /// a control byte, doubled because a hash table may be half empty just after it grows, plus
 /// the key's own bytes on the heap (a domain and one or two descriptor entries: about 48):

@@ -1,14 +1,14 @@
-//! envoyproxy/ratelimit's Redis key layout, for `--redis-key-layout upstream`: upstream
+//! envoyproxy/ratelimit's Redis key layout, for `--redis-key-layout upstream`: envoyproxy/ratelimit
 //! replicas and sluice replicas on one Redis count `fixed_window` rules in the same keys, so a
 //! rolling migration neither double-counts nor resets them.
 //!
-//! Upstream's key is `prefix + domain + "_" + (key + "_" + value + "_")… + window start`, the
-//! window start in Unix seconds by the replica's own clock (a shared pattern in place of the
-//! value for `share_threshold`), and its value a plain integer: `INCRBY` by the hits, then
-//! `EXPIRE` for the window plus a random jitter, on every hit. Only counters upstream could
-//! have made use it: a `fixed_window` limit of whole seconds, the first (or only) limit of its
-//! descriptor, not split into `shards:`. Such keys give up collision freedom as upstream's
-//! do: `_` inside keys and values can make two descriptors share a counter.
+//! envoyproxy/ratelimit's key is `prefix + domain + "_" + (key + "_" + value + "_")… + window
+//! start`, the window start in Unix seconds by the replica's own clock (a shared pattern in place
+//! of the value for `share_threshold`), and its value a plain integer: `INCRBY` by the hits, then
+//! `EXPIRE` for the window plus a random jitter, on every hit. Only counters envoyproxy/ratelimit
+//! could have made use it: a `fixed_window` limit of whole seconds, the first (or only) limit of
+//! its descriptor, not split into `shards:`. Such keys give up collision freedom as
+//! envoyproxy/ratelimit's do: `_` inside keys and values can make two descriptors share a counter.
 
 use std::time::Duration;
 
@@ -27,8 +27,9 @@ pub struct CompatWindow {
     pub ttl_s: u64,
 }
 
-/// The envoyproxy/ratelimit key of `charge` at `now` (Unix nanoseconds, the replica's clock), with the
-/// window's end and expiry, or `None` when envoyproxy/ratelimit could not have made this counter.
+/// The envoyproxy/ratelimit key of `charge` at `now` (Unix nanoseconds, the replica's clock), with
+/// the window's end and expiry, or `None` when envoyproxy/ratelimit could not have made this
+/// counter.
 pub fn key(
     prefix: &[u8],
     charge: &Charge,
@@ -73,9 +74,9 @@ pub fn key(
     Some((key, window))
 }
 
-/// The script's fields for `charge` kept in envoyproxy/ratelimit's layout, its key KEYS[`key_index`]:
-/// the key names the window, so the window and burst fields carry the key's expiry (seconds)
-/// and the time left in the window (microseconds) instead.
+/// The script's fields for `charge` kept in envoyproxy/ratelimit's layout, its key
+/// KEYS[`key_index`]: the key names the window, so the window and burst fields carry the key's
+/// expiry (seconds) and the time left in the window (microseconds) instead.
 pub fn fields(charge: &Charge, key_index: usize, window: &CompatWindow) -> Fields {
     let mut f = script::fields(charge, key_index);
     f[1] = COMPAT_FIXED_WINDOW;

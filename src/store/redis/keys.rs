@@ -34,7 +34,7 @@ impl KeyLayout {
         }
         Ok(Self {
             prefix: prefix.as_bytes().into(),
-            compat: (layout == RedisKeyLayout::Upstream).then_some(jitter),
+            compat: (layout == RedisKeyLayout::Compat).then_some(jitter),
         })
     }
 

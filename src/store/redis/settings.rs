@@ -19,10 +19,10 @@ pub enum RedisKeyLayout {
     /// sluice's own: collision-free (length-prefixed) keys with a Redis Cluster hash tag.
     #[default]
     Sluice,
-    /// envoyproxy/ratelimit's keys and values for `fixed_window` rules (see `upstream.rs`), so
-    /// upstream and sluice replicas on one Redis share their counts during a migration; every
-    /// other counter keeps sluice's layout.
-    Upstream,
+    /// envoyproxy/ratelimit's keys and values for `fixed_window` rules (see `compat_keys.rs`), so
+    /// envoyproxy/ratelimit and sluice replicas on one Redis share their counts during a migration;
+    /// every other counter keeps sluice's layout.
+    Compat,
 }
 
 /// The default key prefix.
@@ -40,7 +40,7 @@ pub const DEFAULT_CONNECTIONS: usize = 2;
 pub const DEFAULT_RUNS_IN_FLIGHT: usize = 1;
 /// The default size of the local over-limit cache.
 pub const DEFAULT_LOCAL_CACHE_SIZE: usize = 100_000;
-/// The default most extra expiry of an upstream-layout key (upstream's
+/// The default most extra expiry of an compat-layout key (envoyproxy/ratelimit's
 /// `EXPIRATION_JITTER_MAX_SECONDS`).
 pub const DEFAULT_EXPIRATION_JITTER: Duration = Duration::from_secs(300);
 /// How long the breaker must stay open, by default, before health reports the store
@@ -77,12 +77,12 @@ pub struct RedisSettings {
     pub key_prefix: String,
     /// `--redis-key-layout`.
     pub key_layout: RedisKeyLayout,
-    /// `--redis-expiration-jitter`: an upstream-layout key expires a window plus a random
-    /// part of this after its last hit, as upstream's do.
+    /// `--redis-expiration-jitter`: an compat-layout key expires a window plus a random
+    /// part of this after its last hit, as envoyproxy/ratelimit's do.
     pub expiration_jitter: Duration,
     /// `--redis-timeout`: the longest a call waits for Redis.
     pub timeout: Duration,
-    /// `--redis-connect-timeout`: the longest opening a connection may take (upstream's
+    /// `--redis-connect-timeout`: the longest opening a connection may take (envoyproxy/ratelimit's
     /// `REDIS_TIMEOUT`); with Sentinel, each step (a sentinel's answer, the master's connect).
     pub connect_timeout: Duration,
     /// `--redis-connections`: multiplexed connections to a standalone Redis or master.

@@ -1,6 +1,6 @@
-//! §6.7: upstream's end-to-end scripts (`integration-test/scripts/*.sh`) through a real Envoy as
-//! upstream's compose file configures it (domain `rl`, `failure_mode_deny: false`, draft-03
-//! headers, descriptors from request headers), the personality with
+//! §6.7: envoyproxy/ratelimit's end-to-end scripts (`integration-test/scripts/*.sh`) through a real
+//! Envoy as envoyproxy/ratelimit's compose file configures it (domain `rl`, `failure_mode_deny:
+//! false`, draft-03 headers, descriptors from request headers), the personality with
 //! `RESPONSE_DYNAMIC_METADATA=true`, and a real Redis. Rules as the scripts describe them.
 
 use std::net::SocketAddr;
@@ -82,7 +82,7 @@ fn route(path: &str, limits: &[String]) -> String {
     )
 }
 
-/// Envoy as upstream's compose file runs it, in front of `ratelimit`.
+/// Envoy as envoyproxy/ratelimit's compose file runs it, in front of `ratelimit`.
 fn envoy(ratelimit: SocketAddr, upstream: SocketAddr) -> Envoy {
     let two = [from_headers(&["foo", "bar"]), from_headers(&["foo", "baz"])];
     let four = [
@@ -215,8 +215,8 @@ const STEPS: &[Step] = &[
     ("quota", "/quota", &[], &[200, 200, 429]),
 ];
 
-/// Every script's calls in order, each status as upstream's script asserts it; the detailed
-/// stats key's over_limit series.
+/// Every script's calls in order, each status as envoyproxy/ratelimit's script asserts it; the
+/// detailed stats key's over_limit series.
 #[test]
 #[ignore = "needs envoy and redis-server (scripts/test installs them)"]
 fn end_to_end_through_envoy() {
@@ -231,7 +231,7 @@ fn end_to_end_through_envoy() {
     let upstream = Upstream::start();
     let envoy = envoy(replay.ratelimit.grpc, upstream.addr);
     let mut tally = Tally::new("§6.7 end to end");
-    // Every script runs within one minute's window, as upstream's run does.
+    // Every script runs within one minute's window, as envoyproxy/ratelimit's run does.
     room_in_window(60, 20);
     for (script, path, headers, expected) in STEPS {
         let statuses: Vec<u16> = expected

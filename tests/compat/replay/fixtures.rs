@@ -1,6 +1,6 @@
-//! §6.2: upstream's config fixtures loaded by `ratelimit` from upstream's layout, each alone
-//! unless noted, and the error each must produce (upstream's exact `<file>: <message>`).
-//! No Redis is needed: the rules load (or not) before any call.
+//! §6.2: envoyproxy/ratelimit's config fixtures loaded by `ratelimit` from envoyproxy/ratelimit's
+//! layout, each alone unless noted, and the error each must produce (envoyproxy/ratelimit's exact
+//! `<file>: <message>`). No Redis is needed: the rules load (or not) before any call.
 
 use std::time::Duration;
 
@@ -35,7 +35,7 @@ const INVALID: &[(&[&str], &str, &str)] = &[
     ),
     (
         // The same file twice: in a directory the second copy has a name of its own
-        // (`.copy`, loaded second), and upstream names the file it was loading.
+        // (`.copy`, loaded second), and envoyproxy/ratelimit names the file it was loading.
         &["merge_domain_key1.yaml", "merge_domain_key1.yaml"],
         "true",
         "merge_domain_key1.yaml.copy: duplicate descriptor composite key 'test-domain.key1_value1'",
@@ -122,8 +122,8 @@ async fn start(files: &[(String, String)], merge: &str) -> Replay {
     Replay::start_bare(&files, &[("MERGE_DOMAIN_CONFIG", merge)], NO_REDIS).await
 }
 
-/// Upstream's message in sluice's words: YAML syntax errors come from another YAML parser,
-/// which says more about the same line (the README's Differences list says so).
+/// envoyproxy/ratelimit's message in sluice's words: YAML syntax errors come from another YAML
+/// parser, which says more about the same line (the README's Differences list says so).
 fn sluice_words(upstream: &str) -> String {
     upstream.replace(
         "yaml: line 2: found unexpected end of stream",
@@ -156,7 +156,8 @@ fn logged_errors(log: &str) -> Option<Vec<String>> {
     None
 }
 
-/// sluice's `<file>:<line>:<col>: <message>` without the position, as upstream writes it.
+/// sluice's `<file>:<line>:<col>: <message>` without the position, as envoyproxy/ratelimit writes
+/// it.
 fn without_position(error: &str) -> String {
     let (file, rest) = error.split_once(':').unwrap_or((error, ""));
     let mut parts = rest.splitn(3, ':');
@@ -170,8 +171,8 @@ fn without_position(error: &str) -> String {
     }
 }
 
-/// Each invalid fixture is refused with upstream's message (sluice adds the position); each
-/// valid one loads, counted in upstream's config_load_success.
+/// Each invalid fixture is refused with envoyproxy/ratelimit's message (sluice adds the position);
+/// each valid one loads, counted in envoyproxy/ratelimit's config_load_success.
 #[tokio::test]
 async fn config_fixtures() {
     let mut tally = Tally::new("§6.2 config fixtures");
@@ -181,8 +182,8 @@ async fn config_fixtures() {
             logged_errors(&replay.ratelimit.log())
         });
         let case = format!("{names:?} (merge {merge}) is refused");
-        // (upstream's one message without a position; whether a position is given; whether
-        // more errors of the same load follow it)
+        // (envoyproxy/ratelimit's one message without a position; whether a position is given;
+        // whether more errors of the same load follow it)
         let stripped: Vec<String> = errors.iter().map(|e| without_position(e)).collect();
         let actual = (stripped[0].clone(), stripped != errors, stripped.len() > 1);
         let upstream = (upstream.to_string(), false, false);

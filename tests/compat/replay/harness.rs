@@ -1,6 +1,6 @@
-//! The replay's harness: `ratelimit` started with upstream's variables over rules in upstream's
-//! layout, calls sent over gRPC and `/json` (alternately, unless a case names one), the answer as
-//! upstream's tests look at it, and the tally of cases.
+//! The replay's harness: `ratelimit` started with envoyproxy/ratelimit's variables over rules in
+//! envoyproxy/ratelimit's layout, calls sent over gRPC and `/json` (alternately, unless a case
+//! names one), the answer as envoyproxy/ratelimit's tests look at it, and the tally of cases.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -12,7 +12,7 @@ use sluice::proto::{RateLimitDescriptor, RateLimitRequest, RateLimitResponse};
 use crate::common::ratelimit::Ratelimit;
 use crate::common::{self, Client, sample};
 
-/// Upstream's variables every replay sets: listeners on loopback port 0, rules from
+/// envoyproxy/ratelimit's variables every replay sets: listeners on loopback port 0, rules from
 /// `RUNTIME_ROOT/ratelimit/config` watched as a ConfigMap is (`RUNTIME_WATCH_ROOT=false`), Redis
 /// over TCP, no statsd. `SLUICE_REDIS_TIMEOUT` gives calls five seconds on a loaded test
 /// machine (sluice's own 10 ms would let a slow Redis answer count as an outage, answered by
@@ -75,8 +75,8 @@ pub struct Replay {
 }
 
 impl Replay {
-    /// Starts `ratelimit` over `files` with upstream's variables `env` (after [`BASE`]); with
-    /// `redis_url`, waits until calls are decided by that Redis.
+    /// Starts `ratelimit` over `files` with envoyproxy/ratelimit's variables `env` (after
+    /// [`BASE`]); with `redis_url`, waits until calls are decided by that Redis.
     pub async fn start(files: &[(&str, &str)], env: &[(&str, &str)], redis_url: &str) -> Self {
         let mut all = files.to_vec();
         all.push(WARM_UP);
@@ -143,8 +143,8 @@ impl Replay {
             Transport::Json
         };
         let response = self.send(transport, request).await.answer();
-        // An answer by the rules' failure_mode is not what any upstream case is about: it could
-        // only match by chance, so it fails the test instead.
+        // An answer by the rules' failure_mode is not what any envoyproxy/ratelimit case is about:
+        // it could only match by chance, so it fails the test instead.
         assert_eq!(
             common::header(&response, "x-ratelimit-mode"),
             None,
@@ -191,7 +191,7 @@ impl Replay {
     }
 
     /// One per-rule statistic (`total_hits`, `over_limit`, …) of the stats key `domain.key1.key2`
-    /// (upstream's Prometheus labels; `key2` empty for one level).
+    /// (envoyproxy/ratelimit's Prometheus labels; `key2` empty for one level).
     pub async fn stat(&self, stat: &str, domain: &str, key1: &str, key2: &str) -> f64 {
         let series = format!(
             "ratelimit_service_rate_limit_{stat}{{domain=\"{domain}\",key1=\"{key1}\",key2=\"{key2}\"}}"
@@ -218,7 +218,7 @@ impl Replay {
 /// A descriptor's entries, as a case table writes them.
 pub type Entries = &'static [(&'static str, &'static str)];
 
-/// A status as upstream's tests look at it.
+/// A status as envoyproxy/ratelimit's tests look at it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Seen {
     pub code: &'static str,
@@ -305,8 +305,8 @@ fn differences_section() -> &'static str {
     &rest[..rest.find("\n## ").unwrap_or(rest.len())]
 }
 
-/// The cases of one section of upstream's tests: which match, which differ as the migration page's
-/// Differences list says, and which differ otherwise (the test fails on those).
+/// The cases of one section of envoyproxy/ratelimit's tests: which match, which differ as the
+/// migration page's Differences list says, and which differ otherwise (the test fails on those).
 pub struct Tally {
     section: &'static str,
     matched: usize,
@@ -324,7 +324,7 @@ impl Tally {
         }
     }
 
-    /// A case where sluice must answer as upstream's test expects.
+    /// A case where sluice must answer as envoyproxy/ratelimit's test expects.
     pub fn same<T: PartialEq + std::fmt::Debug>(&mut self, case: &str, upstream: T, actual: T) {
         if actual == upstream {
             self.matched += 1;
@@ -335,8 +335,8 @@ impl Tally {
         }
     }
 
-    /// A case where sluice deliberately answers `sluice` instead of upstream's `upstream`, as
-    /// the migration page's Differences list says in the bullet containing `readme`.
+    /// A case where sluice deliberately answers `sluice` instead of envoyproxy/ratelimit's
+    /// `upstream`, as the migration page's Differences list says in the bullet containing `readme`.
     pub fn differs<T: PartialEq + std::fmt::Debug>(
         &mut self,
         case: &str,
@@ -385,7 +385,8 @@ impl Tally {
     }
 }
 
-/// A file of the repository's copies of upstream's rule fixtures (`tests/fixtures/rules/`).
+/// A file of the repository's copies of envoyproxy/ratelimit's rule fixtures
+/// (`tests/fixtures/rules/`).
 pub fn fixture(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/rules")

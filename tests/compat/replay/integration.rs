@@ -1,7 +1,8 @@
-//! §6.6: upstream's Go integration sequence (`test/integration/integration_test.go`) against the
-//! personality and a real Redis, in the variants upstream runs that apply to sluice: plain, with
-//! a local cache, with `CACHE_KEY_PREFIX`, with `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`, with
-//! `REDIS_AUTH`; then the reset, reload and share-threshold steps.
+//! §6.6: envoyproxy/ratelimit's Go integration sequence (`test/integration/integration_test.go`)
+//! against the personality and a real Redis, in the variants envoyproxy/ratelimit runs that apply
+//! to sluice: plain, with a local cache, with `CACHE_KEY_PREFIX`, with
+//! `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`, with `REDIS_AUTH`; then the reset, reload and
+//! share-threshold steps.
 
 use std::time::Duration;
 
@@ -36,7 +37,7 @@ descriptors:
 
 const PASSWORD: &str = "integration-secret";
 
-/// A fresh random-looking value per run (upstream's tests use random strings).
+/// A fresh random-looking value per run (envoyproxy/ratelimit's tests use random strings).
 fn fresh(tag: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -45,7 +46,8 @@ fn fresh(tag: &str) -> String {
     format!("{tag}{nanos}")
 }
 
-/// Upstream's step 1–4 against `replay`; `local_cache` and `stop_increment` are the variant.
+/// envoyproxy/ratelimit's step 1–4 against `replay`; `local_cache` and `stop_increment` are the
+/// variant.
 async fn sequence(tally: &mut Tally, replay: &mut Replay, local_cache: bool, stop_increment: bool) {
     let response = replay
         .call(request("foo", vec![descriptor(&[("hello", "world")])]))
@@ -224,7 +226,7 @@ async fn reset_reload_share() {
     };
     let call = || request("another", vec![descriptor(&[("key4", "durTest")])]);
     let first = reset(&replay.call(call()).await);
-    // Upstream's test waits 2 s between the calls.
+    // envoyproxy/ratelimit's test waits 2 s between the calls.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let second = reset(&replay.call(call()).await);
     tally.same("5 the reset shrinks", true, second < first);
@@ -376,8 +378,8 @@ fn tls_redis(server_name: &str, clients: bool) -> (RedisServer, tempfile::TempDi
     (redis, files)
 }
 
-/// Upstream's TLS variants: REDIS_TLS with REDIS_TLS_CACERT and REDIS_AUTH; then with client
-/// certificates (REDIS_TLS_CLIENT_CERT/KEY) to a Redis whose certificate names `localhost`
+/// envoyproxy/ratelimit's TLS variants: REDIS_TLS with REDIS_TLS_CACERT and REDIS_AUTH; then with
+/// client certificates (REDIS_TLS_CLIENT_CERT/KEY) to a Redis whose certificate names `localhost`
 /// only, reached by address with REDIS_TLS_SKIP_HOSTNAME_VERIFICATION.
 #[tokio::test]
 #[ignore = "needs redis-server (scripts/test installs it)"]

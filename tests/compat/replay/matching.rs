@@ -1,6 +1,6 @@
-//! §6.3: upstream's config and matching cases (`config_test.go`) as calls: each descriptor's
-//! status (limit, unit, name, remaining) and the stats key its hit is counted under (upstream's
-//! Prometheus labels `key1`/`key2`, the first two levels after the domain).
+//! §6.3: envoyproxy/ratelimit's config and matching cases (`config_test.go`) as calls: each
+//! descriptor's status (limit, unit, name, remaining) and the stats key its hit is counted under
+//! (envoyproxy/ratelimit's Prometheus labels `key1`/`key2`, the first two levels after the domain).
 
 use sluice::proto::RateLimitDescriptor;
 use sluice::proto::rate_limit_response::rate_limit::Unit;
@@ -12,8 +12,8 @@ use crate::common::ratelimit::{room_in_window, unix_now};
 use crate::common::redis::RedisServer;
 use crate::common::{descriptor, request, with_override};
 
-/// `(descriptor entries, upstream's status after one call, the stats labels key1/key2 it counts
-/// under)`.
+/// `(descriptor entries, envoyproxy/ratelimit's status after one call, the stats labels key1/key2
+/// it counts under)`.
 type Case = (Entries, Seen, Option<(&'static str, &'static str)>);
 
 fn basic_cases() -> Vec<Case> {
@@ -207,7 +207,7 @@ async fn replay_cases(tally: &mut Tally, redis: &RedisServer, name: &str, cases:
     }
 }
 
-/// `127.0.0.1:<port>`, upstream's REDIS_URL for a TCP Redis.
+/// `127.0.0.1:<port>`, envoyproxy/ratelimit's REDIS_URL for a TCP Redis.
 pub fn redis_addr(redis: &RedisServer) -> String {
     format!("127.0.0.1:{}", redis.port)
 }
@@ -231,7 +231,8 @@ async fn matching_cases() {
     tally.finish();
 }
 
-/// An unknown domain gives no limit; a known domain's empty descriptor is upstream's "no limit".
+/// An unknown domain gives no limit; a known domain's empty descriptor is envoyproxy/ratelimit's
+/// "no limit".
 async fn unknown_domain(tally: &mut Tally, redis: &RedisServer) {
     let rules = fixture("basic_config.yaml");
     let mut replay = Replay::start(&[("basic_config.yaml", &rules)], &[], &redis_addr(redis)).await;
@@ -309,7 +310,8 @@ async fn limit_overrides() {
     let entries = [("key1", "value1"), ("subkey1", "something")];
     // The key's last part is the window's start and names no unit, so in the first hour of a UTC
     // day the day's window and the hour's start at the same second and share one counter
-    // (upstream's key, §6.5). Both calls land in one hour, and the answer depends on which.
+    // (envoyproxy/ratelimit's key, §6.5). Both calls land in one hour, and the answer depends on
+    // which.
     room_in_window(3600, 5);
     let first_hour_of_day = unix_now() % 86_400 < 3_600;
     let day = with_override(descriptor(&entries), 10, Unit::Day as i32);
@@ -486,8 +488,8 @@ fn stats_key_cases() -> Vec<Case> {
     ]
 }
 
-/// The stats keys detailed_metric and value_to_metric give (the first two levels, as upstream's
-/// Prometheus mapping labels them).
+/// The stats keys detailed_metric and value_to_metric give (the first two levels, as
+/// envoyproxy/ratelimit's Prometheus mapping labels them).
 #[tokio::test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
 async fn stats_keys() {

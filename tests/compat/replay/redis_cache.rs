@@ -1,7 +1,7 @@
-//! §6.5: upstream's Redis cache cases (`fixed_cache_impl_test.go`, `base_limiter_test.go`)
-//! against the Redis the personality writes: upstream's exact keys and expiries
-//! (`EXPIRATION_JITTER_MAX_SECONDS=0`), the prefix, share-threshold keys, the local cache, and
-//! the near-limit statistics over a count already in Redis.
+//! §6.5: envoyproxy/ratelimit's Redis cache cases (`fixed_cache_impl_test.go`,
+//! `base_limiter_test.go`) against the Redis the personality writes: envoyproxy/ratelimit's exact
+//! keys and expiries (`EXPIRATION_JITTER_MAX_SECONDS=0`), the prefix, share-threshold keys, the
+//! local cache, and the near-limit statistics over a count already in Redis.
 
 use std::time::Duration;
 
@@ -188,8 +188,8 @@ async fn near_limit() {
             replay.stat("over_limit", "domain", "near", "").await,
         )
     };
-    // Upstream's test: each call adds 1 while other replicas add the rest (its mock returns
-    // 11, 13, 16); here the other replicas' hits are added to the key between the calls.
+    // envoyproxy/ratelimit's test: each call adds 1 while other replicas add the rest (its mock
+    // returns 11, 13, 16); here the other replicas' hits are added to the key between the calls.
     let call = || request("domain", vec![hits(descriptor(&[("near", "v")]), 1)]);
     let response = replay.call(call()).await;
     tally.same("10 → 11", ok(15, "HOUR", 4), seen(&response, 0));

@@ -1,5 +1,6 @@
-//! §6.4: upstream's service cases (`test/service/ratelimit_test.go`): overall codes, shadow and
-//! quota modes, headers, metadata, unlimited, errors, reload and health, through the personality.
+//! §6.4: envoyproxy/ratelimit's service cases (`test/service/ratelimit_test.go`): overall codes,
+//! shadow and quota modes, headers, metadata, unlimited, errors, reload and health, through the
+//! personality.
 
 use std::time::Duration;
 
@@ -128,7 +129,7 @@ async fn quota_cases() {
     let redis = RedisServer::start();
     let mut tally = Tally::new("§6.4 quota");
     let mut replay = Replay::start(&[("quota.yaml", QUOTA_RULES)], &[], &redis_addr(&redis)).await;
-    // (case, [(key, over?)], upstream's overall code)
+    // (case, [(key, over?)], envoyproxy/ratelimit's overall code)
     type QuotaCase = (&'static str, &'static [(&'static str, bool)], &'static str);
     let cases: [QuotaCase; 6] = [
         ("all quota over", &[("q1", true)], "OVER_LIMIT"),
@@ -178,8 +179,8 @@ async fn quota_cases() {
     tally.finish();
 }
 
-/// Upstream's headers under custom names; dynamic metadata from the rules that passed, the
-/// first descriptor winning on overlap.
+/// envoyproxy/ratelimit's headers under custom names; dynamic metadata from the rules that passed,
+/// the first descriptor winning on overlap.
 #[tokio::test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
 async fn headers_and_metadata() {

@@ -159,9 +159,9 @@ async fn mtls_accepts_certificate_from_client_ca() {
     server.stop().await;
 }
 
-/// With a required client name (`--tls-client-san`, upstream GRPC_CLIENT_TLS_SAN), a client
-/// certificate from the client CA is accepted only if it is valid for that name: its own name,
-/// or a wildcard covering it, as Go's x509 verification accepts.
+/// With a required client name (`--tls-client-san`, envoyproxy/ratelimit GRPC_CLIENT_TLS_SAN), a
+/// client certificate from the client CA is accepted only if it is valid for that name: its own
+/// name, or a wildcard covering it, as Go's x509 verification accepts.
 #[tokio::test]
 async fn mtls_requires_the_client_name() {
     let (ca, client_ca) = (Ca::new("ca"), Ca::new("client-ca"));

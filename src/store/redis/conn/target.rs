@@ -1,6 +1,6 @@
 //! Where to connect: a `--redis-url` and the settings that go with it made into a target (one
-//! Redis, a cluster, or the master that Sentinel names), and one live connection to it. How
-//! each node is reached (TLS, credentials that replace the URL's, as upstream's `REDIS_AUTH`
+//! Redis, a cluster, or the master that Sentinel names), and one live connection to it. How each
+//! node is reached (TLS, credentials that replace the URL's, as envoyproxy/ratelimit's `REDIS_AUTH`
 //! beats URL credentials, the sentinels' own) is in `node.rs`.
 
 use std::future::Future;

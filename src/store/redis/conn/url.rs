@@ -1,10 +1,10 @@
 //! `--redis-url`: which Redis to reach, read into an [`Endpoint`] (nothing is connected here).
 //!
-//! Forms: `redis://` and `rediss://` (one Redis; TLS), `redis+unix:///path` or `unix:///path`
-//! (a unix socket; `?db=&user=&pass=`), `redis+cluster://` and `rediss+cluster://` (seed list),
+//! Forms: `redis://` and `rediss://` (one Redis; TLS), `redis+unix:///path` or `unix:///path` (a
+//! unix socket; `?db=&user=&pass=`), `redis+cluster://` and `rediss+cluster://` (seed list),
 //! `redis+sentinel://` and `rediss+sentinel://` (sentinels, then `/<master name>[/db]`), and
-//! upstream's bare forms: `host:port` (TCP) and `/path/to.sock` (unix socket). Credentials
-//! (`user:password@`) are the data nodes'; they are passed to Redis and never shown:
+//! envoyproxy/ratelimit's bare forms: `host:port` (TCP) and `/path/to.sock` (unix socket).
+//! Credentials (`user:password@`) are the data nodes'; they are passed to Redis and never shown:
 //! `describe_url` (settings.rs) is what logs print.
 
 use std::path::PathBuf;
@@ -123,8 +123,8 @@ pub fn parse(url: &str) -> Result<Endpoint, StoreError> {
 
 /// `redis://`, `rediss://`, `redis+unix://`, `unix://`: redis-rs reads them (percent-decoded
 /// credentials, `/db`; a socket's `?db=&user=&pass=`). A TCP URL's `?db=&username=&password=`
-/// (which upstream's Redis client reads, and redis-rs would ignore) replace the path's and
-/// userinfo's; any other parameter is refused rather than ignored.
+/// (which envoyproxy/ratelimit's Redis client reads, and redis-rs would ignore) replace the path's
+/// and userinfo's; any other parameter is refused rather than ignored.
 fn single(url: &str, tls: bool) -> Result<Endpoint, UrlProblem> {
     let info = url.into_connection_info().map_err(UrlProblem::Refused)?;
     let mut redis = info.redis_settings().clone();
@@ -162,7 +162,7 @@ fn single(url: &str, tls: bool) -> Result<Endpoint, UrlProblem> {
     })
 }
 
-/// Upstream's `REDIS_URL` forms without a scheme: `/path/to.sock` or `host:port`.
+/// envoyproxy/ratelimit's `REDIS_URL` forms without a scheme: `/path/to.sock` or `host:port`.
 fn bare(url: &str) -> Result<Endpoint, UrlProblem> {
     let node = if url.starts_with('/') {
         Node::Unix(PathBuf::from(url))
@@ -248,7 +248,8 @@ mod tests {
         );
     }
 
-    /// One Redis: TCP with credentials and a database, TLS, and upstream's bare `host:port`.
+    /// One Redis: TCP with credentials and a database, TLS, and envoyproxy/ratelimit's bare
+    /// `host:port`.
     #[test]
     fn standalone_forms() {
         let e = parse("redis://app:p%40ss@127.0.0.1:6380/2").unwrap();
@@ -264,7 +265,8 @@ mod tests {
         assert_eq!(parse("redis").unwrap().nodes, vec![tcp("redis", 6379)]);
         assert_eq!(parse("[::1]:7000").unwrap().nodes, vec![tcp("::1", 7000)]);
         assert!(problem("redis:notaport").contains("'redis:notaport'"));
-        // Upstream's query parameters replace the path's and userinfo's; others are refused.
+        // envoyproxy/ratelimit's query parameters replace the path's and userinfo's; others are
+        // refused.
         let query = parse("redis://u:p@h:1/2?db=5&username=app&password=s%26cret").unwrap();
         assert_eq!(
             (

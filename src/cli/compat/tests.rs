@@ -1,5 +1,5 @@
-//! Tests of the personality: what each group makes of upstream's variables, precedence, the one
-//! warning, malformed values, and that the README's table is the groups' table.
+//! Tests of the personality: what each group makes of envoyproxy/ratelimit's variables, precedence,
+//! the one warning, malformed values, and that the README's table is the groups' table.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -86,8 +86,9 @@ fn istio_sample_environment() {
     );
 }
 
-/// With nothing set, upstream's defaults: WARN logs, Redis on nutcracker's unix socket, the
-/// classic layout, sluice's connection count and connect timeout, upstream's jitter.
+/// With nothing set, envoyproxy/ratelimit's defaults: WARN logs, Redis on nutcracker's unix socket,
+/// the classic layout, sluice's connection count and connect timeout, envoyproxy/ratelimit's
+/// jitter.
 #[test]
 fn defaults_are_upstream_defaults() {
     let (args, outcome) = personality(&[], &[]).unwrap();
@@ -110,8 +111,8 @@ fn defaults_are_upstream_defaults() {
     assert_eq!(layout.directory(), None, "no subdirectory: nil loader");
 }
 
-/// A flag given on the command line wins over the upstream variable, which is then named in
-/// the warning as overridden.
+/// A flag given on the command line wins over the envoyproxy/ratelimit variable, which is then
+/// named in the warning as overridden.
 #[test]
 fn flags_win_over_upstream_variables() {
     let env = [
@@ -252,8 +253,8 @@ fn malformed_values_are_errors() {
     }
 }
 
-/// The response variables: quota mode, dynamic metadata, upstream's headers with their names
-/// verbatim; names without LIMIT_RESPONSE_HEADERS_ENABLED are named in the warning, and
+/// The response variables: quota mode, dynamic metadata, envoyproxy/ratelimit's headers with their
+/// names verbatim; names without LIMIT_RESPONSE_HEADERS_ENABLED are named in the warning, and
 /// `--response-headers upstream` given explicitly takes the names too.
 #[test]
 fn response_variables() {

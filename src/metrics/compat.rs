@@ -1,16 +1,16 @@
 //! envoyproxy/ratelimit's `ratelimit_service_*` families: per-rule hits split into over / near /
-//! within as upstream splits them, rule loads, gRPC calls and their failures.
+//! within as envoyproxy/ratelimit splits them, rule loads, gRPC calls and their failures.
 
 use std::sync::Arc;
 
 use prometheus::{Histogram, IntCounter, IntCounterVec};
 
-use super::series::{RuleSeries, Series, SeriesSlot};
-use super::{
-    CONFIG_LOAD_ERROR, CONFIG_LOAD_SUCCESS, Families, GLOBAL_SHADOW_MODE, Metrics, RESPONSE_TIME,
-    RuleCounters, SERVICE_ERROR, SHOULD_RATE_LIMIT, SHOULD_RATE_LIMIT_ERROR, STORE_ERROR,
-    TOTAL_REQUESTS,
+use super::names::{
+    CONFIG_LOAD_ERROR, CONFIG_LOAD_SUCCESS, GLOBAL_SHADOW_MODE, RESPONSE_TIME, SERVICE_ERROR,
+    SHOULD_RATE_LIMIT, SHOULD_RATE_LIMIT_ERROR, STORE_ERROR, TOTAL_REQUESTS,
 };
+use super::series::{RuleSeries, Series, SeriesSlot};
+use super::{Families, Metrics, RuleCounters};
 
 /// How one descriptor's hits fell against its limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +27,7 @@ pub struct HitOutcome {
     pub shadowed: bool,
 }
 
-/// Upstream's split of a call's hits into over / near / within (reference §4.1).
+/// envoyproxy/ratelimit's split of a call's hits into over / near / within (reference §4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct HitSplit {
     /// Hits over the limit.
@@ -71,8 +71,8 @@ pub fn split_hits(outcome: &HitOutcome, near_ratio: f64) -> HitSplit {
     }
 }
 
-/// The upstream families.
-pub(super) struct Upstream {
+/// The envoyproxy/ratelimit families.
+pub(super) struct Compat {
     pub(super) series: Series,
     near_ratio: f64,
     config_load_success: IntCounter,
@@ -83,7 +83,7 @@ pub(super) struct Upstream {
     response_time: Histogram,
 }
 
-impl Upstream {
+impl Compat {
     /// Registers the families.
     pub(super) fn new(families: &Families<'_>, near_ratio: f64, max_series: usize) -> Self {
         let method = [SHOULD_RATE_LIMIT];
@@ -128,7 +128,7 @@ impl Metrics {
     /// The counters of the rule series for `stats_key` (`domain.key1.key2...`), created on
     /// first use; past the cap, the overflow series of the domain.
     pub fn rule(&self, domain: &str, stats_key: &str) -> Arc<RuleCounters> {
-        self.upstream.series.get(domain, stats_key).0
+        self.compat.series.get(domain, stats_key).0
     }
 
     /// [`Metrics::rule`] for a rule whose stats key is fixed by the rules (`slot` is its
@@ -142,7 +142,7 @@ impl Metrics {
         if let Some(counters) = slot.get(self.id) {
             return RuleSeries::Resolved(counters);
         }
-        let (counters, own) = self.upstream.series.get(domain, stats_key);
+        let (counters, own) = self.compat.series.get(domain, stats_key);
         if own {
             slot.fill(self.id, counters.clone());
         }
@@ -151,7 +151,7 @@ impl Metrics {
 
     /// Records one descriptor's hits against its rule series.
     pub fn record_hits(&self, counters: &RuleCounters, outcome: &HitOutcome) {
-        let split = split_hits(outcome, self.upstream.near_ratio);
+        let split = split_hits(outcome, self.compat.near_ratio);
         // Each add is an atomic read-modify-write on a line every worker thread writes; a call
         // usually adds to two of the four, so the zeros are skipped.
         let adds = [
@@ -173,18 +173,18 @@ impl Metrics {
 
     /// Records a call over the limit that global shadow mode answered OK.
     pub fn record_global_shadow(&self) {
-        self.upstream.global_shadow_mode.inc();
+        self.compat.global_shadow_mode.inc();
     }
 
     /// Records one gRPC `ShouldRateLimit` call and its latency.
     pub fn record_call(&self, seconds: f64) {
-        self.upstream.total_requests.inc();
-        self.upstream.response_time.observe(seconds);
+        self.compat.total_requests.inc();
+        self.compat.response_time.observe(seconds);
     }
 
     /// Records a failed call (`SERVICE_ERROR` or `STORE_ERROR`).
     pub fn record_call_error(&self, err_type: &str) {
-        self.upstream
+        self.compat
             .should_rate_limit_error
             .with_label_values(&[err_type])
             .inc();
@@ -192,13 +192,13 @@ impl Metrics {
 
     /// Records a successful rule load: its generation and time.
     pub fn record_rules_loaded(&self, generation: u64, unix_seconds: f64) {
-        self.upstream.config_load_success.inc();
-        self.sluice.rules_loaded(generation, unix_seconds);
+        self.compat.config_load_success.inc();
+        self.decisions.rules_loaded(generation, unix_seconds);
     }
 
     /// Records a rule load that failed (the previous rules keep serving).
     pub fn record_rules_failed(&self) {
-        self.upstream.config_load_error.inc();
+        self.compat.config_load_error.inc();
     }
 }
 

@@ -1,5 +1,5 @@
-//! The response options through the whole limiter (real rules, the embedded store, a manual
-//! clock): upstream's headers and their choice of status, dynamic metadata and which rules'
+//! The response options through the whole limiter (real rules, the embedded store, a manual clock):
+//! envoyproxy/ratelimit's headers and their choice of status, dynamic metadata and which rules'
 //! metadata it merges, global quota mode, and the precision of resets.
 
 use std::sync::Arc;
@@ -80,7 +80,7 @@ pub(super) fn limiter_for(yaml: &str, options: LimiterOptions, clock: &ManualClo
 
 fn upstream_headers() -> LimiterOptions {
     let mut options = LimiterOptions::default();
-    options.response.headers = HeaderStyle::Upstream(UpstreamHeaderNames::default());
+    options.response.headers = HeaderStyle::Compat(CompatHeaderNames::default());
     options
 }
 
@@ -113,10 +113,10 @@ fn request(descriptors: &[(&str, &str)]) -> Request {
 
 impl Fixture {
     fn call(&self, descriptors: &[(&str, &str)]) -> Decision {
-        self.decide(&request(descriptors))
+        self.check(&request(descriptors))
     }
 
-    fn decide(&self, request: &Request) -> Decision {
+    fn check(&self, request: &Request) -> Decision {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
@@ -153,7 +153,7 @@ fn codes(d: &Decision) -> Vec<Code> {
     d.statuses.iter().map(|s| s.code).collect()
 }
 
-/// Upstream's headers describe the first status with the fewest remaining, on OK; on a
+/// envoyproxy/ratelimit's headers describe the first status with the fewest remaining, on OK; on a
 /// refusal the last refusing descriptor, whatever its position; and nothing else is added.
 #[test]
 fn upstream_headers_fewest_remaining_then_last_refusal() {
@@ -201,8 +201,8 @@ fn upstream_headers_with_quota_shadow_and_global_shadow() {
     assert_upstream(&d, "1", "0");
 }
 
-/// No headers when no status has a limit (upstream mode), or when asked for none; draft-10
-/// stays the default.
+/// No headers when no status has a limit (envoyproxy/ratelimit mode), or when asked for none;
+/// draft-10 stays the default.
 #[test]
 fn no_headers_without_a_limit_or_with_none() {
     let f = fixture(upstream_headers());
@@ -246,7 +246,8 @@ fn dynamic_metadata_lists_the_call_and_merges_passed_rules() {
         }
     });
     assert_eq!(d.dynamic_metadata.map(Value::Object), Some(expected));
-    // The first rule's stored metadata did not change (upstream's merge writes into it).
+    // The first rule's stored metadata did not change (envoyproxy/ratelimit's merge writes into
+    // it).
     let d = f.call(&[("b", "2")]);
     assert_eq!(
         d.dynamic_metadata.unwrap()["metadata"],
@@ -301,7 +302,7 @@ fn dynamic_metadata_carries_hits_and_overrides() {
         requests_per_unit: 7,
         unit: Unit::Hour,
     });
-    let d = f.decide(&call);
+    let d = f.check(&call);
     assert_eq!(
         d.dynamic_metadata.map(Value::Object),
         Some(json!({
@@ -372,7 +373,7 @@ fn global_shadow_applies_after_global_quota() {
 }
 
 /// A rule in both quota and shadow mode is a quota descriptor that always passes (as
-/// upstream), so a refused quota descriptor beside it does not refuse the call.
+/// envoyproxy/ratelimit), so a refused quota descriptor beside it does not refuse the call.
 #[test]
 fn quota_and_shadow_rule_passes_quota() {
     let f = fixture(LimiterOptions::default());

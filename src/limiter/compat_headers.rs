@@ -1,19 +1,19 @@
 //! envoyproxy/ratelimit's own headers (`LIMIT_RESPONSE_HEADERS_ENABLED`): the limit, remaining
-//! and reset of the one status upstream chooses, under the configured names.
+//! and reset of the one status envoyproxy/ratelimit chooses, under the configured names.
 
 use std::borrow::Cow;
 
 use super::HeaderText;
 use super::decision::{Code, DescriptorStatus};
 use super::headers::whole_seconds_up;
-use super::response::UpstreamHeaderNames;
+use super::response_options::CompatHeaderNames;
 
-/// The three headers, in upstream's order (limit, remaining, reset), for the status
-/// [`choose`] picks; none when no status had a limit. `quota(i)` says whether descriptor `i`
-/// is in quota mode. Per call: three numbers kept (written out on the wire), and the names cloned (free for
-/// the default names, which are borrowed).
+/// The three headers, in envoyproxy/ratelimit's order (limit, remaining, reset), for the status
+/// [`choose`] picks; none when no status had a limit. `quota(i)` says whether descriptor `i` is in
+/// quota mode. Per call: three numbers kept (written out on the wire), and the names cloned (free
+/// for the default names, which are borrowed).
 pub(super) fn build(
-    names: &UpstreamHeaderNames,
+    names: &CompatHeaderNames,
     statuses: &[DescriptorStatus],
     quota: impl Fn(usize) -> bool,
 ) -> Vec<(Cow<'static, str>, HeaderText)> {
@@ -32,8 +32,8 @@ pub(super) fn build(
             names.remaining.clone(),
             HeaderText::Number(status.remaining.into()),
         ),
-        // Upstream: window − (now mod window) in whole seconds, which is the exact reset
-        // rounded up (a whole value kept), at least 1.
+        // envoyproxy/ratelimit: window − (now mod window) in whole seconds, which is the exact
+        // reset rounded up (a whole value kept), at least 1.
         (
             names.reset.clone(),
             HeaderText::Number(whole_seconds_up(reset)),
@@ -41,11 +41,11 @@ pub(super) fn build(
     ]
 }
 
-/// Upstream's choice, one pass in request order: a status with a limit and fewer remaining
-/// than any before it (strictly) is chosen; an OVER_LIMIT status of a descriptor that is not
-/// in quota mode is chosen whatever came before and sets the minimum to 0. So: the last
-/// non-quota OVER_LIMIT status, else the first with the fewest remaining. A shadow-mode status
-/// (OK with 0 remaining) can be chosen; a quota-mode refusal only by its remaining.
+/// envoyproxy/ratelimit's choice, one pass in request order: a status with a limit and fewer
+/// remaining than any before it (strictly) is chosen; an OVER_LIMIT status of a descriptor that is
+/// not in quota mode is chosen whatever came before and sets the minimum to 0. So: the last
+/// non-quota OVER_LIMIT status, else the first with the fewest remaining. A shadow-mode status (OK
+/// with 0 remaining) can be chosen; a quota-mode refusal only by its remaining.
 fn choose(statuses: &[DescriptorStatus], quota: impl Fn(usize) -> bool) -> Option<usize> {
     let mut fewest = u32::MAX;
     let mut chosen = None;
@@ -112,7 +112,7 @@ mod tests {
             DescriptorStatus::unlimited(),
         ];
         assert_eq!(choose(&none, no_quota), None);
-        assert!(build(&UpstreamHeaderNames::default(), &none, no_quota).is_empty());
+        assert!(build(&CompatHeaderNames::default(), &none, no_quota).is_empty());
     }
 
     /// The last ordinary OVER_LIMIT status wins, even over an earlier one or one with the same
@@ -144,7 +144,7 @@ mod tests {
     /// is whole seconds rounded up.
     #[test]
     fn three_headers_in_order() {
-        let names = UpstreamHeaderNames {
+        let names = CompatHeaderNames {
             limit: "X-My-Limit".into(),
             remaining: Cow::Owned("x-left".to_owned()),
             reset: "Reset-In".into(),
@@ -158,7 +158,7 @@ mod tests {
             ("Reset-In".into(), "58".into()),
         ];
         assert_eq!(headers, expected);
-        let defaults = build(&UpstreamHeaderNames::default(), &[over(10)], no_quota);
+        let defaults = build(&CompatHeaderNames::default(), &[over(10)], no_quota);
         let keys: Vec<&str> = defaults.iter().map(|(k, _)| k.as_ref()).collect();
         assert_eq!(
             keys,

@@ -67,7 +67,8 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
     }
     let tls = env.bool(SWITCH, false)?;
     if !tls {
-        // Upstream reads the files only with TLS on; sluice refuses TLS files without TLS.
+        // envoyproxy/ratelimit reads the files only with TLS on; sluice refuses TLS files without
+        // TLS.
         for name in WITH_TLS.into_iter().filter(|n| env.is_set(n)) {
             target.note(name, "no effect without REDIS_TLS=true, as upstream");
         }

@@ -1,4 +1,5 @@
-//! Logs: `LOG_LEVEL` (logrus level names) and `LOG_FORMAT` (`json` with upstream's keys).
+//! Logs: `LOG_LEVEL` (logrus level names) and `LOG_FORMAT` (`json` with envoyproxy/ratelimit's
+//! keys).
 
 use super::env::Env;
 use super::{EnvError, Group, Handling, Kind, Target, Var};
@@ -30,7 +31,7 @@ pub const GROUP: Group = Group {
 
 fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
     target.unless_explicit(env, "log_level", &["LOG_LEVEL"], |args| {
-        // Upstream's default, WARN, unless RUST_LOG says otherwise.
+        // envoyproxy/ratelimit's default, WARN, unless RUST_LOG says otherwise.
         let level = match env.get("LOG_LEVEL") {
             Some(level) => Some(filter(level).ok_or_else(|| {
                 env.error(

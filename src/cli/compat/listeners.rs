@@ -114,8 +114,8 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
     })
 }
 
-/// The address upstream listens on for `host` and `port` (Go's `host:port`): an IP literal, a
-/// name resolved now, or an empty host for every interface.
+/// The address envoyproxy/ratelimit listens on for `host` and `port` (Go's `host:port`): an IP
+/// literal, a name resolved now, or an empty host for every interface.
 fn address(env: &Env, host: &str, port: &str, default_port: i64) -> Result<SocketAddr, EnvError> {
     let number = env.int(port, default_port)?;
     let number = u16::try_from(number).map_err(|_| env.error(port, "not a port (0 to 65535)"))?;

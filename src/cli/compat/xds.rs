@@ -250,7 +250,7 @@ fn tls(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
     })?;
     let pair = [CLIENT_CERT, CLIENT_KEY];
     target.unless_explicit(env, "xds_tls_cert", &pair, |args| {
-        // Upstream loads a client certificate only when both files are named.
+        // envoyproxy/ratelimit loads a client certificate only when both files are named.
         if let (Some(cert), Some(key)) = (nonempty(env, CLIENT_CERT), nonempty(env, CLIENT_KEY)) {
             args.xds.xds_tls_cert = Some(cert.into());
             args.xds.xds_tls_key = Some(key.into());
@@ -321,7 +321,7 @@ fn pause(env: &Env, name: &str) -> Result<Option<GoDuration>, EnvError> {
     }
 }
 
-/// `k=v,k2=v2` (upstream splits on `,` then `=`); a pair without `=` is an error.
+/// `k=v,k2=v2` (envoyproxy/ratelimit splits on `,` then `=`); a pair without `=` is an error.
 fn node_metadata(text: &str) -> Result<Vec<(String, String)>, String> {
     if text.is_empty() {
         return Ok(Vec::new());

@@ -1,6 +1,6 @@
 //! The counter backend: `BACKEND_TYPE`, the cache options shared by every backend, how the
-//! personality counts (upstream's fixed windows in upstream's keys), and the memcached variables
-//! sluice does not honour.
+//! personality counts (envoyproxy/ratelimit's fixed windows in envoyproxy/ratelimit's keys), and
+//! the memcached variables sluice does not honour.
 
 use std::time::Duration;
 
@@ -166,9 +166,10 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
     })
 }
 
-/// Counts as upstream does, so that replicas of upstream and of sluice can serve side by side
-/// on one Redis during a rolling update of the image and afterwards: fixed windows for rules
-/// that name no algorithm, kept in upstream's keys (each replaced unless its flag is given).
+/// Counts as envoyproxy/ratelimit does, so that replicas of envoyproxy/ratelimit and of sluice can
+/// serve side by side on one Redis during a rolling update of the image and afterwards: fixed
+/// windows for rules that name no algorithm, kept in envoyproxy/ratelimit's keys (each replaced
+/// unless its flag is given).
 fn count_as_upstream(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
     target.unless_explicit(env, "default_algorithm", &[], |args| {
         args.rules.default_algorithm = AlgorithmArg::FixedWindow;
@@ -180,8 +181,8 @@ fn count_as_upstream(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError>
     })
 }
 
-/// Local-cache entries for upstream's LOCAL_CACHE_SIZE_IN_BYTES: 0 turns the cache off; a size
-/// is at least 512 KiB, as upstream's cache (freecache) makes it.
+/// Local-cache entries for envoyproxy/ratelimit's LOCAL_CACHE_SIZE_IN_BYTES: 0 turns the cache off;
+/// a size is at least 512 KiB, as envoyproxy/ratelimit's cache (freecache) makes it.
 fn local_cache_size(bytes: u64) -> usize {
     const SMALLEST: u64 = 512 * 1024;
     match bytes {

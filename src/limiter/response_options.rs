@@ -1,5 +1,5 @@
 //! What an answer carries besides its codes: which rate-limit headers, whether the dynamic
-//! metadata upstream offers, and how precisely `duration_until_reset` is reported.
+//! metadata envoyproxy/ratelimit offers, and how precisely `duration_until_reset` is reported.
 
 use std::borrow::Cow;
 
@@ -25,15 +25,15 @@ pub enum HeaderStyle {
     Draft10,
     /// envoyproxy/ratelimit's `LIMIT_RESPONSE_HEADERS_ENABLED`: its three headers (limit,
     /// remaining, reset) for the status it would choose, under these names, and nothing else.
-    Upstream(UpstreamHeaderNames),
+    Compat(CompatHeaderNames),
     /// No rate-limit headers.
     None,
 }
 
-/// The names of upstream's three headers (`LIMIT_LIMIT_HEADER`, `LIMIT_REMAINING_HEADER`,
-/// `LIMIT_RESET_HEADER`), sent exactly as written.
+/// The names of envoyproxy/ratelimit's three headers (`LIMIT_LIMIT_HEADER`,
+/// `LIMIT_REMAINING_HEADER`, `LIMIT_RESET_HEADER`), sent exactly as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UpstreamHeaderNames {
+pub struct CompatHeaderNames {
     /// The header carrying `requests_per_unit`.
     pub limit: Cow<'static, str>,
     /// The header carrying `limit_remaining`.
@@ -42,15 +42,16 @@ pub struct UpstreamHeaderNames {
     pub reset: Cow<'static, str>,
 }
 
-/// Upstream's default header names.
+/// envoyproxy/ratelimit's default header names.
 pub const UPSTREAM_LIMIT_HEADER: &str = "RateLimit-Limit";
-/// Upstream's default header names.
+/// envoyproxy/ratelimit's default header names.
 pub const UPSTREAM_REMAINING_HEADER: &str = "RateLimit-Remaining";
-/// Upstream's default header names.
+/// envoyproxy/ratelimit's default header names.
 pub const UPSTREAM_RESET_HEADER: &str = "RateLimit-Reset";
 
-impl Default for UpstreamHeaderNames {
-    /// Upstream's defaults: `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`.
+impl Default for CompatHeaderNames {
+    /// envoyproxy/ratelimit's defaults: `RateLimit-Limit`, `RateLimit-Remaining`,
+    /// `RateLimit-Reset`.
     fn default() -> Self {
         Self {
             limit: Cow::Borrowed(UPSTREAM_LIMIT_HEADER),

@@ -1,4 +1,4 @@
-//! Redis as upstream configures it: `REDIS_SOCKET_TYPE`, `REDIS_TYPE`, `REDIS_URL`,
+//! Redis as envoyproxy/ratelimit configures it: `REDIS_SOCKET_TYPE`, `REDIS_TYPE`, `REDIS_URL`,
 //! `REDIS_AUTH`, `REDIS_SENTINEL_AUTH`, the pool size and connect timeout, and the pool and
 //! start-up tuning sluice does not need. TLS is `redis_tls.rs`.
 
@@ -197,15 +197,15 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
     Ok(())
 }
 
-/// Whether upstream's variables describe a Redis reached over a unix socket.
+/// Whether envoyproxy/ratelimit's variables describe a Redis reached over a unix socket.
 pub fn unix_socket(env: &Env) -> bool {
     env.string("REDIS_TYPE", "SINGLE")
         .eq_ignore_ascii_case("single")
         && env.string("REDIS_SOCKET_TYPE", "unix") == "unix"
 }
 
-/// The `--redis-url` upstream's variables describe (credentials stay in REDIS_URL when it has
-/// them; REDIS_AUTH goes to `--redis-password`, which beats them).
+/// The `--redis-url` envoyproxy/ratelimit's variables describe (credentials stay in REDIS_URL when
+/// it has them; REDIS_AUTH goes to `--redis-password`, which beats them).
 fn url(env: &Env) -> Result<String, EnvError> {
     let address = env.string("REDIS_URL", DEFAULT_URL);
     if address.is_empty() {
@@ -227,7 +227,8 @@ fn url(env: &Env) -> Result<String, EnvError> {
     }
 }
 
-/// A socket path, made absolute against the working directory as upstream's dial resolves it.
+/// A socket path, made absolute against the working directory as envoyproxy/ratelimit's dial
+/// resolves it.
 fn socket_url(env: &Env, path: &str) -> Result<String, EnvError> {
     let absolute = std::path::absolute(path)
         .map_err(|e| env.error_in("REDIS_URL", path, format!("not a socket path: {e}")))?;

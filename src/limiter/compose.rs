@@ -10,8 +10,8 @@ use super::LimiterOptions;
 use super::decision::{Code, Decision, DescriptorStatus, ReportedLimit};
 use super::plan::{Plan, RuleRef, Slot, is_quota, quota_group};
 use super::request::Request;
-use super::response::{HeaderStyle, ResetPrecision};
-use super::{HeaderText, headers, metadata, upstream_headers};
+use super::response_options::{HeaderStyle, ResetPrecision};
+use super::{HeaderText, compat_headers, headers, metadata};
 use crate::algorithm::Verdict;
 use crate::metrics::{HitOutcome, Metrics, RuleCounters};
 use crate::rules::{LimitKind, LimitRule};
@@ -19,7 +19,7 @@ use crate::store::{Gate, Outcome, gate};
 
 /// The answer to `request`, planned as `plan`, given the store's `outcomes` (one per charge),
 /// recording each descriptor's hits against its rule's statistics.
-pub(super) fn decide(
+pub(super) fn compose(
     request: &Request,
     plan: &Plan<'_>,
     outcomes: &[Outcome],
@@ -38,7 +38,8 @@ pub(super) fn decide(
             Slot::Free => {
                 statuses.push(DescriptorStatus::unlimited_by_absence());
                 chosen.push(None);
-                // Upstream's global quota mode counts it as a quota descriptor that fits.
+                // envoyproxy/ratelimit's global quota mode counts it as a quota descriptor that
+                // fits.
                 if global_quota {
                     gates.push((quota_group(at), true));
                 }
@@ -80,8 +81,8 @@ pub(super) fn decide(
     };
     let headers = match &options.response.headers {
         HeaderStyle::Draft10 => describe(&chosen, &statuses, over, code == Code::OverLimit),
-        HeaderStyle::Upstream(names) => {
-            upstream_headers::build(names, &statuses, |i| is_quota(&slots[i], global_quota))
+        HeaderStyle::Compat(names) => {
+            compat_headers::build(names, &statuses, |i| is_quota(&slots[i], global_quota))
         }
         HeaderStyle::None => Vec::new(),
     };

@@ -97,7 +97,7 @@ fn redis_credentials() {
 }
 
 /// REDIS_TLS turns TLS on for any URL form and brings its files; without it the files are
-/// named in the warning (sluice refuses TLS files without TLS; upstream ignores them).
+/// named in the warning (sluice refuses TLS files without TLS; envoyproxy/ratelimit ignores them).
 #[test]
 fn redis_tls() {
     let files = [
@@ -135,7 +135,8 @@ fn redis_tls() {
 }
 
 /// The pool size, connect timeout, expiry jitter and local cache size reach their flags; the
-/// personality counts upstream's fixed windows in upstream's keys unless told otherwise.
+/// personality counts envoyproxy/ratelimit's fixed windows in envoyproxy/ratelimit's keys unless
+/// told otherwise.
 #[test]
 fn redis_tuning_and_counting() {
     let env = [

@@ -2,7 +2,7 @@
 //! and Go's parsers for booleans, integers (base 0), floats, durations and `k:v` maps.
 //!
 //! A variable that is absent takes its default; one that is set is parsed as written, so an empty
-//! boolean, number or duration is an error, as upstream (which panics) says.
+//! boolean, number or duration is an error, as envoyproxy/ratelimit (which panics) says.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -29,7 +29,7 @@ pub struct Env {
 
 impl Env {
     /// The process environment (variables whose name or value is not UTF-8 are left out: no
-    /// upstream name is one).
+    /// envoyproxy/ratelimit name is one).
     pub fn from_process() -> Self {
         Self::from_pairs(std::env::vars_os().filter_map(|(name, value)| {
             Some((name.into_string().ok()?, value.into_string().ok()?))

@@ -1,5 +1,5 @@
-//! Response options: `SHADOW_MODE`, `QUOTA_MODE`, dynamic metadata and upstream's headers
-//! (`LIMIT_RESPONSE_HEADERS_ENABLED` and the names of the three).
+//! Response options: `SHADOW_MODE`, `QUOTA_MODE`, dynamic metadata and envoyproxy/ratelimit's
+//! headers (`LIMIT_RESPONSE_HEADERS_ENABLED` and the names of the three).
 
 use super::env::Env;
 use super::{EnvError, Group, Handling, Kind, Target, Var};
@@ -96,8 +96,9 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
     header_names(env, target)
 }
 
-/// The header names, when upstream's headers are what is sent (by LIMIT_RESPONSE_HEADERS_ENABLED
-/// or `--response-headers upstream`); otherwise they have no effect, as upstream.
+/// The header names, when envoyproxy/ratelimit's headers are what is sent (by
+/// LIMIT_RESPONSE_HEADERS_ENABLED or `--response-headers upstream`); otherwise they have no effect,
+/// as envoyproxy/ratelimit.
 fn header_names(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
     let upstream = target.args.response.response_headers == HeadersArg::Upstream;
     for (name, id, field) in NAMES {

@@ -2,11 +2,12 @@
 //! settings are, onto `sluice serve`'s flags and settings.
 //!
 //! Started as `ratelimit` (the image's `/bin/ratelimit`) or as `sluice serve --upstream-env`.
-//! Precedence: a flag, then its `SLUICE_*` variable, then the upstream variable, then the
-//! default (upstream's, for an absent upstream variable). Each group of variables is one file
-//! that declares its variables (type, default, how sluice honours it) and applies them; the
-//! table of every variable is the union of the groups. A variable that is set but not honoured
-//! is named, with the reason, in one warning at start; a malformed value stops the start.
+//! Precedence: a flag, then its `SLUICE_*` variable, then the envoyproxy/ratelimit variable, then
+//! the default (envoyproxy/ratelimit's, for an absent envoyproxy/ratelimit variable). Each group of
+//! variables is one file that declares its variables (type, default, how sluice honours it) and
+//! applies them; the table of every variable is the union of the groups. A variable that is set but
+//! not honoured is named, with the reason, in one warning at start; a malformed value stops the
+//! start.
 
 mod backend;
 mod env;
@@ -24,7 +25,7 @@ mod xds;
 
 use clap::ArgMatches;
 use clap::parser::ValueSource;
-use sluice::rules::RuntimeLayout;
+use sluice::rules::CompatLayout;
 
 use super::serve::ServeArgs;
 pub use env::{Env, EnvError};
@@ -55,13 +56,13 @@ pub struct Group {
     pub apply: fn(&Env, &mut Target<'_>) -> Result<(), EnvError>,
 }
 
-/// One upstream variable.
+/// One envoyproxy/ratelimit variable.
 pub struct Var {
     /// Its exact name; a trailing `*` names every variable with that prefix.
     pub name: &'static str,
-    /// Its type, as upstream parses it.
+    /// Its type, as envoyproxy/ratelimit parses it.
     pub kind: Kind,
-    /// Upstream's default, as text (for the README's table).
+    /// envoyproxy/ratelimit's default, as text (for the README's table).
     pub default: &'static str,
     /// What sluice does with it.
     pub handling: Handling,
@@ -89,7 +90,7 @@ pub enum Kind {
 /// What sluice does with a variable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Handling {
-    /// Honoured as upstream does, through this flag (or setting).
+    /// Honoured as envoyproxy/ratelimit does, through this flag (or setting).
     Honoured(&'static str),
     /// Honoured, with this difference.
     Differently(&'static str),
@@ -103,14 +104,14 @@ pub struct Target<'a> {
     /// The `serve` flags, parsed.
     pub args: &'a mut ServeArgs,
     matches: Option<&'a ArgMatches>,
-    /// Rules from upstream's layout (unless `--config` was given).
-    pub runtime: Option<RuntimeLayout>,
+    /// Rules from envoyproxy/ratelimit's layout (unless `--config` was given).
+    pub runtime: Option<CompatLayout>,
     notes: Vec<(String, String)>,
 }
 
 impl Target<'_> {
     /// Whether the flag `id` was given on the command line or as its `SLUICE_*` variable; then
-    /// the upstream variables for it yield.
+    /// the envoyproxy/ratelimit variables for it yield.
     pub fn explicit(&self, id: &str) -> bool {
         self.matches.is_some_and(|m| {
             matches!(
@@ -148,14 +149,14 @@ impl Target<'_> {
 /// What the personality adds to the parsed flags.
 #[derive(Debug, Default)]
 pub struct Outcome {
-    /// Rules from upstream's layout (`None`: `--config` was given).
-    pub runtime: Option<RuntimeLayout>,
+    /// Rules from envoyproxy/ratelimit's layout (`None`: `--config` was given).
+    pub runtime: Option<CompatLayout>,
     /// The one start-up warning, if any variable set is not honoured.
     pub warning: Option<String>,
 }
 
-/// Applies the upstream variables of `env` to `args`: flags given explicitly (per `matches`)
-/// stay. A malformed value is an error naming the variable and its value.
+/// Applies the envoyproxy/ratelimit variables of `env` to `args`: flags given explicitly (per
+/// `matches`) stay. A malformed value is an error naming the variable and its value.
 pub fn apply(
     args: &mut ServeArgs,
     matches: Option<&ArgMatches>,
@@ -253,7 +254,7 @@ fn set_names<'e>(env: &'e Env, pattern: &'static str) -> Vec<&'e str> {
     }
 }
 
-/// Checks every set variable against its type, as upstream parses all of them at start.
+/// Checks every set variable against its type, as envoyproxy/ratelimit parses all of them at start.
 fn check_types(env: &Env) -> Result<(), EnvError> {
     for var in all_vars().filter(|v| !v.name.ends_with('*')) {
         let checked = match var.kind {

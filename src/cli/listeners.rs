@@ -16,7 +16,7 @@ pub struct ServingArgs {
     /// the `ratelimit` personality does; flags and SLUICE_* variables still win.
     #[arg(long, env = "SLUICE_UPSTREAM_ENV")]
     pub upstream_env: bool,
-    /// Serve gRPC on this unix socket instead of --grpc-addr (upstream GRPC_UDS).
+    /// Serve gRPC on this unix socket instead of --grpc-addr (envoyproxy/ratelimit GRPC_UDS).
     #[arg(long, env = "SLUICE_GRPC_SOCKET")]
     pub grpc_socket: Option<PathBuf>,
     /// Close gRPC connections gracefully (GOAWAY) after about this long (±10 %), so clients
@@ -33,7 +33,7 @@ pub struct ServingArgs {
     /// The path of --metrics-addr's metrics.
     #[arg(long, env = "SLUICE_METRICS_PATH", default_value = defaults::METRICS_PATH, value_parser = parse_path)]
     pub metrics_path: String,
-    /// Report unhealthy while the loaded rules hold no domain (upstream
+    /// Report unhealthy while the loaded rules hold no domain (envoyproxy/ratelimit
     /// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
     #[arg(long, env = "SLUICE_HEALTH_REQUIRES_DOMAINS")]
     pub health_requires_domains: bool,

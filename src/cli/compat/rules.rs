@@ -1,7 +1,7 @@
-//! Rule files in upstream's layout: `RUNTIME_ROOT`, `RUNTIME_SUBDIRECTORY`,
+//! Rule files in envoyproxy/ratelimit's layout: `RUNTIME_ROOT`, `RUNTIME_SUBDIRECTORY`,
 //! `RUNTIME_APPDIRECTORY`, `RUNTIME_IGNOREDOTFILES`, `RUNTIME_WATCH_ROOT`, `MERGE_DOMAIN_CONFIG`.
 
-use sluice::rules::RuntimeLayout;
+use sluice::rules::CompatLayout;
 
 use super::env::Env;
 use super::{EnvError, Group, Handling, Kind, Target, Var};
@@ -70,7 +70,7 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
         args.rules.merge_domains = env.bool(merge[0], false)?;
         Ok(())
     })?;
-    let layout = RuntimeLayout {
+    let layout = CompatLayout {
         root: env
             .string("RUNTIME_ROOT", "/srv/runtime_data/current")
             .into(),

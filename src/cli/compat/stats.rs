@@ -134,7 +134,7 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
     target.unless_explicit(env, "metrics_path", &listener[2..], |args| {
         let path = env.string("PROMETHEUS_PATH", "/metrics");
         args.serving.metrics_path =
-            crate::cli::serving::parse_path(path).map_err(|p| env.error("PROMETHEUS_PATH", p))?;
+            crate::cli::listeners::parse_path(path).map_err(|p| env.error("PROMETHEUS_PATH", p))?;
         Ok(())
     })
 }

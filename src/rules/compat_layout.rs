@@ -1,9 +1,10 @@
 //! envoyproxy/ratelimit's rule layout (its goruntime loader): `RUNTIME_ROOT`,
 //! `RUNTIME_SUBDIRECTORY`, `RUNTIME_APPDIRECTORY`, `RUNTIME_IGNOREDOTFILES`, `RUNTIME_WATCH_ROOT`,
-//! resolved and read the way upstream does, every file taken as a rule file.
+//! resolved and read the way envoyproxy/ratelimit does, every file taken as a rule file.
 //!
-//! Files are named as upstream keys them (the path under the walked directory, `/` → `.`,
-//! extension kept), so an error reads `config.rules.yaml:3:5: …` as upstream's would.
+//! Files are named as envoyproxy/ratelimit keys them (the path under the walked directory, `/` →
+//! `.`, extension kept), so an error reads `config.rules.yaml:3:5: …` as envoyproxy/ratelimit's
+//! would.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -13,7 +14,7 @@ use crate::rules::{ConfigError, ConfigErrors, RuleSet};
 
 /// Where envoyproxy/ratelimit finds its rule files.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuntimeLayout {
+pub struct CompatLayout {
     /// `RUNTIME_ROOT`.
     pub root: PathBuf,
     /// `RUNTIME_SUBDIRECTORY`.
@@ -27,9 +28,9 @@ pub struct RuntimeLayout {
     pub watch_root: bool,
 }
 
-impl RuntimeLayout {
-    /// The directory walked, or `None` where upstream uses its "nil loader", which loads no
-    /// rules and succeeds: in watch-root mode when the root or the subdirectory is empty,
+impl CompatLayout {
+    /// The directory walked, or `None` where envoyproxy/ratelimit uses its "nil loader", which
+    /// loads no rules and succeeds: in watch-root mode when the root or the subdirectory is empty,
     /// otherwise when the application directory is empty, or the root and subdirectory both.
     pub fn directory(&self) -> Option<PathBuf> {
         let root_and_sub = self.root.join(&self.subdirectory);
@@ -48,7 +49,7 @@ impl RuntimeLayout {
     }
 
     /// Reads and compiles the rule files. Files that cannot be read are skipped with a warning
-    /// (as upstream's loader does); a directory that does not exist loads no rules.
+    /// (as envoyproxy/ratelimit's loader does); a directory that does not exist loads no rules.
     pub fn load(&self, options: &LoadOptions) -> Result<RuleSet, ConfigErrors> {
         let mut warnings = Vec::new();
         let mut sources = Vec::new();
@@ -106,7 +107,8 @@ impl RuntimeLayout {
             if path.file_name().is_some_and(|name| self.skips(name)) {
                 continue;
             }
-            // Lstat, as upstream: a linked directory (a ConfigMap's `..data`) is not walked.
+            // Lstat, as envoyproxy/ratelimit: a linked directory (a ConfigMap's `..data`) is not
+            // walked.
             match fs::symlink_metadata(&path) {
                 Ok(meta) if meta.is_dir() => self.walk(top, &path, out, warn),
                 Ok(_) => read_file(top, &path, out, warn),
@@ -116,8 +118,9 @@ impl RuntimeLayout {
     }
 }
 
-/// Reads one file (following a symlink) under its upstream key. Only regular files are read:
-/// a FIFO or a device would block or never end, and a linked directory fails as upstream's does.
+/// Reads one file (following a symlink) under its envoyproxy/ratelimit key. Only regular files are
+/// read: a FIFO or a device would block or never end, and a linked directory fails as
+/// envoyproxy/ratelimit's does.
 fn read_file(
     top: &Path,
     path: &Path,
@@ -150,8 +153,8 @@ mod tests {
 
     const RULES: &str = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 1 }\n";
 
-    fn layout(root: &Path, sub: &str, watch_root: bool, dots: bool) -> RuntimeLayout {
-        RuntimeLayout {
+    fn layout(root: &Path, sub: &str, watch_root: bool, dots: bool) -> CompatLayout {
+        CompatLayout {
             root: root.to_path_buf(),
             subdirectory: sub.into(),
             app_directory: "config".into(),
@@ -171,7 +174,7 @@ mod tests {
         names
     }
 
-    /// The nil-loader cases load zero domains successfully, as upstream's table says.
+    /// The nil-loader cases load zero domains successfully, as envoyproxy/ratelimit's table says.
     #[test]
     fn nil_loader_cases_load_nothing() {
         let root = Path::new("/srv/runtime_data/current");
@@ -191,8 +194,8 @@ mod tests {
         );
     }
 
-    /// Watch-root mode keeps keys under `config.` (and a file `config.yaml` beside the
-    /// directory); every file counts whatever its extension; errors name the upstream key.
+    /// Watch-root mode keeps keys under `config.` (and a file `config.yaml` beside the directory);
+    /// every file counts whatever its extension; errors name the envoyproxy/ratelimit key.
     #[test]
     fn watch_root_mode_reads_config_keys() {
         let dir = tempfile::tempdir().unwrap();
@@ -212,7 +215,7 @@ mod tests {
     }
 
     /// A Kubernetes ConfigMap mount: without RUNTIME_IGNOREDOTFILES the timestamped copy is read
-    /// too (a duplicate domain, as upstream); with it, only the linked file.
+    /// too (a duplicate domain, as envoyproxy/ratelimit); with it, only the linked file.
     #[test]
     fn configmap_mount_needs_ignoredotfiles() {
         let dir = tempfile::tempdir().unwrap();

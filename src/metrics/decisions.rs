@@ -4,10 +4,11 @@
 use prometheus::{Gauge, Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge};
 
 use super::capped::CappedCounters;
-use super::{
-    DECISION_SECONDS, DEGRADED_DECISIONS, DOMAIN_NOT_FOUND, Families, Metrics, RULES_GENERATION,
-    RULES_LAST_SUCCESS, STORE_ERRORS, STORE_SECONDS,
+use super::names::{
+    DECISION_SECONDS, DEGRADED_DECISIONS, DOMAIN_NOT_FOUND, RULES_GENERATION, RULES_LAST_SUCCESS,
+    STORE_ERRORS, STORE_SECONDS,
 };
+use super::{Families, Metrics};
 
 /// One backend's store latency and failure series.
 #[derive(Debug, Clone)]
@@ -27,7 +28,7 @@ impl StoreSeries {
 }
 
 /// sluice's own families of deciding.
-pub(super) struct Sluice {
+pub(super) struct Decisions {
     decision_seconds: Histogram,
     store_seconds: HistogramVec,
     store_errors: IntCounterVec,
@@ -38,7 +39,7 @@ pub(super) struct Sluice {
     domain_not_found: IntCounter,
 }
 
-impl Sluice {
+impl Decisions {
     /// Registers the families; the degraded decisions' series are capped at `max_series`,
     /// folds counted in `folded`.
     pub(super) fn new(families: &Families<'_>, max_series: usize, folded: IntCounter) -> Self {
@@ -84,25 +85,25 @@ impl Sluice {
 impl Metrics {
     /// Records one decision's latency.
     pub fn record_decision(&self, seconds: f64) {
-        self.sluice.decision_seconds.observe(seconds);
+        self.decisions.decision_seconds.observe(seconds);
     }
 
     /// The store series of `backend`, resolved once (a limiter's store does not change), so
     /// recording a round trip does not look its labels up per call.
     pub fn store_series(&self, backend: &str) -> StoreSeries {
         StoreSeries {
-            seconds: self.sluice.store_seconds.with_label_values(&[backend]),
-            errors: self.sluice.store_errors.with_label_values(&[backend]),
+            seconds: self.decisions.store_seconds.with_label_values(&[backend]),
+            errors: self.decisions.store_errors.with_label_values(&[backend]),
         }
     }
 
     /// Records a decision a rule's `failure_mode` took without the store.
     pub fn record_degraded(&self, domain: &str, rule: &str, mode: &str) {
-        self.sluice.degraded.get([domain, rule, mode]).inc();
+        self.decisions.degraded.get([domain, rule, mode]).inc();
     }
 
     /// Records a descriptor in a domain that is not loaded.
     pub fn record_domain_not_found(&self) {
-        self.sluice.domain_not_found.inc();
+        self.decisions.domain_not_found.inc();
     }
 }
