@@ -10,9 +10,9 @@
 
 /// The environment variable with which an operator keeps huge pages on (`1`; mimalloc reads
 /// the same variable, and `0` turns them off from the allocator's start).
-pub const OVERRIDE: &str = "MIMALLOC_ALLOW_THP";
+pub(crate) const OVERRIDE: &str = "MIMALLOC_ALLOW_THP";
 
-/// Turns transparent huge pages off for this process unless [`OVERRIDE`] is set; returns
+/// Turns transparent huge pages off for this process unless `MIMALLOC_ALLOW_THP` is set; returns
 /// whether it did. Pages already faulted in stay as they are: call it first thing in `main`.
 pub fn disable_unless_asked() -> bool {
     std::env::var_os(OVERRIDE).is_none() && disable()

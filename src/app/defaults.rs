@@ -60,8 +60,8 @@ pub const GRPC_MAX_CONNECTION_AGE_GRACE: Duration = Duration::from_secs(3_600);
 /// The path of the separate metrics listener.
 pub const METRICS_PATH: &str = "/metrics";
 /// The names of envoyproxy/ratelimit's own rate-limit headers (`--response-headers upstream`).
-pub const LIMIT_HEADER: &str = crate::limiter::UPSTREAM_LIMIT_HEADER;
+pub const LIMIT_HEADER: &str = crate::limiter::COMPAT_LIMIT_HEADER;
 /// See [`LIMIT_HEADER`].
-pub const REMAINING_HEADER: &str = crate::limiter::UPSTREAM_REMAINING_HEADER;
+pub const REMAINING_HEADER: &str = crate::limiter::COMPAT_REMAINING_HEADER;
 /// See [`LIMIT_HEADER`].
-pub const RESET_HEADER: &str = crate::limiter::UPSTREAM_RESET_HEADER;
+pub const RESET_HEADER: &str = crate::limiter::COMPAT_RESET_HEADER;

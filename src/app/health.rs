@@ -19,7 +19,7 @@ use crate::limiter::Limiter;
 use crate::reload::Reloader;
 
 /// The gRPC health service name envoyproxy/ratelimit registers (besides `""`).
-pub const HEALTH_SERVICE: &str = "ratelimit";
+pub(crate) const HEALTH_SERVICE: &str = "ratelimit";
 
 /// How often readiness is mirrored into gRPC health.
 const CHECK_INTERVAL: Duration = Duration::from_secs(1);

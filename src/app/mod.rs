@@ -41,7 +41,6 @@ use crate::xds::{XdsError, XdsSource};
 /// Longest wait for the trace exporter's last export at shutdown.
 const TRACE_FLUSH: Duration = Duration::from_secs(5);
 
-pub use self::health::HEALTH_SERVICE;
 pub use self::settings::{HealthOptions, MemorySettings, MetricsListener, Settings, StoreSettings};
 pub use crate::reload::{Reloader, RuleSource, WatchError};
 pub use crate::tls::{ReloadOutcome, ServerTls, TlsSettings, TlsStatus};

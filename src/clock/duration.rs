@@ -5,7 +5,7 @@
 //! fraction, the units are `ns`, `us` (or `µs`), `ms`, `s`, `m` and `h`, in any order. `0` needs
 //! no unit. Negative durations and durations past Go's range (2^63 − 1 ns, about 292 years) are
 //! errors, never a panic or a silent clamp. Rule files' `window:` shares the term reader
-//! ([`terms`]) and adds its own rules (whole numbers, days, longest unit first).
+//! (`terms`) and adds its own rules (whole numbers, days, longest unit first).
 
 use std::fmt;
 use std::ops::RangeInclusive;
@@ -76,7 +76,7 @@ pub struct Term<'a> {
 
 /// Reads `text` as a run of terms. A term without any digit is [`Problem::ExpectedNumber`]; the
 /// units are not checked here (each grammar has its own).
-pub fn terms(text: &str) -> impl Iterator<Item = Result<Term<'_>, Problem>> + '_ {
+pub(crate) fn terms(text: &str) -> impl Iterator<Item = Result<Term<'_>, Problem>> + '_ {
     let mut rest = text;
     std::iter::from_fn(move || {
         if rest.is_empty() {

@@ -12,9 +12,9 @@ use std::hash::BuildHasher;
 use parking_lot::Mutex;
 
 /// Seconds per window of the sketch.
-pub const HITTER_WINDOW_SECONDS: u64 = 60;
+pub(crate) const HITTER_WINDOW_SECONDS: u64 = 60;
 /// Windows kept: the sketch covers the last 5 minutes (the current window partly).
-pub const HITTER_WINDOWS: usize = 5;
+pub(crate) const HITTER_WINDOWS: usize = 5;
 /// Keys kept per window by default, over all shards.
 pub(super) const DEFAULT_SLOTS: usize = 256;
 /// Lock shards.
@@ -63,7 +63,7 @@ impl TopKeys {
         self.shards[shard].lock().current().offer(key);
     }
 
-    /// One second passed; every [`HITTER_WINDOW_SECONDS`] the oldest window is dropped.
+    /// One second passed; every minute the oldest window is dropped.
     pub fn tick(&self) {
         let ticks = self
             .ticks

@@ -12,8 +12,9 @@ mod rates;
 
 use crate::limiter::{Code, Decision, LimitError, Request, StoreUse};
 
-pub use self::hitters::{HITTER_WINDOW_SECONDS, HITTER_WINDOWS, LimitedKey, TopKeys};
-pub use self::rates::{DecisionRates, PerSecond, RATE_HISTORY, Rates};
+pub(crate) use self::hitters::{HITTER_WINDOW_SECONDS, HITTER_WINDOWS};
+pub use self::hitters::{LimitedKey, TopKeys};
+pub use self::rates::{DecisionRates, PerSecond, Rates};
 
 /// Live traffic figures for the operator page.
 #[derive(Debug)]

@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 use crate::limiter::Code;
 
 /// Samples kept (seconds of history).
-pub const RATE_HISTORY: usize = 120;
+pub(crate) const RATE_HISTORY: usize = 120;
 
 /// Running totals by outcome.
 #[derive(Debug, Default)]
@@ -49,7 +49,7 @@ pub struct DecisionRates {
     pub last_10s: PerSecond,
     /// Over the last 60 seconds.
     pub last_60s: PerSecond,
-    /// Per second, oldest first, up to [`RATE_HISTORY`] − 1 entries.
+    /// Per second, oldest first, up to 119 entries (`RATE_HISTORY` − 1).
     pub history: Vec<PerSecond>,
     /// Totals since start: OK, OVER_LIMIT, degraded, errors.
     pub totals: [u64; 4],

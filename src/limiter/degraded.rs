@@ -21,7 +21,7 @@ use crate::rules::FailureMode;
 use crate::store::{Charge, CounterKey, MemoryStore, Outcome, StoreError};
 
 /// The response header marking an answer decided without the store.
-pub const HEADER: (&str, &str) = ("x-ratelimit-mode", "degraded");
+pub(crate) const HEADER: (&str, &str) = ("x-ratelimit-mode", "degraded");
 
 /// The retry hint of a `deny` answer, and the reset reported by `allow` answers.
 const RETRY: Nanos = SECOND;

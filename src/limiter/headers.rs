@@ -7,16 +7,16 @@ use super::{HeaderText, RateLimitItem};
 use crate::clock::{Nanos, SECOND};
 
 /// `RateLimit-Policy`: the policy of the status closest to exhaustion.
-pub const RATELIMIT_POLICY: &str = "RateLimit-Policy";
+pub(crate) const RATELIMIT_POLICY: &str = "RateLimit-Policy";
 /// `RateLimit`: that policy's remaining requests and seconds until reset.
-pub const RATELIMIT: &str = "RateLimit";
+pub(crate) const RATELIMIT: &str = "RateLimit";
 /// `Retry-After`: whole seconds until the refused call would be admitted.
-pub const RETRY_AFTER: &str = "Retry-After";
+pub(crate) const RETRY_AFTER: &str = "Retry-After";
 /// `cache-control`: a 429 must never be cached.
-pub const CACHE_CONTROL: &str = "cache-control";
+pub(crate) const CACHE_CONTROL: &str = "cache-control";
 
 /// Whole seconds, rounded up, at least 1.
-pub fn whole_seconds_up(nanos: Nanos) -> u64 {
+pub(crate) fn whole_seconds_up(nanos: Nanos) -> u64 {
     nanos.div_ceil(SECOND).max(1)
 }
 

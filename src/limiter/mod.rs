@@ -34,18 +34,16 @@ use crate::rules::RuleSet;
 use crate::store::{MemoryStore, Outcome, Store, StoreError};
 
 pub use decision::{Code, Decision, DescriptorStatus, ReportedLimit, StoreUse};
-pub use degraded::HEADER as DEGRADED_HEADER;
 pub use explain::{
     CounterState, Explained, Explanation, LimitState, explain_with, parse_descriptor,
 };
 pub use header_text::{HeaderText, RateLimitItem};
-pub use request::{
-    Descriptor, InvalidRequest, LimitOverride, MAX_DESCRIPTORS, MAX_ENTRIES, MAX_TEXT, Request,
+pub use request::{Descriptor, InvalidRequest, LimitOverride, Request};
+pub(crate) use request::{MAX_DESCRIPTORS, MAX_ENTRIES, MAX_TEXT};
+pub(crate) use response_options::{
+    COMPAT_LIMIT_HEADER, COMPAT_REMAINING_HEADER, COMPAT_RESET_HEADER,
 };
-pub use response_options::{
-    CompatHeaderNames, HeaderStyle, ResetPrecision, ResponseOptions, UPSTREAM_LIMIT_HEADER,
-    UPSTREAM_REMAINING_HEADER, UPSTREAM_RESET_HEADER,
-};
+pub use response_options::{CompatHeaderNames, HeaderStyle, ResetPrecision, ResponseOptions};
 
 /// Behaviour switches of the limiter.
 #[derive(Debug, Clone)]

@@ -3,11 +3,11 @@
 use crate::rules::Unit;
 
 /// Most descriptors accepted in one call.
-pub const MAX_DESCRIPTORS: usize = 64;
+pub(crate) const MAX_DESCRIPTORS: usize = 64;
 /// Most entries accepted in one descriptor.
-pub const MAX_ENTRIES: usize = 32;
+pub(crate) const MAX_ENTRIES: usize = 32;
 /// Longest key or value accepted, in bytes.
-pub const MAX_TEXT: usize = 1024;
+pub(crate) const MAX_TEXT: usize = 1024;
 
 /// One rate-limit call.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -68,7 +68,7 @@ pub enum InvalidRequest {
         /// Position of the entry.
         entry: usize,
     },
-    /// A key, value or the domain over [`MAX_TEXT`] bytes.
+    /// A key, value or the domain over 1024 bytes (`MAX_TEXT`).
     #[error("{what} is {len} bytes long (at most {MAX_TEXT})")]
     TooLong {
         /// What was too long, e.g. `descriptor 0 entry 1 value`.

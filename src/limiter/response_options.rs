@@ -43,20 +43,20 @@ pub struct CompatHeaderNames {
 }
 
 /// envoyproxy/ratelimit's default header names.
-pub const UPSTREAM_LIMIT_HEADER: &str = "RateLimit-Limit";
+pub(crate) const COMPAT_LIMIT_HEADER: &str = "RateLimit-Limit";
 /// envoyproxy/ratelimit's default header names.
-pub const UPSTREAM_REMAINING_HEADER: &str = "RateLimit-Remaining";
+pub(crate) const COMPAT_REMAINING_HEADER: &str = "RateLimit-Remaining";
 /// envoyproxy/ratelimit's default header names.
-pub const UPSTREAM_RESET_HEADER: &str = "RateLimit-Reset";
+pub(crate) const COMPAT_RESET_HEADER: &str = "RateLimit-Reset";
 
 impl Default for CompatHeaderNames {
     /// envoyproxy/ratelimit's defaults: `RateLimit-Limit`, `RateLimit-Remaining`,
     /// `RateLimit-Reset`.
     fn default() -> Self {
         Self {
-            limit: Cow::Borrowed(UPSTREAM_LIMIT_HEADER),
-            remaining: Cow::Borrowed(UPSTREAM_REMAINING_HEADER),
-            reset: Cow::Borrowed(UPSTREAM_RESET_HEADER),
+            limit: Cow::Borrowed(COMPAT_LIMIT_HEADER),
+            remaining: Cow::Borrowed(COMPAT_REMAINING_HEADER),
+            reset: Cow::Borrowed(COMPAT_RESET_HEADER),
         }
     }
 }

@@ -138,9 +138,9 @@ fn headers(d: &Decision) -> Vec<(&str, String)> {
 
 fn upstream(limit: &str, remaining: &str, reset: &str) -> Vec<(&'static str, String)> {
     vec![
-        (UPSTREAM_LIMIT_HEADER, limit.to_owned()),
-        (UPSTREAM_REMAINING_HEADER, remaining.to_owned()),
-        (UPSTREAM_RESET_HEADER, reset.to_owned()),
+        (COMPAT_LIMIT_HEADER, limit.to_owned()),
+        (COMPAT_REMAINING_HEADER, remaining.to_owned()),
+        (COMPAT_RESET_HEADER, reset.to_owned()),
     ]
 }
 

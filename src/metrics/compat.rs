@@ -39,7 +39,7 @@ pub struct HitSplit {
 }
 
 /// Splits hits as envoyproxy/ratelimit does, with "count before" = capacity − available.
-pub fn split_hits(outcome: &HitOutcome, near_ratio: f64) -> HitSplit {
+pub(crate) fn split_hits(outcome: &HitOutcome, near_ratio: f64) -> HitSplit {
     let limit = outcome.capacity;
     let near_threshold = ((limit as f64) * near_ratio).floor() as u64;
     let before = limit.saturating_sub(outcome.available);

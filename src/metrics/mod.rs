@@ -20,9 +20,9 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-pub use compat::{HitOutcome, HitSplit, split_hits};
+pub use compat::{HitOutcome, HitSplit};
 pub use decisions::StoreSeries;
-pub use names::{SERVICE_ERROR, STORE_ERROR};
+pub(crate) use names::{SERVICE_ERROR, STORE_ERROR};
 pub use series::{RuleCounters, RuleSeries, SeriesSlot};
 
 /// Latency buckets from 10 µs to 100 ms: a decision should take well under a millisecond.

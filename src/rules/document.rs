@@ -65,7 +65,7 @@ pub struct LimitSpec {
 }
 
 /// Compiles documents, in order, into a rule set; fails with every error of every document.
-pub fn load_documents(
+pub(crate) fn load_documents(
     documents: &[RuleDocument],
     opts: &LoadOptions,
 ) -> Result<RuleSet, ConfigErrors> {

@@ -18,7 +18,7 @@ pub(super) const MAX_WINDOW: Nanos = 365 * 86_400 * SECOND;
 /// Parses a window such as `1m30s`: integer amounts, each followed by a unit (`ms`, `s`, `m`,
 /// `h`, `d`), units in decreasing order and each at most once; 1 ms ..= 365 d.
 ///
-/// The terms are read by [`terms`], the tokenizer of every duration in sluice; this grammar only
+/// The terms are read by `clock::duration::terms`, the tokenizer of every duration in sluice; this grammar only
 /// narrows it (whole numbers, its own units and order), so `window:` and the duration flags
 /// never disagree about where a number ends and a unit begins.
 ///

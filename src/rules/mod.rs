@@ -26,15 +26,16 @@ use std::sync::Arc;
 use crate::algorithm::{Algorithm, Limit};
 
 pub use compat_layout::CompatLayout;
-pub use compile::{
-    LoadOptions, MAX_FILE_BYTES, MAX_KEY_BYTES, MAX_LOAD_BYTES, is_rule_file, is_skipped, load,
-    load_sources,
-};
-pub use document::{DescriptorRule, LimitSpec, RuleDocument, load_documents};
-pub use duration::{format as format_window, parse as parse_window};
+pub use compile::{LoadOptions, load, load_sources};
+pub(crate) use compile::{MAX_FILE_BYTES, is_rule_file, is_skipped};
+pub(crate) use document::load_documents;
+pub use document::{DescriptorRule, LimitSpec, RuleDocument};
+pub(crate) use duration::format as format_window;
+pub use duration::parse as parse_window;
 pub use error::{ConfigError, ConfigErrors};
 pub use explain::{Reached, Step, Walk, walk};
-pub use matcher::{Match, MatchKind, Pattern, override_stats_key};
+pub(crate) use matcher::override_stats_key;
+pub use matcher::{Match, MatchKind, Pattern};
 
 /// A time unit of envoyproxy/ratelimit's `rate_limit.unit` (epoch-aligned; month = 30 days, year =
 /// 365 days).

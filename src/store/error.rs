@@ -35,7 +35,7 @@ pub enum StoreError {
     /// `--redis-url` cannot be used (the URL is shown with its credentials hidden).
     #[error("counter store configuration: invalid redis url '{url}': {problem}")]
     BadUrl {
-        /// The URL as logs may show it ([`describe_url`](crate::store::redis::describe_url)).
+        /// The URL as logs may show it (`store::redis::describe_url`).
         url: String,
         /// What is wrong with it.
         problem: UrlProblem,

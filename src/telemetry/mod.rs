@@ -23,7 +23,7 @@ pub use self::settings::{DEFAULT_SERVICE_NAME, OtlpProtocol, TraceSettings};
 pub use self::span::CallSpan;
 
 /// The name of the span of one `ShouldRateLimit` call (also the gRPC method).
-pub const CALL_SPAN: &str = "ShouldRateLimit";
+pub(crate) const CALL_SPAN: &str = "ShouldRateLimit";
 
 /// Why tracing could not be set up.
 #[derive(Debug, thiserror::Error)]

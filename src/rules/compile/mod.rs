@@ -11,9 +11,7 @@ use std::path::{Path, PathBuf};
 
 use crate::algorithm::Algorithm;
 use crate::rules::compile::sources::Collected;
-pub use crate::rules::compile::sources::{
-    MAX_FILE_BYTES, MAX_LOAD_BYTES, is_rule_file, is_skipped,
-};
+pub(crate) use crate::rules::compile::sources::{MAX_FILE_BYTES, is_rule_file, is_skipped};
 use crate::rules::file::{self, Parsed, Pos, RawDescriptor, RawFile};
 use crate::rules::matcher::{Pattern, find_exact};
 use crate::rules::{
@@ -91,7 +89,7 @@ pub fn load_sources(
 /// The most bytes the full keys of a load's nodes (`domain.key_value.key2...`) may take
 /// together. Each node spells out its ancestors' keys, so a deep file of long values could
 /// otherwise make far more memory of keys than the file has bytes.
-pub const MAX_KEY_BYTES: usize = 64 << 20;
+pub(crate) const MAX_KEY_BYTES: usize = 64 << 20;
 
 /// What one file's compilation needs: where errors go, the options, and the load's budget of
 /// full-key bytes.

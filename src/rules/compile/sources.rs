@@ -13,9 +13,9 @@ use crate::rules::ConfigError;
 
 /// The largest rule file read (envoyproxy/ratelimit's largest example is a few KB; 7,000
 /// descriptors take about 540 KB).
-pub const MAX_FILE_BYTES: u64 = 16 << 20;
+pub(crate) const MAX_FILE_BYTES: u64 = 16 << 20;
 /// The most bytes of rule files one load reads, all files together.
-pub const MAX_LOAD_BYTES: u64 = 128 << 20;
+pub(crate) const MAX_LOAD_BYTES: u64 = 128 << 20;
 
 /// The rule files read so far, and what went wrong.
 #[derive(Debug, Default)]
@@ -147,12 +147,12 @@ impl Walk<'_> {
 
 /// Whether a directory walk skips an entry of this name: dot entries (so the `..data` and
 /// `..<timestamp>` entries of a Kubernetes ConfigMap mount are not read twice).
-pub fn is_skipped(name: &std::ffi::OsStr) -> bool {
+pub(crate) fn is_skipped(name: &std::ffi::OsStr) -> bool {
     name.as_encoded_bytes().starts_with(b".")
 }
 
 /// Whether a file found in a rule directory is a rule file (`*.yaml`, `*.yml`).
-pub fn is_rule_file(path: &Path) -> bool {
+pub(crate) fn is_rule_file(path: &Path) -> bool {
     matches!(
         path.extension().and_then(|e| e.to_str()),
         Some("yaml" | "yml")

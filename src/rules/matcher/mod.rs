@@ -125,7 +125,7 @@ impl<'a> Match<'a> {
 
 /// envoyproxy/ratelimit's stats key for a request-side limit override (config matching bypassed):
 /// every runtime value included, `domain.k1_v1.k2_v2` (`.k` alone for an empty value).
-pub fn override_stats_key(domain: &str, entries: &[(&str, &str)]) -> String {
+pub(crate) fn override_stats_key(domain: &str, entries: &[(&str, &str)]) -> String {
     let mut key = String::with_capacity(domain.len() + entries.len() * 16);
     key.push_str(domain);
     if entries.is_empty() {

@@ -32,7 +32,7 @@ use crate::clock::{Nanos, SECOND};
 pub const DEFAULT_MAX_COUNTERS: usize = 1_000_000;
 
 /// The retry hint of a call refused because the store is full: the sweep runs every second.
-pub const FULL_RETRY: Nanos = SECOND;
+pub(crate) const FULL_RETRY: Nanos = SECOND;
 
 /// How a [`MemoryStore`] is built.
 #[derive(Debug, Clone, Copy)]

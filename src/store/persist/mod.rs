@@ -42,10 +42,10 @@ pub use self::codec::DecodeError;
 pub(crate) use self::restore::{restore_bytes, restore_payload};
 
 /// The name of the lock file that keeps a second sluice out of the data directory.
-pub const LOCK_FILE: &str = "LOCK";
+pub(crate) const LOCK_FILE: &str = "LOCK";
 
 /// The default flush interval: the most a SIGKILL can lose.
-pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(50);
+pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_millis(50);
 
 /// How the memory store persists.
 #[derive(Debug, Clone)]

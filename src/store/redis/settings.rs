@@ -51,7 +51,7 @@ const DEFAULT_UNHEALTHY_AFTER: Duration = Duration::from_secs(10);
 #[derive(Clone)]
 pub struct RedisSettings {
     /// `--redis-url` (may hold credentials: never log it, see
-    /// [`describe_url`]).
+    /// `describe_url`).
     pub url: String,
     /// `--redis-username`: replaces the URL's user, with `password`.
     pub username: Option<String>,
