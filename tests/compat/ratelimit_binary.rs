@@ -233,12 +233,22 @@ fn kustomize_style_manifest_through_envoy() {
     assert_eq!(get("/productpage").status, 200);
     assert_eq!(get("/productpage").status, 429);
 
-    // The separate Prometheus listener: envoyproxy/ratelimit's names and the process collector.
-    let metrics = http1::get(
-        SocketAddr::from(([127, 0, 0, 1], metrics_port)),
-        "/metrics",
-        &[],
-    );
+    separate_prometheus_listener(metrics_port);
+
+    // The symlink swap of RUNTIME_ROOT loads the new version.
+    let stricter = ISTIO_RULES.replace("requests_per_unit: 100", "requests_per_unit: 1");
+    version(2, &stricter);
+    poll(Duration::from_secs(30), "the new version applies", || {
+        (get("/details").status == 429).then_some(())
+    });
+
+    json_logs_warn_once(&ratelimit.log());
+}
+
+/// The separate Prometheus listener on `port`: envoyproxy/ratelimit's names and the process
+/// collector.
+fn separate_prometheus_listener(port: u16) {
+    let metrics = http1::get(SocketAddr::from(([127, 0, 0, 1], port)), "/metrics", &[]);
     assert_eq!(metrics.status, 200);
     for name in [
         "ratelimit_service_rate_limit_over_limit{",
@@ -248,16 +258,10 @@ fn kustomize_style_manifest_through_envoy() {
     ] {
         assert!(metrics.body.contains(name), "{name}:\n{}", metrics.body);
     }
+}
 
-    // The symlink swap of RUNTIME_ROOT loads the new version.
-    let stricter = ISTIO_RULES.replace("requests_per_unit: 100", "requests_per_unit: 1");
-    version(2, &stricter);
-    poll(Duration::from_secs(30), "the new version applies", || {
-        (get("/details").status == 429).then_some(())
-    });
-
-    // JSON logs with envoyproxy/ratelimit's keys, and the one warning about DEBUG_PORT.
-    let log = ratelimit.log();
+/// JSON logs with envoyproxy/ratelimit's keys, and the one warning about DEBUG_PORT.
+fn json_logs_warn_once(log: &str) {
     let lines: Vec<serde_json::Value> = log
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}")))

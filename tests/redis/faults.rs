@@ -49,7 +49,6 @@ async fn kill_and_restart_redis_under_load() {
     })
     .await;
     let mut client = server.client().await;
-    let one = |key: &str, value: &str| one_descriptor("faults", &[(key, value)]);
 
     // Healthy: Redis counts, nothing is marked degraded.
     for _ in 0..5 {
@@ -63,35 +62,7 @@ async fn kill_and_restart_redis_under_load() {
     );
 
     redis.kill();
-    // Load from several clients while Redis is dead.
-    let mut load = Vec::new();
-    for worker in 0..4 {
-        let mut client = server.client().await;
-        load.push(tokio::spawn(async move {
-            let mut slowest = Duration::ZERO;
-            for i in 0..50 {
-                let key = ["open", "closed"][(worker + i) % 2];
-                let started = Instant::now();
-                let r = call(&mut client, one(key, &format!("w{worker}-{i}"))).await;
-                slowest = slowest.max(started.elapsed());
-                assert_eq!(header(&r, "x-ratelimit-mode"), Some("degraded"), "{key}");
-                if key == "open" {
-                    assert_eq!(r.overall_code, OK);
-                } else {
-                    assert_eq!(r.overall_code, OVER);
-                    assert_eq!(header(&r, "retry-after"), Some("1"));
-                }
-            }
-            slowest
-        }));
-    }
-    for worker in load {
-        let slowest = worker.await.expect("load worker");
-        assert!(
-            slowest < BUDGET,
-            "a call waited {slowest:?} on a dead Redis"
-        );
-    }
+    degraded_load(&server).await;
     assert!(
         store.circuit_open(),
         "consecutive failures opened the breaker"
@@ -136,6 +107,44 @@ async fn kill_and_restart_redis_under_load() {
         OVER
     );
     server.stop().await;
+}
+
+/// A call of one descriptor `key=value` in the test's domain.
+fn one(key: &str, value: &str) -> sluice::proto::RateLimitRequest {
+    one_descriptor("faults", &[(key, value)])
+}
+
+/// Load from several clients while Redis is dead: every call is answered by its rule's
+/// failure_mode, none waits on Redis.
+async fn degraded_load(server: &TestServer) {
+    let mut load = Vec::new();
+    for worker in 0..4 {
+        let mut client = server.client().await;
+        load.push(tokio::spawn(async move {
+            let mut slowest = Duration::ZERO;
+            for i in 0..50 {
+                let key = ["open", "closed"][(worker + i) % 2];
+                let started = Instant::now();
+                let r = call(&mut client, one(key, &format!("w{worker}-{i}"))).await;
+                slowest = slowest.max(started.elapsed());
+                assert_eq!(header(&r, "x-ratelimit-mode"), Some("degraded"), "{key}");
+                if key == "open" {
+                    assert_eq!(r.overall_code, OK);
+                } else {
+                    assert_eq!(r.overall_code, OVER);
+                    assert_eq!(header(&r, "retry-after"), Some("1"));
+                }
+            }
+            slowest
+        }));
+    }
+    for worker in load {
+        let slowest = worker.await.expect("load worker");
+        assert!(
+            slowest < BUDGET,
+            "a call waited {slowest:?} on a dead Redis"
+        );
+    }
 }
 
 /// A hung Redis (SIGSTOP: connections stay open, nothing answers) costs each call at most the

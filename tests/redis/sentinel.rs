@@ -17,7 +17,7 @@ use sluice::store::{Gate, RedisSettings, RedisStore, Store};
 
 use crate::common::sentinel::{SENTINEL_PASSWORD, SentinelSet};
 use crate::common::{
-    self, OK, OVER, TestServer, call, connect, eventually, header, limit, one_descriptor,
+    self, Client, OK, OVER, TestServer, call, connect, eventually, header, limit, one_descriptor,
 };
 
 const RULES: &str = "\
@@ -123,7 +123,6 @@ async fn failover_under_load(switch: Switch) {
     let old = set.master_port();
     let server = TestServer::start_on(RULES, store(&set, SENTINEL_PASSWORD).await).await;
     let mut client = server.client().await;
-    let kept = || one_descriptor("sentinel", &[("kept", "k")]);
     // Counted on the master before the switch, and replicated.
     for _ in 0..4 {
         let r = call(&mut client, kept()).await;
@@ -131,63 +130,11 @@ async fn failover_under_load(switch: Switch) {
     }
     set.wait_replicated();
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let answered: Arc<Vec<AtomicUsize>> = Arc::new((0..4).map(|_| AtomicUsize::new(0)).collect());
-    let counts = |answered: &[AtomicUsize]| -> Vec<usize> {
-        answered.iter().map(|n| n.load(Ordering::Relaxed)).collect()
-    };
-    let workers: Vec<_> = (0..4)
-        .map(|id| tokio::spawn(load(server.grpc_addr, id, stop.clone(), answered.clone())))
-        .collect();
-    eventually(Duration::from_secs(10), "load is running", async || {
-        counts(&answered).iter().sum::<usize>() >= 40
-    })
-    .await;
+    let load = Load::start(server.grpc_addr).await;
     let switched_at = Instant::now();
-    let before_switch = counts(&answered);
-    match switch {
-        Switch::KillMaster => {
-            let master = set
-                .nodes
-                .iter_mut()
-                .find(|n| n.port == old)
-                .expect("master");
-            master.kill();
-        }
-        Switch::FailoverCommand => {
-            let reply = set.sentinels[0].cli(&["SENTINEL", "FAILOVER", "mymaster"]);
-            assert_eq!(reply.trim(), "OK");
-        }
-    }
-    eventually(
-        Duration::from_secs(30),
-        "the sentinels name a new master",
-        async || set.master_port() != old,
-    )
-    .await;
-    let new = set.master_port();
-    let named_at = Instant::now();
-    let before: u64 = set
-        .node(new)
-        .cli(&["DBSIZE"])
-        .trim()
-        .parse()
-        .expect("dbsize");
-    eventually(
-        Duration::from_secs(20),
-        "calls count on the new master",
-        async || {
-            let value = format!("moved-{}", named_at.elapsed().as_nanos());
-            call(&mut client, one_descriptor("sentinel", &[("open", &value)])).await;
-            let now: u64 = set.node(new).cli(&["DBSIZE"]).trim().parse().unwrap_or(0);
-            now > before
-        },
-    )
-    .await;
-    println!(
-        "{switch:?}: counting on the new master {:?} after the sentinels named it",
-        named_at.elapsed()
-    );
+    let before_switch = load.counts();
+    let new = switch_master(&mut set, switch, old).await;
+    wait_counting_on(&set, &mut client, new, switch).await;
     if let Switch::FailoverCommand = switch {
         let role = set.node(old).cli(&["ROLE"]);
         assert!(
@@ -208,39 +155,148 @@ async fn failover_under_load(switch: Switch) {
         "{switch:?}: decisions from the new master {:?} after the switch began",
         switched_at.elapsed()
     );
-    let after_switch = counts(&answered);
-    let during: Vec<usize> = after_switch
-        .iter()
-        .zip(&before_switch)
-        .map(|(a, b)| a - b)
-        .collect();
-    println!("{switch:?}: calls answered per worker while the master switched: {during:?}");
-    for (id, answered) in during.iter().enumerate() {
-        assert!(
-            *answered >= ANSWERED_DURING_SWITCH,
-            "worker {id} had {answered} calls answered while the master switched: calls waited on it"
-        );
-    }
-    let calls_during = after_switch.iter().sum::<usize>();
-    stop.store(true, Ordering::Relaxed);
-    let mut degraded = 0;
-    for worker in workers {
-        let seen = worker.await.expect("every call was answered");
-        println!(
-            "{switch:?}: the slowest call of a worker took {:?}",
-            seen.slowest
-        );
-        degraded += seen.degraded;
-    }
-    println!("{switch:?}: {calls_during} calls under load, {degraded} decided by failure_mode");
+    load.check_answered_since(&before_switch, switch);
+    let degraded = load.stop(switch).await;
     if let Switch::KillMaster = switch {
         assert!(degraded > 0, "calls went on while no master was reachable");
     }
+    counting_goes_on(&set, &mut client, new).await;
+    server.stop().await;
+}
 
-    // The switch is over: no call meets a broken connection any more.
+/// The descriptor counted before, during and after the switch.
+fn kept() -> sluice::proto::RateLimitRequest {
+    one_descriptor("sentinel", &[("kept", "k")])
+}
+
+/// Four load workers and what each had answered.
+struct Load {
+    stop: Arc<AtomicBool>,
+    answered: Arc<Vec<AtomicUsize>>,
+    workers: Vec<tokio::task::JoinHandle<Seen>>,
+}
+
+impl Load {
+    /// Starts the workers against `addr` and waits until they are running.
+    async fn start(addr: std::net::SocketAddr) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let answered: Arc<Vec<AtomicUsize>> =
+            Arc::new((0..4).map(|_| AtomicUsize::new(0)).collect());
+        let workers = (0..4)
+            .map(|id| tokio::spawn(load(addr, id, stop.clone(), answered.clone())))
+            .collect();
+        let started = Load {
+            stop,
+            answered,
+            workers,
+        };
+        eventually(Duration::from_secs(10), "load is running", async || {
+            started.counts().iter().sum::<usize>() >= 40
+        })
+        .await;
+        started
+    }
+
+    /// Calls answered so far, per worker.
+    fn counts(&self) -> Vec<usize> {
+        self.answered
+            .iter()
+            .map(|n| n.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// Every worker had calls answered since `before`: none waited on the switch.
+    fn check_answered_since(&self, before: &[usize], switch: Switch) {
+        let during: Vec<usize> = self
+            .counts()
+            .iter()
+            .zip(before)
+            .map(|(a, b)| a - b)
+            .collect();
+        println!("{switch:?}: calls answered per worker while the master switched: {during:?}");
+        for (id, answered) in during.iter().enumerate() {
+            assert!(
+                *answered >= ANSWERED_DURING_SWITCH,
+                "worker {id} had {answered} calls answered while the master switched: calls waited on it"
+            );
+        }
+    }
+
+    /// Stops the workers; the calls decided by failure_mode.
+    async fn stop(self, switch: Switch) -> usize {
+        let calls_during = self.counts().iter().sum::<usize>();
+        self.stop.store(true, Ordering::Relaxed);
+        let mut degraded = 0;
+        for worker in self.workers {
+            let seen = worker.await.expect("every call was answered");
+            println!(
+                "{switch:?}: the slowest call of a worker took {:?}",
+                seen.slowest
+            );
+            degraded += seen.degraded;
+        }
+        println!("{switch:?}: {calls_during} calls under load, {degraded} decided by failure_mode");
+        degraded
+    }
+}
+
+/// Takes the master at `old` away as `switch` says; the port of the master the sentinels
+/// then name.
+async fn switch_master(set: &mut SentinelSet, switch: Switch, old: u16) -> u16 {
+    match switch {
+        Switch::KillMaster => {
+            let master = set
+                .nodes
+                .iter_mut()
+                .find(|n| n.port == old)
+                .expect("master");
+            master.kill();
+        }
+        Switch::FailoverCommand => {
+            let reply = set.sentinels[0].cli(&["SENTINEL", "FAILOVER", "mymaster"]);
+            assert_eq!(reply.trim(), "OK");
+        }
+    }
+    eventually(
+        Duration::from_secs(30),
+        "the sentinels name a new master",
+        async || set.master_port() != old,
+    )
+    .await;
+    set.master_port()
+}
+
+/// Waits until calls write to the master at `new`.
+async fn wait_counting_on(set: &SentinelSet, client: &mut Client, new: u16, switch: Switch) {
+    let named_at = Instant::now();
+    let before = dbsize(set, new);
+    eventually(
+        Duration::from_secs(20),
+        "calls count on the new master",
+        async || {
+            let value = format!("moved-{}", named_at.elapsed().as_nanos());
+            call(
+                &mut *client,
+                one_descriptor("sentinel", &[("open", &value)]),
+            )
+            .await;
+            let now: u64 = set.node(new).cli(&["DBSIZE"]).trim().parse().unwrap_or(0);
+            now > before
+        },
+    )
+    .await;
+    println!(
+        "{switch:?}: counting on the new master {:?} after the sentinels named it",
+        named_at.elapsed()
+    );
+}
+
+/// After the switch no call meets a broken connection, and `kept` counts on from the
+/// replicated 4 of 10, on the new master.
+async fn counting_goes_on(set: &SentinelSet, client: &mut Client, new: u16) {
     for i in 0..100 {
         let r = call(
-            &mut client,
+            client,
             one_descriptor("sentinel", &[("open", &format!("after-{i}"))]),
         )
         .await;
@@ -250,27 +306,29 @@ async fn failover_under_load(switch: Switch) {
             "call {i} after the new master answered"
         );
     }
-    // Counting resumed on the new master from the replicated 4 of 10.
     for _ in 0..6 {
-        let r = call(&mut client, kept()).await;
+        let r = call(client, kept()).await;
         assert_eq!((r.overall_code, header(&r, "x-ratelimit-mode")), (OK, None));
     }
-    let r = call(&mut client, kept()).await;
+    let r = call(client, kept()).await;
     assert_eq!(
         (r.overall_code, header(&r, "x-ratelimit-mode")),
         (OVER, None)
     );
-    let keys: u64 = set
-        .node(new)
-        .cli(&["DBSIZE"])
-        .trim()
-        .parse()
-        .expect("dbsize");
+    let keys = dbsize(set, new);
     assert!(
         keys > 100,
         "the counters live on the new master ({keys} keys)"
     );
-    server.stop().await;
+}
+
+/// The number of keys on the node at `port`.
+fn dbsize(set: &SentinelSet, port: u16) -> u64 {
+    set.node(port)
+        .cli(&["DBSIZE"])
+        .trim()
+        .parse()
+        .expect("dbsize")
 }
 
 /// The master is killed under load; the sentinels promote the replica.

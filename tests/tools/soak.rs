@@ -242,15 +242,7 @@ async fn soak() {
     ];
     let mut server: Sluice = Serve::new().config(rules_dir.path()).args(args).start();
 
-    let saturated = saturated_rate(server.grpc_addr, Duration::from_secs(5)).await;
-    let rate = (saturated / 2.0).max(50.0);
-    // Each key gets about twice its limit: half the calls are refused.
-    let limit = ((rate / KEYS as f64) * (WINDOW_MS as f64 / 1000.0) / 2.0).max(1.0) as u64;
-    std::fs::write(&rules_file, rules(limit, 1)).unwrap();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    eprintln!(
-        "saturated at {saturated:.0} calls/s; soaking {secs} s at {rate:.0}/s, limit {limit} per key per {WINDOW_MS} ms"
-    );
+    let (rate, limit) = calibrate(server.grpc_addr, &rules_file, secs).await;
 
     let shared = Arc::new(Shared {
         clients: Mutex::new(clients(server.grpc_addr).await),
@@ -300,6 +292,44 @@ async fn soak() {
     shared.stop.store(true, Ordering::SeqCst);
     let _ = load.await;
 
+    check_and_report(
+        &shared,
+        limit,
+        &rss,
+        &split,
+        (reloads, redis_restarts, kills),
+    );
+}
+
+/// Finds the rate the server saturates at and sets each key's limit (in `rules_file`) so that
+/// half the calls of a load at half that rate are refused; the load's rate and the limit.
+async fn calibrate(
+    addr: std::net::SocketAddr,
+    rules_file: &std::path::Path,
+    secs: u64,
+) -> (f64, u64) {
+    let saturated = saturated_rate(addr, Duration::from_secs(5)).await;
+    let rate = (saturated / 2.0).max(50.0);
+    // Each key gets about twice its limit: half the calls are refused.
+    let limit = ((rate / KEYS as f64) * (WINDOW_MS as f64 / 1000.0) / 2.0).max(1.0) as u64;
+    std::fs::write(rules_file, rules(limit, 1)).unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    eprintln!(
+        "saturated at {saturated:.0} calls/s; soaking {secs} s at {rate:.0}/s, limit {limit} per key per {WINDOW_MS} ms"
+    );
+    (rate, limit)
+}
+
+/// Prints what the soak did and checks it: no key-window over its limit, no error outside
+/// the faults, both answers seen, memory flat; `faults` are the reloads, Redis restarts and
+/// SIGKILL restarts.
+fn check_and_report(
+    shared: &Shared,
+    limit: u64,
+    rss: &[(u64, u64)],
+    split: &[(u64, u64, u64)],
+    (reloads, redis_restarts, kills): (u64, u64, u64),
+) {
     let totals = &shared.totals;
     let get = |n: &AtomicU64| n.load(Ordering::Relaxed);
     let (over, most) = shared.model.lock().check(limit);
@@ -320,7 +350,7 @@ async fn soak() {
     assert!(over.is_empty(), "over-admission:\n{}", over.join("\n"));
     assert_eq!(get(&totals.errors), 0, "errors outside the faults");
     assert!(get(&totals.admitted) > 0 && get(&totals.denied) > 0);
-    for line in assert_flat(&rss) {
+    for line in assert_flat(rss) {
         eprintln!("memory, {line}");
     }
 }

@@ -49,6 +49,13 @@ fn fresh(tag: &str) -> String {
 /// envoyproxy/ratelimit's step 1–4 against `replay`; `local_cache` and `stop_increment` are the
 /// variant.
 async fn sequence(tally: &mut Tally, replay: &mut Replay, local_cache: bool, stop_increment: bool) {
+    unknown_domain_and_basic(tally, replay).await;
+    one_minute_limit(tally, replay, local_cache).await;
+    two_descriptors(tally, replay, stop_increment).await;
+}
+
+/// Steps 1 and 2: a domain with no rules, and one basic call with its hit counted.
+async fn unknown_domain_and_basic(tally: &mut Tally, replay: &mut Replay) {
     let response = replay
         .call(request("foo", vec![descriptor(&[("hello", "world")])]))
         .await;
@@ -60,7 +67,10 @@ async fn sequence(tally: &mut Tally, replay: &mut Replay, local_cache: bool, sto
     tally.same("2 basic key1", ok(50, "SECOND", 49), seen(&response, 0));
     let hits = replay.stat("total_hits", "basic", "key1", "").await;
     tally.same("2 total_hits", 1.0, hits);
+}
 
+/// Step 3: 25 calls against 20 a minute, their statistics, and (with the local cache) its hits.
+async fn one_minute_limit(tally: &mut Tally, replay: &mut Replay, local_cache: bool) {
     room_in_window(60, 15);
     let value = fresh("r");
     for k in 1..=25u32 {
@@ -103,7 +113,10 @@ async fn sequence(tally: &mut Tally, replay: &mut Replay, local_cache: bool, sto
             "sluice_local_cache_hits_total",
         );
     }
+}
 
+/// Step 4: two descriptors in one call, the second refused from call 11 on.
+async fn two_descriptors(tally: &mut Tally, replay: &mut Replay, stop_increment: bool) {
     room_in_window(60, 15);
     let value = fresh("s");
     for k in 1..=15u32 {
@@ -217,6 +230,14 @@ async fn reset_reload_share() {
     ];
     let mut replay = Replay::start(&files, &[], &format!("127.0.0.1:{}", redis.port)).await;
 
+    reset_shrinks(&mut tally, &mut replay).await;
+    reload_adds_and_removes(&mut tally, &mut replay).await;
+    share_threshold(&mut tally, &mut replay).await;
+    tally.finish();
+}
+
+/// Step 5: the reset a status reports shrinks as the window goes by.
+async fn reset_shrinks(tally: &mut Tally, replay: &mut Replay) {
     room_in_window(86_400, 10);
     let reset = |r: &sluice::proto::RateLimitResponse| {
         r.statuses[0]
@@ -230,7 +251,10 @@ async fn reset_reload_share() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let second = reset(&replay.call(call()).await);
     tally.same("5 the reset shrinks", true, second < first);
+}
 
+/// Step 7: a rule file added, then removed, while the server runs.
+async fn reload_adds_and_removes(tally: &mut Tally, replay: &mut Replay) {
     let block = || request("reload", vec![descriptor(&[("block", "foo")])]);
     let response = replay.call(block()).await;
     tally.same(
@@ -262,7 +286,10 @@ async fn reset_reload_share() {
     .await;
     let response = replay.call(block()).await;
     tally.same("7 reload: removed again", no_limit(), seen(&response, 0));
+}
 
+/// Step 8: `share_threshold`: values matching one wildcard share a counter, others do not.
+async fn share_threshold(tally: &mut Tally, replay: &mut Replay) {
     room_in_window(3600, 10);
     let domain = "share-threshold-test";
     for k in 1..=10u32 {
@@ -303,7 +330,6 @@ async fn reset_reload_share() {
             seen(&response, 0),
         );
     }
-    tally.finish();
 }
 
 /// A CA, a Redis server certificate for `server_name`, and a client certificate, written into
