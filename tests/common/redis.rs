@@ -121,6 +121,11 @@ impl RedisServer {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// The number of keys in the selected database (`DBSIZE`).
+    pub fn dbsize(&self) -> u64 {
+        self.cli(&["DBSIZE"]).trim().parse().expect("DBSIZE")
+    }
+
     /// Script runs so far: `EVALSHA` and `EVAL` calls in `INFO commandstats`.
     pub fn script_runs(&self) -> u64 {
         self.cli(&["INFO", "commandstats"])

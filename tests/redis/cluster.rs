@@ -61,7 +61,7 @@ async fn cluster_decides_per_slot_group() {
         assert_eq!(call(&mut client, tenant).await.overall_code, OVER);
     }
     for node in &cluster.nodes {
-        let keys: u64 = node.cli(&["DBSIZE"]).trim().parse().expect("DBSIZE");
+        let keys = node.dbsize();
         assert!(keys > 0, "node {} holds no counter", node.port);
     }
 

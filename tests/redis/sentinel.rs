@@ -269,7 +269,7 @@ async fn switch_master(set: &mut SentinelSet, switch: Switch, old: u16) -> u16 {
 /// Waits until calls write to the master at `new`.
 async fn wait_counting_on(set: &SentinelSet, client: &mut Client, new: u16, switch: Switch) {
     let named_at = Instant::now();
-    let before = dbsize(set, new);
+    let before = set.node(new).dbsize();
     eventually(
         Duration::from_secs(20),
         "calls count on the new master",
@@ -315,20 +315,11 @@ async fn counting_goes_on(set: &SentinelSet, client: &mut Client, new: u16) {
         (r.overall_code, header(&r, "x-ratelimit-mode")),
         (OVER, None)
     );
-    let keys = dbsize(set, new);
+    let keys = set.node(new).dbsize();
     assert!(
         keys > 100,
         "the counters live on the new master ({keys} keys)"
     );
-}
-
-/// The number of keys on the node at `port`.
-fn dbsize(set: &SentinelSet, port: u16) -> u64 {
-    set.node(port)
-        .cli(&["DBSIZE"])
-        .trim()
-        .parse()
-        .expect("dbsize")
 }
 
 /// The master is killed under load; the sentinels promote the replica.
