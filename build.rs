@@ -1,5 +1,5 @@
 //! Compiles the vendored schemas in `proto/` with protox (no system protoc needed): the RLS v3
-//! service, and the xDS discovery service with envoyproxy/ratelimit's rule resource. Generates
+//! service, Envoy's quota service (RLQS), and the xDS discovery service with envoyproxy/ratelimit's rule resource. Generates
 //! protojson (serde) impls of the RLS messages for the `/json` endpoint with pbjson. The RLS
 //! route sluice serves is generated a second time by hand (`tonic_build::manual`): the same
 //! method and path, answering with `crate::service::wire::Answer`, which writes a decision
@@ -13,6 +13,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let roots = [
         "proto/envoy/service/ratelimit/v3/rls.proto",
         "proto/envoy/service/discovery/v3/ads.proto",
+        "proto/envoy/service/rate_limit_quota/v3/rlqs.proto",
         "proto/ratelimit/config/ratelimit/v3/rls_conf.proto",
     ];
     println!("cargo:rerun-if-changed=proto");

@@ -1,4 +1,4 @@
-//! Generated types: Envoy's RLS v3 service, the xDS aggregated discovery service and
+//! Generated types: Envoy's RLS v3 service, its quota service (RLQS), the xDS aggregated discovery service and
 //! envoyproxy/ratelimit's `RateLimitConfig` resource; the only module that allows lints for
 //! generated code.
 #![allow(missing_docs, clippy::all, clippy::pedantic)]
@@ -18,6 +18,13 @@ pub mod envoy {
                     env!("OUT_DIR"),
                     "/envoy.service.ratelimit.v3.serde.rs"
                 ));
+            }
+        }
+        /// `envoy.service.rate_limit_quota.*`
+        pub mod rate_limit_quota {
+            /// `envoy.service.rate_limit_quota.v3`: the quota service (RLQS), in Envoy 1.40's shape.
+            pub mod v3 {
+                tonic::include_proto!("envoy.service.rate_limit_quota.v3");
             }
         }
         /// `envoy.service.discovery.*`
@@ -47,7 +54,7 @@ pub mod envoy {
     }
     /// `envoy.type.*`
     pub mod r#type {
-        /// `envoy.type.v3`: the override unit.
+        /// `envoy.type.v3`: the override unit, and the quota service's strategies.
         pub mod v3 {
             include!(concat!(env!("OUT_DIR"), "/envoy.r#type.v3.rs"));
             include!(concat!(env!("OUT_DIR"), "/envoy.r#type.v3.serde.rs"));
