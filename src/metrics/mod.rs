@@ -1,7 +1,8 @@
 //! Every metric name and label in one place (`names.rs`), with typed recording functions:
 //! envoyproxy/ratelimit's families and the hit split (`compat.rs`), the capped per-rule
 //! series (`series.rs`), sluice's own decision and rule figures (`decisions.rs`), the figures a
-//! store reports about itself (`store.rs`) and the xDS stream's (`xds.rs`).
+//! store reports about itself (`store.rs`), the xDS stream's (`xds.rs`) and the quota service's
+//! (`quota.rs`).
 //!
 //! Recording goes through handles resolved once (a rule's series, a family's fixed label),
 //! never by formatting label strings per call.
@@ -10,6 +11,7 @@ mod capped;
 mod compat;
 mod decisions;
 mod names;
+mod quota;
 mod series;
 mod store;
 mod xds;
@@ -22,6 +24,7 @@ use prometheus::{
 
 pub use compat::{HitOutcome, HitSplit};
 pub use decisions::StoreSeries;
+pub use quota::ReportedOutcome;
 pub(crate) use names::{SERVICE_ERROR, STORE_ERROR};
 pub use series::{RuleCounters, RuleSeries, SeriesSlot};
 
@@ -40,6 +43,7 @@ pub struct Metrics {
     decisions: decisions::Decisions,
     store: store::StoreFigures,
     xds: xds::XdsFigures,
+    quota: quota::QuotaFigures,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -64,7 +68,8 @@ impl Metrics {
         Self {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             compat,
-            decisions: decisions::Decisions::new(&families, max_series, folded),
+            decisions: decisions::Decisions::new(&families, max_series, folded.clone()),
+            quota: quota::QuotaFigures::new(&families, max_series, folded),
             store: store::StoreFigures::new(&families),
             xds: xds::XdsFigures::new(&families),
             registry,

@@ -95,3 +95,13 @@ pub const XDS_ACKS: &str = "sluice_xds_acks_total";
 pub const XDS_NACKS: &str = "sluice_xds_nacks_total";
 /// xDS streams re-opened after the previous one ended or failed to open.
 pub const XDS_RECONNECTS: &str = "sluice_xds_reconnects_total";
+
+/// RLQS streams open now.
+pub const RLQS_STREAMS: &str = "sluice_rlqs_streams";
+/// RLQS buckets the quota book tracks now (over every stream and domain).
+pub const RLQS_BUCKETS: &str = "sluice_rlqs_buckets";
+/// Bucket actions sent to Envoys (`action`: token_bucket, allow_all, deny_all, abandon).
+pub const RLQS_ASSIGNMENTS: &str = "sluice_rlqs_assignments_total";
+/// Requests Envoys reported, by rule (`outcome`: allowed, denied, and shadow_refused for the
+/// refusals a `shadow_mode` rule would have made).
+pub const RLQS_REPORTED: &str = "sluice_rlqs_reported_total";
