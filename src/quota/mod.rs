@@ -4,5 +4,7 @@
 //! reports, strategies and the answers pushed to a stream.
 
 pub mod assign;
+pub mod exchange;
 
 pub use assign::{Answer, BucketId, Push, Strategy, StreamId, Usage};
+pub use exchange::{Claim, ExchangeFuture, Granted, QuotaExchange};

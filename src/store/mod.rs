@@ -133,4 +133,10 @@ pub trait Store: Send + Sync + 'static {
     fn background(&self, _shutdown: tokio_util::sync::CancellationToken) -> Option<BackgroundTask> {
         None
     }
+
+    /// Where replicas sharing this store split quota (RLQS) limits; `None` for a store only
+    /// this process uses (it hands out whole limits).
+    fn quota_exchange(&self) -> Option<std::sync::Arc<dyn crate::quota::QuotaExchange>> {
+        None
+    }
 }
