@@ -115,6 +115,23 @@ if h2:
         if rates:
             print(f"| {server} | {len(rates)} | {med(rates):,.0f} | {med(rates) / base if base else 0:.3f} |")
 
+envoy = lines("envoy.jsonl")
+if envoy:
+    print("\n## Envoy with a rate-limit filter (h2load through one Envoy; median of the runs;")
+    print("ratios to the Envoy without a rate-limit filter)\n")
+    print("| Envoy | runs | requests/s | vs no filter | p99 µs | p99 vs no filter | non-200 |")
+    print("| --- " * 7 + "|")
+    of = lambda name, field: med([r[field] for r in envoy if r["server"] == name] or [0])
+    base_rate, base_p99 = of("envoy-plain", "requests_per_sec"), of("envoy-plain", "p99_us")
+    for name in ("envoy-plain", "envoy-rls", "envoy-rlqs"):
+        rs = [r for r in envoy if r["server"] == name]
+        if not rs:
+            continue
+        rate, p99 = of(name, "requests_per_sec"), of(name, "p99_us")
+        bad = sum(n for r in rs for code, n in r["statuses"].items() if code != "200")
+        print(f"| {name} | {len(rs)} | {rate:,.0f} | {rate / base_rate if base_rate else 0:.3f} "
+              f"| {p99:,.0f} | {p99 / base_p99 if base_p99 else 0:.2f} | {bad} |")
+
 # The Redis step's own rows (it tags them); rows of an older script carry no step.
 redis = [r for r in runs if r.get("step") == "redis"] or [
     r for r in runs if r["server"] in ("baseline", "sluice-redis")
