@@ -242,7 +242,7 @@ async fn live_claims_never_exceed_the_limit() {
                 let mut claims = Vec::new();
                 for n in names {
                     // Each bucket in two exchanges of three, wanting 0 to all of it.
-                    if next(&mut state) % 3 != 0 {
+                    if !next(&mut state).is_multiple_of(3) {
                         let wanted = (next(&mut state) % 1001) as f64 / 1000.0;
                         claims.push(claim(n, wanted, 1.0));
                     }
