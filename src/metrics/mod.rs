@@ -24,8 +24,8 @@ use prometheus::{
 
 pub use compat::{HitOutcome, HitSplit};
 pub use decisions::StoreSeries;
-pub use quota::ReportedOutcome;
 pub(crate) use names::{SERVICE_ERROR, STORE_ERROR};
+pub use quota::ReportedOutcome;
 pub use series::{RuleCounters, RuleSeries, SeriesSlot};
 
 /// Latency buckets from 10 µs to 100 ms: a decision should take well under a millisecond.

@@ -69,8 +69,12 @@ impl Metrics {
     /// Sets the open-stream and tracked-bucket gauges.
     pub fn record_rlqs_load(&self, streams: usize, buckets: usize) {
         let quota = &self.quota;
-        quota.streams.set(i64::try_from(streams).unwrap_or(i64::MAX));
-        quota.buckets.set(i64::try_from(buckets).unwrap_or(i64::MAX));
+        quota
+            .streams
+            .set(i64::try_from(streams).unwrap_or(i64::MAX));
+        quota
+            .buckets
+            .set(i64::try_from(buckets).unwrap_or(i64::MAX));
     }
 
     /// Counts one bucket action sent (`action`: token_bucket, allow_all, deny_all, abandon).

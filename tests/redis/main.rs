@@ -12,6 +12,7 @@ mod faults;
 mod leases;
 mod netns;
 mod pool;
+mod quota_exchange;
 mod recovery;
 mod replicas;
 mod secure;

@@ -47,6 +47,32 @@ async fn send(
     }
 }
 
+/// Runs a script once: `command(verb, script)` builds its command, sent as `EVALSHA` of `sha`,
+/// then as `EVAL` of `source` if Redis does not hold the script (first use on a server, after
+/// a restart or `SCRIPT FLUSH`; `EVAL` loads it). A reply that shows the connection lost drops
+/// its generation. Every script of the store runs this way.
+pub async fn run_script(
+    pool: &Arc<Pool>,
+    sha: &str,
+    source: &str,
+    command: impl Fn(&str, &str) -> redis::Cmd,
+) -> Result<Value, StoreError> {
+    let (generation, mut conn, reply) = send(pool, &command("EVALSHA", sha)).await?;
+    let reply = match reply {
+        Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            conn.query(&command("EVAL", source)).await
+        }
+        other => other,
+    };
+    reply
+        .inspect_err(|e| {
+            if conn::is_lost(e) {
+                pool.discard(generation);
+            }
+        })
+        .map_err(StoreError::from)
+}
+
 /// Runs the script once for `jobs`, in order; returns each job's outcomes.
 pub async fn execute(
     pool: &Arc<Pool>,
@@ -93,19 +119,7 @@ pub async fn execute(
         }
         cmd
     };
-    let (generation, mut conn, reply) = send(pool, &command("EVALSHA", sha)).await?;
-    let reply = match reply {
-        // First use on this server (or after a restart / SCRIPT FLUSH): EVAL loads it.
-        Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-            conn.query(&command("EVAL", script::SOURCE)).await
-        }
-        other => other,
-    };
-    let reply = reply.inspect_err(|e| {
-        if conn::is_lost(e) {
-            pool.discard(generation);
-        }
-    })?;
+    let reply = run_script(pool, sha, script::SOURCE, command).await?;
     let mut rest = script::reply_bytes(&reply)?;
     jobs.iter()
         .map(|job| {

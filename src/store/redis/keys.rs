@@ -73,7 +73,7 @@ pub fn slot(key: &[u8]) -> Slot {
 }
 
 /// FNV-1a, 64 bits: stable across processes, versions and platforms (keys are shared).
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(super) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
         (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })

@@ -6,7 +6,8 @@
 //! the circuit breaker) → `route.rs` (keys, slot groups) → `batch.rs` (shared runs) →
 //! `eval.rs` (one script run, `script.rs` its encoding) → `conn/` (the pool). Everything about
 //! reaching Redis and keeping its connections healthy (the breaker, its background probe,
-//! Sentinel's failovers) lives in `conn/`.
+//! Sentinel's failovers) lives in `conn/`. Replicas' RLQS claims (`quota.rs`) run their own
+//! script through `eval.rs` on the same pool.
 
 mod batch;
 mod cache;
@@ -16,6 +17,7 @@ mod conn;
 mod eval;
 mod keys;
 mod lease;
+mod quota;
 mod route;
 mod script;
 mod settings;
@@ -28,6 +30,7 @@ use self::batch::Runs;
 use self::call::Calls;
 use self::conn::{Health, Pool, Target};
 use self::keys::KeyLayout;
+use self::quota::RedisQuota;
 use self::route::Route;
 use super::{BackgroundTask, Charge, Store, StoreError, StoreFuture, StoreStats};
 use crate::clock::Nanos;
@@ -52,6 +55,8 @@ pub struct RedisStore {
     calls: Calls,
     /// The pool and its breaker, shared with the background work that keeps them healthy.
     health: Arc<Health>,
+    /// Where replicas split RLQS limits, on the same connections.
+    quota: Arc<RedisQuota>,
 }
 
 impl RedisStore {
@@ -90,7 +95,20 @@ impl RedisStore {
             settings.timeout,
             settings.local_cache_size,
         );
-        Ok(Self { calls, health })
+        // An exchange is off the request path (a replica renews its claims now and then), so
+        // it may wait as long as a connect rather than a call's few milliseconds.
+        let quota = Arc::new(RedisQuota::new(
+            health.clone(),
+            &settings.key_prefix,
+            settings.clock,
+            cluster,
+            settings.timeout.max(settings.connect_timeout),
+        ));
+        Ok(Self {
+            calls,
+            health,
+            quota,
+        })
     }
 
     /// As [`RedisStore::new`], then connects (waiting up to the connect timeout). An
@@ -127,6 +145,10 @@ impl Store for RedisStore {
 
     fn sweep(&self, now: Nanos) {
         self.calls.sweep(now);
+    }
+
+    fn quota_exchange(&self) -> Option<Arc<dyn crate::quota::QuotaExchange>> {
+        Some(self.quota.clone())
     }
 
     fn stats(&self) -> StoreStats {

@@ -1,0 +1,266 @@
+//! The quota exchange on Redis: replicas split each RLQS bucket's limit through one hash per
+//! bucket, claimed by one atomic script run (`quota.lua`) per slot group.
+//!
+//! A bucket is `<prefix>quota:{<tag>}`, the tag a fixed 64-bit hash of its domain and entries,
+//! so every replica names it alike and it is one Redis Cluster slot. Each replica holds one
+//! field (its claim in parts per million, when it lapses, its demand); the script drops lapsed
+//! fields, grants at most what the other live claims leave, and keeps the hash only as long as
+//! its longest claim. Portions travel as integers: the claims of a bucket sum to at most one
+//! million exactly, where floats would drift.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::cluster_routing::Slot;
+
+use super::conn::Health;
+use super::eval::run_script;
+use super::keys::{self, fnv1a};
+use super::script::{self, MICRO};
+use super::settings::RedisClock;
+use crate::clock::Nanos;
+use crate::quota::{BucketId, Claim, ExchangeFuture, Granted, QuotaExchange};
+use crate::store::{BadReply, StoreError};
+
+/// The exchange script's source.
+const SOURCE: &str = include_str!("quota.lua");
+
+/// A whole limit, in the script's parts per million.
+const WHOLE: f64 = 1_000_000.0;
+
+/// The most buckets one script run claims: a long run would hold up every other command.
+const MAX_RUN: usize = 256;
+
+/// Bytes of one bucket's answer: granted (i64), the others' demand (f64), the others (i64).
+const REPLY_BYTES: usize = 24;
+
+/// Replicas' claims on the Redis store's connections (no pool of its own).
+pub struct RedisQuota {
+    health: Arc<Health>,
+    prefix: Box<[u8]>,
+    clock: RedisClock,
+    cluster: bool,
+    /// How long one exchange may take before it fails with a timeout.
+    timeout: Duration,
+    sha: String,
+}
+
+impl RedisQuota {
+    /// Claims under `prefix` (checked by the store: no braces) on `health`'s pool, timed by
+    /// `clock`, split by slot on a `cluster`, each exchange bounded by `timeout`.
+    pub fn new(
+        health: Arc<Health>,
+        prefix: &str,
+        clock: RedisClock,
+        cluster: bool,
+        timeout: Duration,
+    ) -> Self {
+        Self {
+            health,
+            prefix: prefix.as_bytes().into(),
+            clock,
+            cluster,
+            timeout,
+            sha: redis::Script::new(SOURCE).get_hash().to_owned(),
+        }
+    }
+
+    /// The Redis key of `bucket` in `domain`.
+    pub fn key(&self, domain: &str, bucket: &BucketId) -> Vec<u8> {
+        bucket_key(&self.prefix, domain, bucket)
+    }
+
+    /// One exchange: the claims grouped by slot (one group on a standalone Redis), the
+    /// groups' runs sent together; answers in claim order.
+    async fn run(
+        &self,
+        replica: &str,
+        claims: &[Claim],
+        ttl: Nanos,
+        now: Nanos,
+    ) -> Result<Vec<Granted>, StoreError> {
+        if self.health.is_open() {
+            return Err(StoreError::CircuitOpen);
+        }
+        let now_us = match self.clock {
+            RedisClock::Caller => Some(now / MICRO),
+            RedisClock::Server => None,
+        };
+        let keys: Vec<Vec<u8>> = claims
+            .iter()
+            .map(|c| self.key(&c.domain, &c.bucket))
+            .collect();
+        let groups = groups(&keys, self.cluster);
+        let head = Head {
+            replica,
+            now_us,
+            ttl_us: (ttl / MICRO).max(1),
+        };
+        let runs = groups
+            .iter()
+            .map(|members| self.run_group(head, members, &keys, claims));
+        let results = futures_util::future::join_all(runs).await;
+        let mut answers: Vec<Option<Granted>> = vec![None; claims.len()];
+        for (members, result) in groups.iter().zip(results) {
+            for (&i, granted) in members.iter().zip(result?) {
+                answers[i] = Some(granted);
+            }
+        }
+        answers
+            .into_iter()
+            .map(|a| a.ok_or(StoreError::BadReply(BadReply::Missing)))
+            .collect()
+    }
+
+    /// One script run for the claims `members` (indices into `claims`, one slot).
+    fn run_group<'a>(
+        &'a self,
+        head: Head<'a>,
+        members: &'a [usize],
+        keys: &'a [Vec<u8>],
+        claims: &'a [Claim],
+    ) -> impl Future<Output = Result<Vec<Granted>, StoreError>> + 'a {
+        let packed = pack_args(&head, members.iter().map(|&i| &claims[i]));
+        async move {
+            let command = |verb: &str, script: &str| {
+                let mut cmd = redis::cmd(verb);
+                cmd.arg(script).arg(members.len());
+                for &i in members {
+                    cmd.arg(keys[i].as_slice());
+                }
+                cmd.arg(head.replica).arg(packed.as_slice());
+                cmd
+            };
+            let reply = run_script(self.health.pool(), &self.sha, SOURCE, command).await?;
+            parse_reply(script::reply_bytes(&reply)?, members.len()).map_err(StoreError::from)
+        }
+    }
+}
+
+impl QuotaExchange for RedisQuota {
+    fn exchange<'a>(
+        &'a self,
+        replica: &'a str,
+        claims: &'a [Claim],
+        ttl: Nanos,
+        now: Nanos,
+    ) -> ExchangeFuture<'a> {
+        Box::pin(async move {
+            if claims.is_empty() {
+                return Ok(Vec::new());
+            }
+            tokio::time::timeout(self.timeout, self.run(replica, claims, ttl, now))
+                .await
+                .unwrap_or(Err(StoreError::Timeout(self.timeout)))
+        })
+    }
+}
+
+/// What every script run of one exchange carries besides its claims.
+#[derive(Clone, Copy)]
+struct Head<'a> {
+    replica: &'a str,
+    /// The exchange's time in microseconds; `None` for Redis's clock.
+    now_us: Option<u64>,
+    ttl_us: u64,
+}
+
+/// `<prefix>quota:{<tag>}`: the tag a stable 64-bit FNV-1a hash of the domain and the
+/// bucket's entries, length-prefixed (so `a=bc` and `ab=c` differ) and in sorted order (a
+/// `BucketId` iterates sorted: the map's insertion order does not matter).
+pub fn bucket_key(prefix: &[u8], domain: &str, bucket: &BucketId) -> Vec<u8> {
+    let mut identity = Vec::with_capacity(64);
+    let mut field = |bytes: &[u8]| {
+        identity.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        identity.extend_from_slice(bytes);
+    };
+    field(domain.as_bytes());
+    for (name, value) in bucket {
+        field(name.as_bytes());
+        field(value.as_bytes());
+    }
+    let tag = fnv1a(&identity);
+    let mut key = Vec::with_capacity(prefix.len() + 24);
+    key.extend_from_slice(prefix);
+    key.extend_from_slice(b"quota:{");
+    key.extend_from_slice(format!("{tag:016x}").as_bytes());
+    key.push(b'}');
+    key
+}
+
+/// The claims' indices grouped into script runs: by slot on a cluster (a run may touch one
+/// slot only), at most [`MAX_RUN`] each.
+fn groups(keys: &[Vec<u8>], cluster: bool) -> Vec<Vec<usize>> {
+    let mut by_slot: Vec<(Option<Slot>, Vec<usize>)> = Vec::new();
+    for (i, key) in keys.iter().enumerate() {
+        let slot = cluster.then(|| keys::slot(key));
+        match by_slot
+            .iter_mut()
+            .find(|(s, members)| *s == slot && members.len() < MAX_RUN)
+        {
+            Some((_, members)) => members.push(i),
+            None => by_slot.push((slot, vec![i])),
+        }
+    }
+    by_slot.into_iter().map(|(_, members)| members).collect()
+}
+
+/// A wanted fraction in parts per million, rounded down (never more than asked): 0 for
+/// anything below 0 or not a number, a million for anything above 1.
+pub fn to_ppm(fraction: f64) -> i64 {
+    if fraction.is_nan() {
+        return 0;
+    }
+    (fraction.clamp(0.0, 1.0) * WHOLE).floor() as i64
+}
+
+/// The script's binary argument: now (-1 for Redis's clock), ttl, then each claim's wanted
+/// portion (ppm) and demand (a negative or non-finite demand counts as none).
+fn pack_args<'a>(head: &Head<'_>, claims: impl ExactSizeIterator<Item = &'a Claim>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 + 16 * claims.len());
+    let now = head
+        .now_us
+        .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+    out.extend_from_slice(&now.to_le_bytes());
+    out.extend_from_slice(&i64::try_from(head.ttl_us).unwrap_or(i64::MAX).to_le_bytes());
+    for claim in claims {
+        let demand = if claim.demand.is_finite() {
+            claim.demand.max(0.0)
+        } else {
+            0.0
+        };
+        out.extend_from_slice(&to_ppm(claim.wanted).to_le_bytes());
+        out.extend_from_slice(&demand.to_le_bytes());
+    }
+    out
+}
+
+/// The script's answer for `count` buckets.
+fn parse_reply(bytes: &[u8], count: usize) -> Result<Vec<Granted>, BadReply> {
+    if bytes.len() != count * REPLY_BYTES {
+        return Err(BadReply::Length {
+            expected: count * 3,
+            got: bytes.len() / 8,
+        });
+    }
+    let word = |b: &[u8]| -> [u8; 8] { b.try_into().expect("8-byte chunks") };
+    bytes
+        .chunks_exact(REPLY_BYTES)
+        .map(|f| {
+            let granted = i64::from_le_bytes(word(&f[..8]));
+            let others = i64::from_le_bytes(word(&f[16..24]));
+            if granted < 0 || others < 0 {
+                return Err(BadReply::Negative(granted.min(others)));
+            }
+            Ok(Granted {
+                portion: (granted as f64 / WHOLE).min(1.0),
+                others_demand: f64::from_le_bytes(word(&f[8..16])),
+                others: u32::try_from(others).unwrap_or(u32::MAX),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

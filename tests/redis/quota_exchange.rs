@@ -1,0 +1,305 @@
+//! The RLQS quota exchange on a real Redis: replicas (stores on one server) split a bucket's
+//! limit, a lowered claim frees room for the others, a replica that stops renewing frees its
+//! claim after the ttl, the live claims never sum past the whole limit under concurrent
+//! exchanges, and a cluster spreads buckets over its nodes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use sluice::clock::{Nanos, SECOND};
+use sluice::quota::{BucketId, Claim, Granted, QuotaExchange};
+use sluice::store::redis::RedisClock;
+use sluice::store::{RedisSettings, RedisStore, Store, StoreError};
+
+use crate::common::eventually;
+use crate::common::redis::{RedisCluster, RedisServer, free_port};
+
+/// A time on the caller's clock (the stores of most tests run on it, so the test drives time).
+const T0: Nanos = 1_767_225_600 * SECOND;
+
+/// A claim lasts this long unless renewed.
+const TTL: Nanos = 10 * SECOND;
+
+/// The exchange of a store on `url`, with `clock`.
+async fn exchange_on(url: &str, clock: RedisClock) -> Arc<dyn QuotaExchange> {
+    let settings = RedisSettings {
+        clock,
+        timeout: Duration::from_secs(2),
+        ..RedisSettings::new(url)
+    };
+    let store = RedisStore::connect(settings).await.expect("redis store");
+    store
+        .quota_exchange()
+        .expect("the redis store exchanges claims")
+}
+
+fn bucket(name: &str) -> BucketId {
+    [("name".to_string(), name.to_string())].into()
+}
+
+fn claim(name: &str, wanted: f64, demand: f64) -> Claim {
+    Claim {
+        domain: "edge".into(),
+        bucket: bucket(name),
+        demand,
+        wanted,
+    }
+}
+
+/// One claim exchanged by `replica` at `now`, with the default ttl.
+async fn one(exchange: &dyn QuotaExchange, replica: &str, claim: Claim, now: Nanos) -> Granted {
+    let granted = exchange
+        .exchange(replica, std::slice::from_ref(&claim), TTL, now)
+        .await
+        .expect("exchange");
+    assert_eq!(granted.len(), 1);
+    granted[0]
+}
+
+/// The first replica gets what it wants, the second only the rest; when the first lowers its
+/// claim, the second gets more on its next exchange; each sees the other's demand.
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn replicas_split_a_bucket() {
+    let redis = RedisServer::start();
+    let a = exchange_on(&redis.url(), RedisClock::Caller).await;
+    let b = exchange_on(&redis.url(), RedisClock::Caller).await;
+
+    let first = one(&*a, "a", claim("web", 0.7, 70.0), T0).await;
+    assert_eq!(
+        (first.portion, first.others, first.others_demand),
+        (0.7, 0, 0.0)
+    );
+    let second = one(&*b, "b", claim("web", 0.6, 40.0), T0 + 1).await;
+    assert_eq!((second.portion, second.others), (0.3, 1));
+    assert_eq!(second.others_demand, 70.0);
+
+    // Renewing keeps a claim (its own is not counted against it).
+    let renewed = one(&*a, "a", claim("web", 0.7, 70.0), T0 + SECOND).await;
+    assert_eq!(
+        (renewed.portion, renewed.others, renewed.others_demand),
+        (0.7, 1, 40.0)
+    );
+
+    // a lowers its claim: b's next exchange gets what it wants.
+    assert_eq!(
+        one(&*a, "a", claim("web", 0.2, 20.0), T0 + 2 * SECOND)
+            .await
+            .portion,
+        0.2
+    );
+    let more = one(&*b, "b", claim("web", 0.6, 40.0), T0 + 2 * SECOND).await;
+    assert_eq!((more.portion, more.others_demand), (0.6, 20.0));
+    // And a, wanting everything again, gets only what b leaves.
+    let back = one(&*a, "a", claim("web", 1.0, 90.0), T0 + 3 * SECOND).await;
+    assert!((back.portion - 0.4).abs() < 1e-9, "{back:?}");
+
+    // One hash per bucket, one field per replica, expiring by itself.
+    let key = String::from_utf8(sluice_key("edge", "web")).unwrap();
+    assert_eq!(redis.cli(&["HLEN", &key]).trim(), "2");
+    let pttl: i64 = redis.cli(&["PTTL", &key]).trim().parse().unwrap();
+    assert!(pttl > 0 && pttl <= (TTL / 1_000_000) as i64, "PTTL {pttl}");
+}
+
+/// The key the store uses for `name` in `domain` (as the unit tests pin it).
+fn sluice_key(domain: &str, name: &str) -> Vec<u8> {
+    let mut identity = Vec::new();
+    for part in [domain, "name", name] {
+        identity.extend_from_slice(&(part.len() as u64).to_le_bytes());
+        identity.extend_from_slice(part.as_bytes());
+    }
+    let tag = identity.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("sluice:quota:{{{tag:016x}}}").into_bytes()
+}
+
+/// A replica that stops renewing holds its claim until the ttl, then frees it (and its field
+/// is dropped); buckets are independent.
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn a_silent_replica_frees_its_claim_after_the_ttl() {
+    let redis = RedisServer::start();
+    let a = exchange_on(&redis.url(), RedisClock::Caller).await;
+    let b = exchange_on(&redis.url(), RedisClock::Caller).await;
+
+    let claims = [claim("web", 1.0, 10.0), claim("api", 0.5, 5.0)];
+    let held = a.exchange("a", &claims, TTL, T0).await.unwrap();
+    assert_eq!((held[0].portion, held[1].portion), (1.0, 0.5));
+
+    // Just before a's claims lapse, b gets nothing of web and the rest of api.
+    let before = b
+        .exchange("b", &claims, TTL, T0 + TTL - 1_000)
+        .await
+        .unwrap();
+    assert_eq!((before[0].portion, before[0].others), (0.0, 1));
+    assert_eq!((before[1].portion, before[1].others), (0.5, 1));
+
+    // From the ttl on, a holds nothing: b gets everything it wants and sees no other replica.
+    let after = b.exchange("b", &claims, TTL, T0 + TTL).await.unwrap();
+    assert_eq!(
+        (after[0].portion, after[0].others, after[0].others_demand),
+        (1.0, 0, 0.0)
+    );
+    assert_eq!((after[1].portion, after[1].others), (0.5, 0));
+    let key = String::from_utf8(sluice_key("edge", "web")).unwrap();
+    assert_eq!(redis.cli(&["HKEYS", &key]).trim(), "b");
+
+    // a comes back: b's claims stand until they lapse.
+    let late = a
+        .exchange("a", &claims, TTL, T0 + TTL + 1_000)
+        .await
+        .unwrap();
+    assert_eq!((late[0].portion, late[1].portion), (0.0, 0.5));
+}
+
+/// On Redis's own clock (production), a lapsed claim is freed after a short real ttl, and a
+/// bucket's hash is gone once every claim has lapsed.
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn claims_lapse_on_redis_time() {
+    let redis = RedisServer::start();
+    let a = exchange_on(&redis.url(), RedisClock::Server).await;
+    let b = exchange_on(&redis.url(), RedisClock::Server).await;
+    let ttl = 200 * 1_000_000;
+    let web = [claim("web", 1.0, 1.0)];
+    assert_eq!(a.exchange("a", &web, ttl, 0).await.unwrap()[0].portion, 1.0);
+    // b gets the whole bucket once a's claim has lapsed (it may be that soon already).
+    eventually(Duration::from_secs(10), "a's claim lapses", async || {
+        b.exchange("b", &web, ttl, 0).await.unwrap()[0].portion == 1.0
+    })
+    .await;
+    let key = String::from_utf8(sluice_key("edge", "web")).unwrap();
+    eventually(Duration::from_secs(10), "the hash expires", async || {
+        redis.cli(&["EXISTS", &key]).trim() == "0"
+    })
+    .await;
+}
+
+/// Sums the live claims of each bucket at Redis's time, atomically with the exchanges (a
+/// script): the largest sum, in parts per million.
+const LIVE_SUM: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local most = 0
+for _, key in ipairs(KEYS) do
+  local fields, sum = redis.call('HGETALL', key), 0
+  for j = 2, #fields, 2 do
+    local claim, expiry = string.match(fields[j], '^(%d+) (%d+) ')
+    if tonumber(expiry) > now then sum = sum + tonumber(claim) end
+  end
+  if sum > most then most = sum end
+end
+return most
+";
+
+/// A small deterministic generator (xorshift64*), so a failure replays.
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+/// Many replicas exchanging random claims concurrently, on Redis's clock with a short ttl (so
+/// claims lapse and are taken over during the run): the live claims of a bucket never sum past
+/// the whole limit, checked atomically while they run, and no one gets more than it wants.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn live_claims_never_exceed_the_limit() {
+    let redis = RedisServer::start();
+    let names = ["web", "api", "img"];
+    let mut exchanges = Vec::new();
+    for _ in 0..3 {
+        exchanges.push(exchange_on(&redis.url(), RedisClock::Server).await);
+    }
+    let running = Arc::new(AtomicBool::new(true));
+    let checker = {
+        let running = running.clone();
+        let client = redis::Client::open(redis.url()).unwrap();
+        let keys: Vec<Vec<u8>> = names.iter().map(|n| sluice_key("edge", n)).collect();
+        tokio::spawn(async move {
+            let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+            let (mut most, mut checks) = (0i64, 0u32);
+            while running.load(Ordering::Relaxed) || checks == 0 {
+                let mut cmd = redis::cmd("EVAL");
+                cmd.arg(LIVE_SUM).arg(keys.len()).arg(&keys);
+                let sum: i64 = cmd.query_async(&mut conn).await.unwrap();
+                most = most.max(sum);
+                checks += 1;
+            }
+            (most, checks)
+        })
+    };
+    let mut tasks = Vec::new();
+    for r in 0..12u64 {
+        let exchange = exchanges[r as usize % exchanges.len()].clone();
+        tasks.push(tokio::spawn(async move {
+            let replica = format!("r{r}");
+            let mut state = 0x9e37_79b9_7f4a_7c15 ^ (r + 1);
+            for _ in 0..150 {
+                let mut claims = Vec::new();
+                for n in names {
+                    // Each bucket in two exchanges of three, wanting 0 to all of it.
+                    if !next(&mut state).is_multiple_of(3) {
+                        let wanted = (next(&mut state) % 1001) as f64 / 1000.0;
+                        claims.push(claim(n, wanted, 1.0));
+                    }
+                }
+                // 5 to 50 ms: some claims lapse while others are renewed.
+                let ttl = (5 + next(&mut state) % 46) * 1_000_000;
+                let granted = exchange.exchange(&replica, &claims, ttl, 0).await.unwrap();
+                for (c, g) in claims.iter().zip(&granted) {
+                    assert!((0.0..=c.wanted).contains(&g.portion), "{c:?} got {g:?}");
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    running.store(false, Ordering::Relaxed);
+    let (most, checks) = checker.await.unwrap();
+    assert!(most <= 1_000_000, "live claims summed to {most} ppm");
+    assert!(
+        most > 0 && checks > 0,
+        "the checker saw claims ({most}, {checks} checks)"
+    );
+}
+
+/// On a cluster, buckets spread over the nodes (each bucket one slot, each slot group one
+/// run), and each is split as on one Redis.
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn a_cluster_splits_every_bucket() {
+    let cluster = RedisCluster::start();
+    let a = exchange_on(&cluster.url(), RedisClock::Caller).await;
+    let b = exchange_on(&cluster.url(), RedisClock::Caller).await;
+    let names: Vec<String> = (0..30).map(|i| format!("b{i}")).collect();
+    let wanting = |wanted| -> Vec<Claim> { names.iter().map(|n| claim(n, wanted, 1.0)).collect() };
+    let first = a.exchange("a", &wanting(0.75), TTL, T0).await.unwrap();
+    assert!(first.iter().all(|g| g.portion == 0.75), "{first:?}");
+    let second = b.exchange("b", &wanting(0.5), TTL, T0).await.unwrap();
+    assert!(
+        second.iter().all(|g| g.portion == 0.25 && g.others == 1),
+        "{second:?}"
+    );
+    let used = cluster.nodes.iter().filter(|n| n.dbsize() > 0).count();
+    assert!(used >= 2, "30 buckets on {used} node(s)");
+}
+
+/// An unreachable Redis fails the exchange with a transient error (the caller keeps its last
+/// portions until they lapse).
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn an_unreachable_redis_fails_the_exchange() {
+    let url = format!("redis://127.0.0.1:{}", free_port());
+    let store = RedisStore::new(RedisSettings::new(url)).expect("store");
+    let exchange = store.quota_exchange().expect("an exchange");
+    let failed: StoreError = exchange
+        .exchange("a", &[claim("web", 1.0, 1.0)], TTL, T0)
+        .await
+        .expect_err("nothing listens");
+    assert!(failed.is_transient(), "{failed}");
+}
