@@ -3,10 +3,11 @@
 //!
 //! `lookup` finds a bucket's path (the tree decides the entries' order, with backtracking);
 //! `action` reads the quota action off the node reached; `walk` keeps the whole search for
-//! `sluice explain --bucket` and `/ui`.
+//! `sluice explain --bucket` and `/ui`; `parse` reads a bucket id written `k=v,k=v`.
 
 mod action;
 mod lookup;
+mod parse;
 mod walk;
 
 use std::collections::BTreeMap;
@@ -17,6 +18,7 @@ pub use action::{QuotaAction, QuotaRate, tightest};
 pub use lookup::{
     BucketError, BucketMatch, BucketStep, MAX_BUCKET_ENTRIES, MAX_BUCKET_TEXT, check_bucket,
 };
+pub use parse::parse_bucket;
 pub use walk::{BucketMiss, BucketWalk, Trial, TrialOutcome, walk_bucket};
 
 /// What the quota server does with `bucket` of `domain`: the action of the rule its path

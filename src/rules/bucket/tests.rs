@@ -1,5 +1,5 @@
 //! Matching bucket ids: precedence per level, the tree deciding the order, backtracking, caps,
-//! and a property over generated trees.
+//! parsing, and a property over generated trees.
 
 use std::collections::BTreeMap;
 
@@ -312,4 +312,20 @@ proptest! {
         prop_assert_eq!(&again.node().full_key, &found.node().full_key);
         prop_assert_eq!(again.action(), found.action());
     }
+}
+
+/// A bucket written `k=v,k=v`: any order, `=` allowed in a value, each key once, within caps.
+#[test]
+fn buckets_parse_from_text() {
+    assert_eq!(
+        parse_bucket("tenant=a, path=/x?q=1"),
+        Ok(bucket(&[("path", "/x?q=1"), ("tenant", "a")]))
+    );
+    assert_eq!(parse_bucket("k="), Ok(bucket(&[("k", "")])));
+    let err = |text: &str| parse_bucket(text).unwrap_err();
+    assert!(err("a=1,a=2").contains("the key 'a' is given twice"));
+    assert!(err("novalue").contains("is not key=value"));
+    assert!(err(" =v").contains("empty key"));
+    let many: Vec<String> = (0..17).map(|i| format!("k{i}=v")).collect();
+    assert!(err(&many.join(",")).contains("at most 16"));
 }
