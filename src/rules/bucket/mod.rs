@@ -38,4 +38,6 @@ pub fn quota_action(
 #[cfg(test)]
 mod action_tests;
 #[cfg(test)]
+mod oracle_tests;
+#[cfg(test)]
 mod tests;

@@ -227,7 +227,7 @@ fn path_node() -> impl Strategy<Value = (usize, Option<&'static str>)> {
 }
 
 /// Paths of 1 to 4 nodes with distinct keys.
-fn paths() -> impl Strategy<Value = Vec<Vec<(usize, Option<&'static str>)>>> {
+pub(super) fn paths() -> impl Strategy<Value = Vec<Vec<(usize, Option<&'static str>)>>> {
     let path = prop::collection::vec(path_node(), 1..=4).prop_map(|mut p| {
         let mut seen = std::collections::HashSet::new();
         p.retain(|(k, _)| seen.insert(*k));
@@ -237,7 +237,7 @@ fn paths() -> impl Strategy<Value = Vec<Vec<(usize, Option<&'static str>)>>> {
 }
 
 /// A rule file holding every path, every node limited, shared prefixes merged.
-fn tree_yaml(paths: &[Vec<(usize, Option<&'static str>)>]) -> String {
+pub(super) fn tree_yaml(paths: &[Vec<(usize, Option<&'static str>)>]) -> String {
     type Tree = BTreeMap<(usize, Option<&'static str>), Sub>;
     #[derive(Default)]
     struct Sub(Tree);
