@@ -2,6 +2,7 @@
 //! level, which limit applies and why (or why none does), and where envoyproxy/ratelimit would
 //! decide differently. The same explanation as `/ui`, on a fresh counter store.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use anyhow::Context;
 use clap::Args;
 use sluice::clock::{Clock, MILLI, SystemClock};
 use sluice::limiter::{Explained, Explanation, explain_with, parse_descriptor};
+use sluice::rules::bucket::{BucketWalk, parse_bucket, walk_bucket};
 use sluice::store::MemoryStore;
 
 use super::RuleArgs;
@@ -24,8 +26,24 @@ pub struct ExplainArgs {
     pub domain: String,
     /// A descriptor, `key=value[,key=value]` outermost first (repeatable: the descriptors of
     /// one call, which matters for `replaces`).
-    #[arg(long = "descriptor", required = true, value_parser = descriptor)]
+    #[arg(
+        long = "descriptor",
+        required_unless_present = "buckets",
+        value_parser = descriptor
+    )]
     pub descriptors: Vec<DescriptorArg>,
+    /// An Envoy quota (RLQS) bucket id, `key=value[,key=value]` in any order (repeatable): the
+    /// rule its entries reach, walked in the order the rules decide, and the quota action.
+    #[arg(long = "bucket", value_parser = bucket)]
+    pub buckets: Vec<BucketArg>,
+}
+
+/// One `--bucket`: its entries, a map.
+#[derive(Debug, Clone)]
+pub struct BucketArg(pub BTreeMap<String, String>);
+
+fn bucket(text: &str) -> Result<BucketArg, String> {
+    parse_bucket(text).map(BucketArg)
 }
 
 /// One `--descriptor`: its entries.
@@ -45,6 +63,14 @@ pub fn run(args: &ExplainArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .context("cannot start a runtime")?;
+    writeln!(out, "domain {}", args.domain)?;
+    for (i, bucket) in args.buckets.iter().enumerate() {
+        let walk = walk_bucket(&rules, &args.domain, &bucket.0);
+        print_bucket(i, &bucket.0, &walk, out).context("cannot write the explanation")?;
+    }
+    if args.descriptors.is_empty() {
+        return Ok(());
+    }
     let descriptors: Vec<Vec<(String, String)>> =
         args.descriptors.iter().map(|d| d.0.clone()).collect();
     let explanation = runtime.block_on(explain_with(
@@ -59,7 +85,6 @@ pub fn run(args: &ExplainArgs, out: &mut dyn Write) -> anyhow::Result<()> {
 }
 
 fn print(e: &Explanation<'_>, out: &mut dyn Write) -> std::io::Result<()> {
-    writeln!(out, "domain {}", e.domain)?;
     for (i, d) in e.descriptors.iter().enumerate() {
         print_descriptor(i, d, out)?;
     }
@@ -130,6 +155,36 @@ fn print_descriptor(i: usize, d: &Explained<'_>, out: &mut dyn Write) -> std::io
         }
     }
     Ok(())
+}
+
+fn print_bucket(
+    i: usize,
+    bucket: &BTreeMap<String, String>,
+    walk: &BucketWalk<'_>,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let entries: Vec<String> = bucket.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    writeln!(out, "\nbucket {}: {}", i + 1, entries.join(", "))?;
+    for trial in &walk.trials {
+        writeln!(
+            out,
+            "  {:indent$}level {}: {}={} -> {} ({}): {}",
+            "",
+            trial.depth + 1,
+            trial.key,
+            trial.value,
+            trial.node.full_key,
+            how_name(trial.kind),
+            trial.outcome.describe(),
+            indent = trial.depth * 2
+        )?;
+    }
+    writeln!(out, "  {}", walk.describe())?;
+    if let Ok(found) = &walk.found {
+        let node = found.node();
+        writeln!(out, "  rule {} at {}", node.full_key, node.location)?;
+    }
+    writeln!(out, "  quota action: {}", walk.action().describe())
 }
 
 fn how_name(how: sluice::rules::MatchKind) -> &'static str {

@@ -68,8 +68,10 @@ async function loadRules() {
       el("summary", {}, el("b", {}, "domain " + domain.name)), tree(domain.nodes, true));
     box.append(details);
   }
-  const input = document.getElementById("domain");
-  if (!input.value && rules.domains.length) input.value = rules.domains[0].name;
+  for (const id of ["domain", "bucket-domain"]) {
+    const input = document.getElementById(id);
+    if (!input.value && rules.domains.length) input.value = rules.domains[0].name;
+  }
 }
 
 // ---- explain
@@ -143,6 +145,43 @@ async function explain(event) {
   answer.descriptors.forEach((d, i) => out.append(explainedCard(d, i)));
 }
 
+// ---- bucket explain (Envoy's quota service)
+
+function bucketCard(b) {
+  const entries = b.entries.map(([k, v]) => k + "=" + v).join(", ");
+  const card = el("div", { class: "card explained" }, el("div", {}, el("b", {}, "bucket: "), el("span", { class: "mono" }, entries)));
+  if (b.trials.length) {
+    const trials = el("table", { class: "steps" }, el("thead", {}, el("tr", {}, el("th", {}, "level"), el("th", {}, "entry"),
+      el("th", {}, "rule node"), el("th", {}, "how"), el("th", {}, "then"))));
+    const body = el("tbody");
+    for (const t of b.trials) {
+      const good = t.outcome === "complete" || t.outcome === "continued";
+      body.append(el("tr", {}, el("td", { class: "num" }, t.level), el("td", { class: "mono" }, t.key + "=" + t.value),
+        el("td", { class: "mono" }, t.node), el("td", {}, t.match), el("td", { class: good ? "ok" : "muted" }, t.text)));
+    }
+    trials.append(body);
+    card.append(trials);
+  }
+  card.append(el("p", { class: "why" }, b.why));
+  if (b.rule) card.append(el("p", {}, "rule ", el("span", { class: "mono" }, b.rule), el("span", { class: "muted" }, " (" + b.location + ")"),
+    ...b.flags.map((f) => el("span", { class: "tag" }, f))));
+  const cls = b.action.kind === "deny" && !b.action.shadow ? "verdict over" : "verdict ok";
+  card.append(el("p", { class: cls }, "Envoy is told: " + b.action.text));
+  return card;
+}
+
+async function explainBucket(event) {
+  event.preventDefault();
+  const out = document.getElementById("bucket-explanation");
+  const response = await fetch(API + "explain-bucket", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ domain: document.getElementById("bucket-domain").value.trim(), bucket: document.getElementById("bucket").value.trim() }),
+  });
+  const answer = await response.json();
+  out.replaceChildren(response.ok ? bucketCard(answer) : el("p", { class: "error" }, answer.error));
+}
+
 // ---- live figures
 
 function sparkline(history) {
@@ -185,6 +224,7 @@ async function loadLive() {
 
 document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("explain-form").addEventListener("submit", explain);
+  document.getElementById("bucket-form").addEventListener("submit", explainBucket);
   loadRules();
   loadLive();
   setInterval(loadLive, 2000);

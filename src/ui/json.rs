@@ -1,11 +1,14 @@
-//! The JSON the page reads: the rule trees, the live figures, an explanation. Shapes are the
+//! The JSON the page reads: the rule trees, the live figures, an explanation, a bucket walk. Shapes are the
 //! page's own (`app.js` reads them); nothing here is an API promise.
+
+use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
 use crate::clock::MILLI;
 use crate::insight::{DecisionRates, HITTER_WINDOW_SECONDS, HITTER_WINDOWS, LimitedKey};
 use crate::limiter::{Explained, Explanation, LimitState};
+use crate::rules::bucket::{BucketWalk, QuotaAction, TrialOutcome};
 use crate::rules::{Level, LimitKind, LimitRule, MatchKind, Node, RuleSet};
 
 /// Every domain, sorted, with its tree; `version` is the source's (xDS), `null` for files.
@@ -174,6 +177,73 @@ fn limit_state(l: &LimitState<'_>) -> Value {
             "remaining": c.remaining,
             "capacity": c.capacity,
             "reset_after_ms": c.reset_after.div_ceil(MILLI),
+        })),
+    })
+}
+
+/// A bucket id's walk: every candidate tried, why it ends where it does, and the quota action.
+pub(super) fn bucket_walk(
+    domain: &str,
+    bucket: &BTreeMap<String, String>,
+    walk: &BucketWalk<'_>,
+) -> Value {
+    let node = walk.found.as_ref().ok().map(|found| found.node());
+    json!({
+        "domain": domain,
+        "entries": bucket.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
+        "trials": walk.trials.iter().map(|t| json!({
+            "level": t.depth + 1,
+            "key": t.key,
+            "value": t.value,
+            "node": t.node.full_key,
+            "match": match_name(t.kind),
+            "outcome": outcome_name(t.outcome),
+            "text": t.outcome.describe(),
+        })).collect::<Vec<_>>(),
+        "path": walk.found.as_ref().map(|found| found.steps().iter().map(|s| json!({
+            "key": s.key,
+            "value": s.value,
+            "node": s.node.full_key,
+            "match": match_name(s.kind),
+        })).collect::<Vec<_>>()).unwrap_or_default(),
+        "top_keys": walk.top_keys,
+        "why": walk.describe(),
+        "rule": node.map(|n| n.full_key.clone()),
+        "location": node.map(|n| n.location.to_string()),
+        "flags": node.map(flags).unwrap_or_default(),
+        "limits": node.map(|n| n.limits.iter().map(limit).collect::<Vec<_>>()).unwrap_or_default(),
+        "action": quota_action(&walk.action()),
+    })
+}
+
+fn outcome_name(outcome: TrialOutcome) -> &'static str {
+    match outcome {
+        TrialOutcome::Complete => "complete",
+        TrialOutcome::Continued => "continued",
+        TrialOutcome::NoChildren => "no-children",
+        TrialOutcome::NothingBelow => "nothing-below",
+        TrialOutcome::DeadEndsBelow => "dead-ends-below",
+    }
+}
+
+/// The action's kind, what Envoy is told, and the rate to share when limited.
+fn quota_action(action: &QuotaAction) -> Value {
+    let (kind, rate) = match action {
+        QuotaAction::NoRule => ("no_rule", None),
+        QuotaAction::Unlimited { .. } => ("unlimited", None),
+        QuotaAction::Deny { .. } => ("deny", None),
+        QuotaAction::Limited { rate, .. } => ("limited", Some(rate)),
+    };
+    json!({
+        "kind": kind,
+        "text": action.describe(),
+        "shadow": action.shadow(),
+        "rule": action.rule().map(|r| r.to_string()),
+        "rate": rate.map(|r| json!({
+            "requests": r.requests,
+            "window": crate::rules::format_window(r.window),
+            "window_ms": r.window / MILLI,
+            "burst": r.burst,
         })),
     })
 }

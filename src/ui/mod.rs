@@ -2,7 +2,8 @@
 //! (check-only: nothing is charged), the keys limited most in the last minutes and decision
 //! rates. Everything is served by the binary (no external assets) under a strict
 //! Content-Security-Policy: the script and the style sheet are same-origin files, nothing
-//! inline. The page reads three JSON endpoints under `/ui/api/` (`json.rs` shapes them).
+//! inline. The page reads four JSON endpoints under `/ui/api/` (`json.rs` shapes them), one of
+//! them the walk of an Envoy quota (RLQS) bucket id.
 
 mod json;
 
@@ -13,11 +14,13 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::insight::Insight;
 use crate::limiter::Limiter;
 use crate::limiter::parse_descriptor;
+use crate::rules::bucket::{parse_bucket, walk_bucket};
 
 /// The policy of every `/ui` response: only same-origin script, style and fetches; no inline
 /// code, no framing, no forms posting elsewhere.
@@ -63,6 +66,7 @@ pub fn router(state: UiState) -> Router {
         .route("/ui/api/rules", get(rules))
         .route("/ui/api/live", get(live))
         .route("/ui/api/explain", post(explain))
+        .route("/ui/api/explain-bucket", post(explain_bucket))
         .with_state(state)
 }
 
@@ -131,6 +135,38 @@ async fn explain(State(state): State<UiState>, body: Bytes) -> Response {
     let rules = state.limiter.rules();
     let explanation = state.limiter.explain(&rules, &domain, &descriptors).await;
     json_response(StatusCode::OK, json::explanation(&explanation))
+}
+
+/// Explains an Envoy quota bucket, `{"domain": "q", "bucket": "k=v,k2=v2"}`, against the live
+/// rules: every candidate the search tried, the rule reached and the quota action.
+async fn explain_bucket(State(state): State<UiState>, body: Bytes) -> Response {
+    let (domain, bucket) = match bucket_input(&body) {
+        Ok(input) => input,
+        Err(message) => {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                serde_json::json!({ "error": message }),
+            );
+        }
+    };
+    let rules = state.limiter.rules();
+    let walk = walk_bucket(&rules, &domain, &bucket);
+    json_response(StatusCode::OK, json::bucket_walk(&domain, &bucket, &walk))
+}
+
+/// The domain and bucket id of a bucket explain request, or why it is not one.
+fn bucket_input(body: &[u8]) -> Result<(String, BTreeMap<String, String>), String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;
+    let domain = value["domain"]
+        .as_str()
+        .filter(|d| !d.is_empty())
+        .ok_or("a domain is required")?;
+    let text = value["bucket"]
+        .as_str()
+        .filter(|b| !b.trim().is_empty())
+        .ok_or("a bucket id is required, as a string k=v[,k=v]")?;
+    Ok((domain.to_owned(), parse_bucket(text)?))
 }
 
 /// A descriptor's entries.

@@ -15,3 +15,4 @@ mod response_options;
 mod tls;
 mod tracing;
 mod ui;
+mod ui_bucket;

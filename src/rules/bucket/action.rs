@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
+use crate::algorithm::Limit;
 use crate::clock::Nanos;
+use crate::rules::{LimitKind, Node};
 
 /// The rate of a limit that the quota server shares among the Envoys reporting a bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,10 +29,13 @@ pub enum QuotaAction {
         /// The node's full key, e.g. `quota.tenant_internal`.
         rule: Arc<str>,
     },
-    /// A zero limit: `DENY_ALL`.
+    /// A zero limit: `DENY_ALL`. With `shadow` the Envoys are told `ALLOW_ALL` and every
+    /// request is only counted as a would-be refusal.
     Deny {
         /// The node's full key.
         rule: Arc<str>,
+        /// `shadow_mode` on the node.
+        shadow: bool,
     },
     /// A counted limit, shared among the streams that report the bucket. With `shadow` the
     /// Envoys are told `ALLOW_ALL` and the refusals the share would have made are only counted.
@@ -50,8 +55,91 @@ impl QuotaAction {
         match self {
             QuotaAction::NoRule => None,
             QuotaAction::Unlimited { rule }
-            | QuotaAction::Deny { rule }
+            | QuotaAction::Deny { rule, .. }
             | QuotaAction::Limited { rule, .. } => Some(rule),
         }
     }
+}
+
+impl QuotaAction {
+    /// What a bucket whose path ends on `node` gets: no limits → [`QuotaAction::NoRule`] (a
+    /// whitelist entry or an intermediate node, as for a descriptor); any `unlimited` limit →
+    /// [`QuotaAction::Unlimited`] (as the limiter, which never counts such a node); else the
+    /// tightest counted limit (see [`tightest`]): 0 requests → [`QuotaAction::Deny`], else
+    /// [`QuotaAction::Limited`] with the limit's rate and its capacity as the burst.
+    pub fn for_node(node: &Node) -> QuotaAction {
+        if node.limits.is_empty() {
+            return QuotaAction::NoRule;
+        }
+        let rule: Arc<str> = Arc::from(node.full_key.as_str());
+        let counted = node.limits.iter().map(|l| match &l.kind {
+            LimitKind::Counted(limit) => Some(limit),
+            LimitKind::Unlimited => None,
+        });
+        let Some(counted) = counted.collect::<Option<Vec<&Limit>>>() else {
+            return QuotaAction::Unlimited { rule };
+        };
+        let shadow = node.shadow_mode;
+        match tightest(counted) {
+            Some(limit) if limit.requests > 0 => QuotaAction::Limited {
+                rule,
+                rate: QuotaRate {
+                    requests: limit.requests,
+                    window: limit.window,
+                    burst: limit.capacity(),
+                },
+                shadow,
+            },
+            _ => QuotaAction::Deny { rule, shadow },
+        }
+    }
+
+    /// `shadow_mode` on the rule reached: Envoys are told `ALLOW_ALL` whatever the limit.
+    pub fn shadow(&self) -> bool {
+        match self {
+            QuotaAction::Deny { shadow, .. } | QuotaAction::Limited { shadow, .. } => *shadow,
+            QuotaAction::NoRule | QuotaAction::Unlimited { .. } => false,
+        }
+    }
+
+    /// What Envoy is told, in a few words, e.g. `token bucket shared: 10 per 1m, burst 10`.
+    pub fn describe(&self) -> String {
+        let shared = |rate: &QuotaRate| {
+            format!(
+                "token bucket shared: {} per {}, burst {}",
+                rate.requests,
+                crate::rules::format_window(rate.window),
+                rate.burst
+            )
+        };
+        match self {
+            QuotaAction::NoRule => "ALLOW_ALL (no rule)".to_owned(),
+            QuotaAction::Unlimited { .. } => "ALLOW_ALL (unlimited)".to_owned(),
+            QuotaAction::Deny { shadow: false, .. } => "DENY_ALL (zero limit)".to_owned(),
+            QuotaAction::Deny { shadow: true, .. } => {
+                "ALLOW_ALL (shadow mode; would be DENY_ALL: zero limit)".to_owned()
+            }
+            QuotaAction::Limited {
+                rate,
+                shadow: false,
+                ..
+            } => shared(rate),
+            QuotaAction::Limited {
+                rate, shadow: true, ..
+            } => format!("ALLOW_ALL (shadow mode; would be a {})", shared(rate)),
+        }
+    }
+}
+
+/// The limit with the lowest rate (`requests / window`) among a node's limits (`rate_limits:`):
+/// one bucket gets one token bucket, and the slowest limit is the one that refuses first once
+/// traffic is steady. Rates are compared by cross-multiplying in `u128` (no rounding, no
+/// overflow); a tie keeps the earlier limit in the file. Its burst is not considered: a faster
+/// limit's smaller burst is not enforced for a bucket (documented in docs/quota.md).
+pub fn tightest<'l>(limits: impl IntoIterator<Item = &'l Limit>) -> Option<&'l Limit> {
+    limits.into_iter().reduce(|best, next| {
+        let next_rate = u128::from(next.requests) * u128::from(best.window);
+        let best_rate = u128::from(best.requests) * u128::from(next.window);
+        if next_rate < best_rate { next } else { best }
+    })
 }

@@ -1,6 +1,43 @@
 //! Envoy quota buckets (RLQS) matched against the same rule tree as RLS descriptors: what a
 //! bucket id reaches and what the quota server should do with it.
+//!
+//! `lookup` finds a bucket's path (the tree decides the entries' order, with backtracking);
+//! `action` reads the quota action off the node reached; `walk` keeps the whole search for
+//! `sluice explain --bucket` and `/ui`; `parse` reads a bucket id written `k=v,k=v`.
 
 mod action;
+mod lookup;
+mod parse;
+mod walk;
 
-pub use action::{QuotaAction, QuotaRate};
+use std::collections::BTreeMap;
+
+use crate::rules::RuleSet;
+
+pub use action::{QuotaAction, QuotaRate, tightest};
+pub use lookup::{
+    BucketError, BucketMatch, BucketStep, MAX_BUCKET_ENTRIES, MAX_BUCKET_TEXT, check_bucket,
+};
+pub use parse::parse_bucket;
+pub use walk::{BucketMiss, BucketWalk, Trial, TrialOutcome, walk_bucket};
+
+/// What the quota server does with `bucket` of `domain`: the action of the rule its path
+/// reaches, [`QuotaAction::NoRule`] for an unknown domain or a bucket that matches nothing
+/// (including one refused by [`check_bucket`]: callers should refuse those first).
+pub fn quota_action(
+    rules: &RuleSet,
+    domain: &str,
+    bucket: &BTreeMap<String, String>,
+) -> QuotaAction {
+    rules
+        .domain(domain)
+        .and_then(|d| d.lookup_bucket(bucket))
+        .map_or(QuotaAction::NoRule, |found| found.action())
+}
+
+#[cfg(test)]
+mod action_tests;
+#[cfg(test)]
+mod oracle_tests;
+#[cfg(test)]
+mod tests;
