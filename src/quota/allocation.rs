@@ -43,28 +43,37 @@ pub(crate) fn water_fill(total: u64, wants: &[Option<f64>]) -> Vec<u64> {
 /// Splits `total` in proportion to `weights`, each positive weight getting at least 1 while
 /// `total` allows (the largest weights first), never summing above `total`.
 pub(crate) fn proportional(total: u64, weights: &[u64]) -> Vec<u64> {
-    let mut out = vec![0u64; weights.len()];
     let mut positive: Vec<usize> = (0..weights.len()).filter(|&i| weights[i] > 0).collect();
     positive.sort_by_key(|&i| std::cmp::Reverse(weights[i]));
     if (positive.len() as u64) > total {
         // Not even one each: the largest holders get one, the rest none.
+        let mut out = vec![0u64; weights.len()];
         for &i in positive.iter().take(total as usize) {
             out[i] = 1;
         }
         return out;
     }
-    positive.iter().for_each(|&i| out[i] = 1);
-    let rest = total - positive.len() as u64;
     let sum: u128 = weights.iter().map(|&w| w as u128).sum();
     if sum == 0 {
-        return out;
+        return vec![0; weights.len()];
     }
     let exact: Vec<f64> = weights
         .iter()
-        .map(|&w| (rest as u128 * w as u128) as f64 / sum as f64)
+        .map(|&w| (total as u128 * w as u128) as f64 / sum as f64)
         .collect();
-    let extra = round_down(rest, &exact);
-    out.iter_mut().zip(extra).for_each(|(o, e)| *o += e);
+    let mut out = round_down(total, &exact);
+    // A positive weight rounded to nothing takes one from the largest share.
+    for &i in positive.iter().rev() {
+        if out[i] == 0 {
+            if let Some(top) = (0..out.len())
+                .filter(|&j| out[j] > 1)
+                .max_by_key(|&j| out[j])
+            {
+                out[top] -= 1;
+                out[i] = 1;
+            }
+        }
+    }
     out
 }
 

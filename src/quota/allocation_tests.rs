@@ -31,9 +31,11 @@ fn unknown_wants_take_the_fair_share() {
 }
 
 #[test]
-fn proportional_gives_one_each_first_then_by_weight() {
+fn proportional_follows_the_weights_with_one_at_least() {
     assert_eq!(proportional(10, &[1, 1, 8]), vec![1, 1, 8]);
+    assert_eq!(proportional(12, &[1, 1, 8]), vec![1, 1, 10]);
     assert_eq!(proportional(2, &[5, 9, 1]), vec![1, 1, 0]);
+    assert_eq!(proportional(10, &[1, 30, 30]), vec![1, 5, 4]);
     assert_eq!(proportional(6, &[0, 3, 3]), vec![0, 3, 3]);
 }
 

@@ -9,8 +9,13 @@ use crate::rules::bucket::QuotaRate;
 use super::assign::Strategy;
 
 /// Below this many tokens per fill interval a whole limit is split too coarsely; the interval
-/// grows (up to the rule's window) until the limit holds at least this many.
+/// grows until the limit holds at least this many.
 const TOKENS_PER_INTERVAL: f64 = 100.0;
+
+/// The longest fill interval for a limit whose window is shorter. Envoy refills its bucket
+/// continuously (`tokens_per_fill / fill_interval` a second), so a longer interval changes only
+/// how finely shares are counted, not how fast tokens come back; the cap keeps intervals readable.
+const LONGEST_INTERVAL_SECONDS: u64 = 60;
 
 /// A limit as the book hands it out: `tokens` per `interval` seconds and `burst` tokens at most,
 /// already cut to this replica's portion. The interval is fixed by the limit alone, so every
@@ -30,7 +35,7 @@ impl Grid {
     /// The grid of `rate`, of which this replica may hand out `portion` (0..=1).
     pub(crate) fn of(rate: &QuotaRate, portion: f64) -> Grid {
         let per_second = rate.requests as f64 * SECOND as f64 / rate.window as f64;
-        let window_seconds = (rate.window / SECOND).max(1) as f64;
+        let window_seconds = (rate.window / SECOND).max(LONGEST_INTERVAL_SECONDS) as f64;
         let wanted = (TOKENS_PER_INTERVAL / per_second)
             .ceil()
             .clamp(1.0, window_seconds);

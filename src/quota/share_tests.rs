@@ -27,9 +27,13 @@ fn the_interval_holds_about_a_hundred_tokens_within_the_window() {
     assert_eq!((grid.interval, grid.tokens, grid.burst), (10, 100, 600));
     // 1,000/s: one second already holds 1,000.
     assert_eq!(Grid::of(&rate(1_000, 1, 50), 1.0).interval, 1);
+    // 10/s over a 1 s window: still 10 s and 100 tokens (Envoy refills continuously).
+    assert_eq!(Grid::of(&rate(10, 1, 20), 1.0).interval, 10);
     // 5 a minute: the interval stops at the window.
     let slow = Grid::of(&rate(5, 60, 5), 1.0);
     assert_eq!((slow.interval, slow.tokens), (60, 5));
+    // 1,000 an hour: 360 s holds 100 tokens.
+    assert_eq!(Grid::of(&rate(1_000, 3_600, 10), 1.0).interval, 360);
     // One an hour still gets a token per fill.
     assert_eq!(Grid::of(&rate(1, 3_600, 1), 1.0).tokens, 1);
 }
