@@ -64,14 +64,12 @@ pub(crate) fn proportional(total: u64, weights: &[u64]) -> Vec<u64> {
     let mut out = round_down(total, &exact);
     // A positive weight rounded to nothing takes one from the largest share.
     for &i in positive.iter().rev() {
-        if out[i] == 0 {
-            if let Some(top) = (0..out.len())
-                .filter(|&j| out[j] > 1)
-                .max_by_key(|&j| out[j])
-            {
-                out[top] -= 1;
-                out[i] = 1;
-            }
+        let largest = (0..out.len())
+            .filter(|&j| out[j] > 1)
+            .max_by_key(|&j| out[j]);
+        if let Some(top) = largest.filter(|_| out[i] == 0) {
+            out[top] -= 1;
+            out[i] = 1;
         }
     }
     out

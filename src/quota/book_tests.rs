@@ -10,11 +10,14 @@ use crate::rules::bucket::{QuotaAction, QuotaRate};
 use super::share::Share;
 use super::*;
 
+/// Every push of a test in order: (stream number, answers).
+type Log = Arc<Mutex<Vec<(usize, Vec<Answer>)>>>;
+
 /// A stream's pushes, and every push of the test in order (stream number, answers).
 #[derive(Clone)]
 struct Inbox {
     name: usize,
-    all: Arc<Mutex<Vec<(usize, Vec<Answer>)>>>,
+    all: Log,
 }
 
 impl Push for Inbox {
@@ -27,7 +30,7 @@ impl Push for Inbox {
 struct Rig {
     clock: ManualClock,
     book: QuotaBook,
-    pushes: Arc<Mutex<Vec<(usize, Vec<Answer>)>>>,
+    pushes: Log,
 }
 
 impl Rig {
@@ -170,7 +173,7 @@ fn a_small_move_re_sends_the_same_strategy() {
 fn during_the_warm_up_enforced_limits_get_no_answer() {
     let clock = ManualClock::new(1_000 * SECOND);
     let book = QuotaBook::new(Arc::new(clock.clone()), Arc::new(WholeLimit));
-    let pushes: Arc<Mutex<Vec<(usize, Vec<Answer>)>>> = Arc::default();
+    let pushes: Log = Arc::default();
     let a = book.open(
         "edge",
         Arc::new(Inbox {

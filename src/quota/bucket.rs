@@ -254,10 +254,8 @@ impl Bucket {
             if !h.reporting || Some(h.stream) == reporter || h.desired == h.held {
                 continue;
             }
-            if let Some(new) = fitted(h, grid, &mut sum) {
-                if Some(new) != h.held {
-                    out.push(apply(h, new, now));
-                }
+            if let Some(new) = fitted(h, grid, &mut sum).filter(|&new| Some(new) != h.held) {
+                out.push(apply(h, new, now));
             }
         }
         out

@@ -236,13 +236,15 @@ fn assign(
     generation: u64,
     now: Nanos,
 ) -> f64 {
-    if let Some(a) = b.assigned.as_mut() {
-        if same_to_envoy(a.strategy, strategy) {
-            // Only the TTL restarts; the old strategy (and its interval) stays in force.
-            a.expires = expires;
-            a.generation = generation;
-            return 0.0;
-        }
+    if let Some(a) = b
+        .assigned
+        .as_mut()
+        .filter(|a| same_to_envoy(a.strategy, strategy))
+    {
+        // Only the TTL restarts; the old strategy (and its interval) stays in force.
+        a.expires = expires;
+        a.generation = generation;
+        return 0.0;
     }
     let (enforced, jump) = match strategy {
         Strategy::AllowAll => (Enforced::Allow, 0.0),

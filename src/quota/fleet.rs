@@ -220,7 +220,7 @@ impl Fleet {
     fn step(&mut self) {
         let now = self.now();
         let mut jumps = 0.0;
-        if (now - self.config.start) % SECOND == 0 {
+        if (now - self.config.start).is_multiple_of(SECOND) {
             self.book.tick();
             jumps += self.flush(now);
             self.check_all(now, "tick");
