@@ -36,6 +36,9 @@ pub struct FleetConfig {
 pub struct Member {
     envoy: EnvoyModel,
     stream: Option<StreamId>,
+    /// Whether it ever opened a stream: the first opens with the first bucket, a lost one is
+    /// reopened at the next report tick.
+    opened: bool,
     demand: f64,
     carry: f64,
     extra: u64,
@@ -154,6 +157,7 @@ impl Fleet {
         self.members.push(Member {
             envoy: EnvoyModel::new(self.config.fallback),
             stream: None,
+            opened: false,
             demand,
             carry: 0.0,
             extra: 0,
@@ -231,6 +235,7 @@ impl Fleet {
                 if m.stream.is_none() {
                     let stream = self.book.open("edge", self.mailbox(i));
                     self.members[i].stream = Some(stream);
+                    self.members[i].opened = true;
                 }
                 let usages = self.members[i].envoy.report(now);
                 jumps += self.send(i, &usages, now);
@@ -271,7 +276,12 @@ impl Fleet {
         let mut admitted = m.envoy.request(&bucket, 1, now);
         let fresh = m.envoy.immediate(now);
         let mut jumps = 0.0;
-        if !fresh.is_empty() && m.stream.is_some() {
+        if !fresh.is_empty() && !m.opened {
+            m.opened = true;
+            let stream = self.book.open("edge", self.mailbox(i));
+            self.members[i].stream = Some(stream);
+        }
+        if !fresh.is_empty() && self.members[i].stream.is_some() {
             jumps += self.send(i, &fresh, now);
         }
         let m = &mut self.members[i];
