@@ -5,6 +5,7 @@
 
 mod pattern;
 mod report;
+mod rlqs;
 mod runner;
 mod svg;
 mod times;
@@ -26,7 +27,7 @@ pub struct SimulateArgs {
     #[arg(
         long,
         value_enum,
-        required_unless_present = "times",
+        required_unless_present_any = ["times", "rlqs"],
         conflicts_with = "times"
     )]
     pub pattern: Option<Pattern>,
@@ -48,6 +49,28 @@ pub struct SimulateArgs {
     /// Also draw the timeline as an SVG image into FILE.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Simulate Envoy's quota service instead: the quota book sharing one limit among many
+    /// modelled Envoys.
+    #[arg(long, conflicts_with_all = ["pattern", "times", "svg"])]
+    pub rlqs: bool,
+    /// With `--rlqs`: Envoy streams (default 1,000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub streams: Option<u64>,
+    /// With `--rlqs`: simulated seconds (default 60).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub seconds: Option<u64>,
+    /// With `--rlqs`: the shared limit in requests per second (default 10,000; burst: `--burst`, default the same).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub rate: Option<u64>,
+    /// With `--rlqs`: combined demand as a multiple of the limit (default 2).
+    #[arg(long)]
+    pub load: Option<f64>,
+    /// With `--rlqs`: Zipf exponent of the demand across streams (0: all equal; default 1).
+    #[arg(long)]
+    pub skew: Option<f64>,
+    /// With `--rlqs`: fraction of the streams replaced per minute (default 0.1).
+    #[arg(long)]
+    pub churn: Option<f64>,
 }
 
 /// Output formats of `sluice simulate`.
@@ -89,6 +112,21 @@ pub enum SimulateError {
 
 /// Runs `sluice simulate`, writing the table or JSON to `out` (and the SVG, if asked).
 pub fn run(args: &SimulateArgs, out: &mut impl Write) -> Result<(), SimulateError> {
+    if args.rlqs {
+        return run_rlqs(args, out);
+    }
+    // A `requires = "rlqs"` would not do: clap counts a flag's default `false` as present.
+    let quota_only = [args.streams, args.seconds, args.rate]
+        .iter()
+        .any(Option::is_some)
+        || [args.load, args.skew, args.churn]
+            .iter()
+            .any(Option::is_some);
+    if quota_only {
+        return Err(SimulateError::Input(
+            "--streams, --seconds, --rate, --load, --skew and --churn need --rlqs".into(),
+        ));
+    }
     let (name, arrivals) = match (&args.times, args.pattern) {
         (Some(path), _) => {
             let text = std::fs::read_to_string(path).map_err(|error| SimulateError::Read {
@@ -128,6 +166,35 @@ pub fn run(args: &SimulateArgs, out: &mut impl Write) -> Result<(), SimulateErro
         Format::Json => report::json(&scenario, &outcomes) + "\n",
     };
     out.write_all(text.as_bytes())
+        .map_err(|error| SimulateError::Write {
+            what: "the output".into(),
+            error,
+        })
+}
+
+/// `sluice simulate --rlqs`.
+fn run_rlqs(args: &SimulateArgs, out: &mut impl Write) -> Result<(), SimulateError> {
+    let finite = |x: f64, name: &str| {
+        if x.is_finite() && x >= 0.0 {
+            Ok(x)
+        } else {
+            Err(SimulateError::Input(format!(
+                "--{name} must be a number ≥ 0"
+            )))
+        }
+    };
+    let rate = args.rate.unwrap_or(10_000);
+    let scenario = rlqs::RlqsScenario {
+        streams: args.streams.unwrap_or(1_000) as usize,
+        seconds: args.seconds.unwrap_or(60),
+        rate,
+        burst: args.burst.unwrap_or(rate),
+        load: finite(args.load.unwrap_or(2.0), "load")?,
+        skew: finite(args.skew.unwrap_or(1.0), "skew")?,
+        churn: finite(args.churn.unwrap_or(0.1), "churn")?,
+    };
+    let outcome = rlqs::run(&scenario);
+    out.write_all(rlqs::table(&scenario, &outcome).as_bytes())
         .map_err(|error| SimulateError::Write {
             what: "the output".into(),
             error,

@@ -125,3 +125,38 @@ fn svg_file_is_written() {
     assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
     assert!(svg.trim_end().ends_with("</svg>"));
 }
+
+/// `--rlqs` runs the quota book over many modelled Envoys and prints the bound, fairness and
+/// throughput figures, with no breach of the invariant.
+#[test]
+fn rlqs_prints_the_bound_fairness_and_throughput() {
+    let out = simulate(&[
+        "--rlqs",
+        "--streams",
+        "50",
+        "--seconds",
+        "20",
+        "--rate",
+        "500",
+    ]);
+    let text = out.stdout_ok();
+    assert!(
+        text.starts_with("rlqs: 50 streams, 20 s, limit 500/s"),
+        "{text}"
+    );
+    let value = |name: &str| -> String {
+        let line = text.lines().find(|l| l.starts_with(name)).expect(name);
+        line[40..].trim().to_string()
+    };
+    assert_eq!(value("invariant breaches"), "0");
+    let worst: f64 = value("worst 10 s window / bound").parse().unwrap();
+    assert!(worst <= 1.0, "{text}");
+    assert!(value("Jain's index").contains(" over "), "{text}");
+    assert!(text.contains("reports/s"), "{text}");
+    // The quota flags belong to --rlqs only.
+    assert!(
+        !simulate(&["--pattern", "edge-burst", "--streams", "5"])
+            .status
+            .success()
+    );
+}

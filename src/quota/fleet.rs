@@ -1,0 +1,404 @@
+//! Many modelled Envoys ([`EnvoyModel`]) sharing one limit through one [`QuotaBook`] on a manual
+//! clock, stepped in fixed slices: what the bound's property test, the fairness tests and
+//! `sluice simulate --rlqs` run. It checks the book's invariant as it goes and records, per
+//! step, the requests admitted and the tokens assignments added at once (the bound's slack).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::clock::{Clock, ManualClock, Nanos, SECOND};
+use crate::rules::bucket::{QuotaAction, QuotaRate};
+
+use super::assign::{Answer, BucketId, Push, Strategy, StreamId, Usage};
+use super::book::{QuotaBook, rate_of};
+use super::envoy_model::EnvoyModel;
+use super::portion::WholeLimit;
+
+/// How a fleet is set up.
+#[derive(Debug, Clone)]
+pub struct FleetConfig {
+    /// The limit every Envoy's bucket reaches (enforced, not shadow).
+    pub rate: QuotaRate,
+    /// The Envoys' `no_assignment_behavior`.
+    pub fallback: Strategy,
+    /// The time slice (divides a second).
+    pub step: Nanos,
+    /// The clock's start.
+    pub start: Nanos,
+    /// Check the book's own view after every single push (costly with many Envoys), besides
+    /// every Envoy's assignments after every operation.
+    pub check_pushes: bool,
+}
+
+/// One modelled Envoy of a fleet.
+#[derive(Debug, Clone)]
+pub struct Member {
+    envoy: EnvoyModel,
+    stream: Option<StreamId>,
+    /// Whether it ever opened a stream: the first opens with the first bucket, a lost one is
+    /// reopened at the next report tick.
+    opened: bool,
+    demand: f64,
+    carry: f64,
+    extra: u64,
+    alive: bool,
+    /// Requests it admitted so far.
+    pub admitted: u64,
+    /// Requests it was offered so far.
+    pub offered: u64,
+}
+
+impl Member {
+    /// Requests per second it is offered now.
+    pub fn demand(&self) -> f64 {
+        self.demand
+    }
+
+    /// Whether it is still running.
+    pub fn alive(&self) -> bool {
+        self.alive
+    }
+}
+
+/// One time slice: requests admitted by every Envoy, tokens added at once by assignments.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StepRecord {
+    /// Requests admitted in the slice.
+    pub admitted: u64,
+    /// Tokens assignments added at once in the slice (fresh buckets, fill-ratio growth).
+    pub jumps: f64,
+}
+
+type Log = Arc<Mutex<Vec<(usize, Vec<Answer>)>>>;
+
+/// A stream's pushes, logged in order; the fleet applies them to the Envoy after each call.
+struct Mailbox {
+    member: usize,
+    log: Log,
+}
+
+impl Push for Mailbox {
+    fn push(&self, answers: Vec<Answer>) -> bool {
+        self.log
+            .lock()
+            .map(|mut log| log.push((self.member, answers)))
+            .is_ok()
+    }
+}
+
+/// The fleet.
+pub struct Fleet {
+    config: FleetConfig,
+    clock: ManualClock,
+    book: QuotaBook,
+    generation: u64,
+    bucket: BucketId,
+    members: Vec<Member>,
+    log: Log,
+    records: Vec<StepRecord>,
+    violations: Vec<String>,
+    reports: u64,
+    report_time: Duration,
+}
+
+impl Fleet {
+    /// A fleet with no Envoys; the book starts (and warms up) at `config.start`.
+    pub fn new(config: FleetConfig) -> Self {
+        let clock = ManualClock::new(config.start);
+        let book = QuotaBook::new(Arc::new(clock.clone()), Arc::new(WholeLimit));
+        Fleet {
+            config,
+            clock,
+            book,
+            generation: 0,
+            bucket: BucketId::from([("name".to_string(), "shared".to_string())]),
+            members: Vec::new(),
+            log: Log::default(),
+            records: Vec::new(),
+            violations: Vec::new(),
+            reports: 0,
+            report_time: Duration::ZERO,
+        }
+    }
+
+    /// The time now.
+    pub fn now(&self) -> Nanos {
+        self.clock.now()
+    }
+
+    /// The book.
+    pub fn book(&self) -> &QuotaBook {
+        &self.book
+    }
+
+    /// Every Envoy, by the number [`Fleet::join`] gave it.
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// The record of every step so far.
+    pub fn records(&self) -> &[StepRecord] {
+        &self.records
+    }
+
+    /// Every breach of the invariant seen (empty when the book kept it).
+    pub fn violations(&self) -> &[String] {
+        &self.violations
+    }
+
+    /// Report calls made and the wall-clock time the book took to answer them.
+    pub fn report_load(&self) -> (u64, Duration) {
+        (self.reports, self.report_time)
+    }
+
+    /// A new Envoy offered `demand` requests per second; its first request makes its bucket.
+    pub fn join(&mut self, demand: f64) -> usize {
+        self.members.push(Member {
+            envoy: EnvoyModel::new(self.config.fallback),
+            stream: None,
+            opened: false,
+            demand,
+            carry: 0.0,
+            extra: 0,
+            alive: true,
+            admitted: 0,
+            offered: 0,
+        });
+        self.members.len() - 1
+    }
+
+    /// Stops an Envoy: its stream ends and its assignments go with it.
+    pub fn leave(&mut self, member: usize) {
+        let Some(m) = self.members.get_mut(member).filter(|m| m.alive) else {
+            return;
+        };
+        m.alive = false;
+        if let Some(stream) = m.stream.take() {
+            self.book.close(stream);
+        }
+    }
+
+    /// Changes an Envoy's demand.
+    pub fn set_demand(&mut self, member: usize, demand: f64) {
+        if let Some(m) = self.members.get_mut(member) {
+            m.demand = demand;
+        }
+    }
+
+    /// `count` extra requests for an Envoy in the next step.
+    pub fn burst(&mut self, member: usize, count: u64) {
+        if let Some(m) = self.members.get_mut(member) {
+            m.extra += count;
+        }
+    }
+
+    /// The server restarts: a new book (warming up), every stream lost; the Envoys keep their
+    /// assignments and reconnect at their next report tick.
+    pub fn restart(&mut self) {
+        self.generation += 1;
+        self.book = QuotaBook::new(Arc::new(self.clock.clone()), Arc::new(WholeLimit));
+        self.log.lock().map(|mut l| l.clear()).ok();
+        for m in &mut self.members {
+            m.stream = None;
+        }
+    }
+
+    /// The rate (requests per second) of the token bucket an Envoy enforces now.
+    pub fn assigned_rate(&self, member: usize) -> f64 {
+        let now = self.now();
+        self.members.get(member).map_or(0.0, |m| {
+            let held = m.envoy.held(now);
+            rate_of(held.first().map(|(_, s, _)| *s))
+        })
+    }
+
+    /// Steps until the clock reads at least `until`.
+    pub fn run_until(&mut self, until: Nanos) {
+        while self.now() < until {
+            self.step();
+            self.clock.set(self.now() + self.config.step);
+        }
+    }
+
+    fn step(&mut self) {
+        let now = self.now();
+        let mut jumps = 0.0;
+        if (now - self.config.start).is_multiple_of(SECOND) {
+            self.book.tick();
+            jumps += self.flush(now);
+            self.check_all(now, "tick");
+        }
+        for i in 0..self.members.len() {
+            let m = &self.members[i];
+            if m.alive && m.envoy.due(now) {
+                if m.stream.is_none() {
+                    let stream = self.book.open("edge", self.mailbox(i));
+                    self.members[i].stream = Some(stream);
+                    self.members[i].opened = true;
+                }
+                let usages = self.members[i].envoy.report(now);
+                jumps += self.send(i, &usages, now);
+            }
+        }
+        let mut admitted = 0;
+        for i in 0..self.members.len() {
+            let (a, j) = self.requests(i, now);
+            admitted += a;
+            jumps += j;
+        }
+        self.records.push(StepRecord { admitted, jumps });
+    }
+
+    fn mailbox(&self, member: usize) -> Arc<dyn Push> {
+        Arc::new(Mailbox {
+            member,
+            log: self.log.clone(),
+        })
+    }
+
+    /// One step's requests of an Envoy: the first may make its bucket, whose immediate report
+    /// is answered before the rest are decided.
+    fn requests(&mut self, i: usize, now: Nanos) -> (u64, f64) {
+        let step = self.config.step as f64 / SECOND as f64;
+        let bucket = self.bucket.clone();
+        let m = &mut self.members[i];
+        if !m.alive {
+            return (0, 0.0);
+        }
+        m.carry += m.demand * step;
+        let count = m.carry.floor() as u64 + std::mem::take(&mut m.extra);
+        m.carry -= m.carry.floor();
+        if count == 0 {
+            return (0, 0.0);
+        }
+        m.offered += count;
+        let mut admitted = m.envoy.request(&bucket, 1, now);
+        let fresh = m.envoy.immediate(now);
+        let mut jumps = 0.0;
+        if !fresh.is_empty() && !m.opened {
+            m.opened = true;
+            let stream = self.book.open("edge", self.mailbox(i));
+            self.members[i].stream = Some(stream);
+        }
+        if !fresh.is_empty() && self.members[i].stream.is_some() {
+            jumps += self.send(i, &fresh, now);
+        }
+        let m = &mut self.members[i];
+        admitted += m.envoy.request(&bucket, count - 1, now);
+        m.admitted += admitted;
+        (admitted, jumps)
+    }
+
+    /// Sends a report, applies the pushes it caused and then its answers.
+    fn send(&mut self, i: usize, usages: &[Usage], now: Nanos) -> f64 {
+        let Some(stream) = self.members[i].stream else {
+            return 0.0;
+        };
+        let action = QuotaAction::Limited {
+            rule: "edge.shared".into(),
+            rate: self.config.rate,
+            shadow: false,
+        };
+        let started = Instant::now();
+        let reported = self.book.report(stream, usages, &|_| action.clone());
+        self.report_time += started.elapsed();
+        self.reports += 1;
+        let mut jumps = self.flush(now);
+        match reported {
+            Ok(r) => {
+                jumps += self.members[i]
+                    .envoy
+                    .apply(&r.answers, self.generation, now)
+            }
+            Err(e) => self.violations.push(format!("report refused: {e}")),
+        }
+        self.check_all(now, "report");
+        jumps
+    }
+
+    /// Applies logged pushes in order, checking the book's own view after each.
+    fn flush(&mut self, now: Nanos) -> f64 {
+        let pushes: Vec<_> = self
+            .log
+            .lock()
+            .map(|mut l| std::mem::take(&mut *l))
+            .unwrap_or_default();
+        let mut jumps = 0.0;
+        for (member, answers) in pushes {
+            if let Some(m) = self.members.get_mut(member).filter(|m| m.alive) {
+                jumps += m.envoy.apply(&answers, self.generation, now);
+            }
+            if self.config.check_pushes {
+                self.check(now, Some(self.generation), "push");
+            }
+        }
+        jumps
+    }
+
+    fn check_all(&mut self, now: Nanos, after: &str) {
+        self.check(now, None, after);
+    }
+
+    /// Sums the token buckets Envoys enforce (only those the current server sent, with
+    /// `generation`) against the limit; `ALLOW_ALL` counts as over.
+    fn check(&mut self, now: Nanos, generation: Option<u64>, after: &str) {
+        let (mut rate, mut burst, mut open) = (0.0, 0u64, false);
+        for m in self.members.iter().filter(|m| m.alive) {
+            for (_, strategy, g) in m.envoy.held(now) {
+                if generation.is_some_and(|want| want != g) {
+                    continue;
+                }
+                match strategy {
+                    Strategy::AllowAll => open = true,
+                    Strategy::DenyAll => {}
+                    Strategy::TokenBucket { max_tokens, .. } => {
+                        rate += rate_of(Some(strategy));
+                        burst += max_tokens.get() as u64;
+                    }
+                }
+            }
+        }
+        let limit = &self.config.rate;
+        let per_second = limit.requests as f64 * SECOND as f64 / limit.window as f64;
+        if open || rate > per_second * (1.0 + 1e-9) || burst > limit.burst {
+            let at = (now - self.config.start) as f64 / SECOND as f64;
+            self.violations.push(format!(
+                "at {at:.1}s after {after}: rate {rate:.3}/s of {per_second:.3}, burst {burst} of {}{}",
+                limit.burst,
+                if open { ", ALLOW_ALL held" } else { "" }
+            ));
+        }
+    }
+
+    /// For every window of `steps` consecutive steps: requests admitted, and the bound
+    /// `burst + rate × span + jumps` (span: from the window's first step to its last).
+    pub fn windows(&self, steps: usize) -> Vec<(u64, f64)> {
+        let limit = &self.config.rate;
+        let per_second = limit.requests as f64 * SECOND as f64 / limit.window as f64;
+        let span = steps.saturating_sub(1) as f64 * self.config.step as f64 / SECOND as f64;
+        let plain = limit.burst as f64 + per_second * span;
+        self.records
+            .windows(steps.max(1))
+            .map(|w| {
+                let admitted = w.iter().map(|r| r.admitted).sum();
+                let jumps: f64 = w.iter().map(|r| r.jumps).sum();
+                (admitted, plain + jumps)
+            })
+            .collect()
+    }
+
+    /// Streams per Envoy state, for a summary: (alive, connected).
+    pub fn census(&self) -> BTreeMap<&'static str, usize> {
+        let mut out = BTreeMap::new();
+        for m in &self.members {
+            let state = match (m.alive, m.stream.is_some()) {
+                (false, _) => "gone",
+                (true, true) => "connected",
+                (true, false) => "waiting",
+            };
+            *out.entry(state).or_default() += 1;
+        }
+        out
+    }
+}
