@@ -22,6 +22,7 @@ use crate::insight::Insight;
 use crate::keepalive;
 use crate::limiter::Limiter;
 use crate::service::RlsService;
+use crate::service::quota::QuotaService;
 use crate::telemetry::CallTracer;
 use crate::tls::{ServerTls, TlsIncoming};
 
@@ -85,6 +86,8 @@ impl Listeners {
 pub(super) struct Serving {
     /// Decides the calls of both servers.
     pub limiter: Arc<Limiter>,
+    /// The quota service (RLQS), on the gRPC listener beside RLS.
+    pub quota: QuotaService,
     /// Live traffic figures (`/ui`), fed by both servers.
     pub insight: Arc<Insight>,
     /// Traces gRPC calls, when tracing is on.
@@ -157,7 +160,8 @@ async fn serve_grpc<H: HealthApi>(
         serving.insight.clone(),
         serving.tracer.clone(),
     );
-    let routes = GrpcRoutes::new(service.into_server(), Routes::new(health));
+    let others = Routes::new(health).add_service(serving.quota.clone().into_server());
+    let routes = GrpcRoutes::new(service.into_server(), others);
     let lifetime = serving.connection_age;
     let close = serving.close.clone();
     match incoming {

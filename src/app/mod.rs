@@ -31,7 +31,9 @@ use crate::clock::Clock;
 use crate::insight::Insight;
 use crate::limiter::Limiter;
 use crate::metrics::Metrics;
+use crate::quota::{QuotaBook, WholeLimit};
 use crate::rules::ConfigErrors;
+use crate::service::quota::QuotaService;
 use crate::store::persist::PersistError;
 use crate::store::{Store, StoreError};
 use crate::telemetry::{CallTracer, TraceError};
@@ -155,6 +157,7 @@ struct Parts {
     tls: Option<ServerTls>,
     store: Arc<dyn Store>,
     limiter: Arc<Limiter>,
+    quota: Arc<QuotaBook>,
 }
 
 /// Builds every part in the order that reports the likeliest mistake first: rules,
@@ -196,6 +199,7 @@ async fn start_inner(
         settings.limiter.clone(),
         metrics.clone(),
     ));
+    let quota = Arc::new(QuotaBook::new(clock.clone(), Arc::new(WholeLimit)));
     let tracer = settings.tracing.as_ref().map(CallTracer::new).transpose()?;
     let listeners = Listeners::bind(&settings).await?;
     let parts = Parts {
@@ -207,6 +211,7 @@ async fn start_inner(
         tls,
         store,
         limiter,
+        quota,
     };
     launch(parts, listeners, tracer).await
 }
@@ -241,6 +246,11 @@ async fn launch(
     ));
     let serving = Serving {
         limiter: parts.limiter.clone(),
+        quota: QuotaService::new(
+            parts.quota.clone(),
+            parts.reloader.rules(),
+            parts.metrics.clone(),
+        ),
         insight,
         tracer: tracer.clone(),
         tls: parts.tls.clone(),
@@ -290,6 +300,12 @@ fn spawn_background(
         parts.limiter.clone(),
         insight.clone(),
         parts.clock.clone(),
+        parts.metrics.clone(),
+        shutdown.clone(),
+    ));
+    tasks.spawn(tasks::quota(
+        parts.quota.clone(),
+        parts.reloader.rules(),
         parts.metrics.clone(),
         shutdown.clone(),
     ));

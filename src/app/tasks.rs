@@ -1,15 +1,19 @@
 //! Periodic housekeeping: reclaim idle counters, publish the store's figures and move the
-//! operator page's live figures on, once a second.
+//! operator page's live figures on, and run the quota book's clock, once a second.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::insight::Insight;
 use crate::limiter::Limiter;
 use crate::metrics::Metrics;
+use crate::quota::QuotaBook;
+use crate::rules::RuleSet;
+use crate::rules::bucket::quota_action;
 use crate::store::Store;
 
 /// How often idle counters are reclaimed and the store's figures refreshed.
@@ -36,6 +40,33 @@ pub(super) async fn sweep(
                 super::store::publish(&metrics, store.as_ref());
                 limiter.sweep_fallback(now);
                 insight.tick();
+            }
+        }
+    }
+}
+
+/// The quota book's clockwork, once a second until shutdown: expiries, forgotten buckets and
+/// the end of the warm-up (`QuotaBook::tick`), and, when the rules in force have changed, the
+/// new assignments pushed at once (`QuotaBook::refresh`).
+pub(super) async fn quota(
+    book: Arc<QuotaBook>,
+    rules: Arc<ArcSwap<RuleSet>>,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) {
+    let mut every = tokio::time::interval(SWEEP_INTERVAL);
+    let mut applied = rules.load_full();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = every.tick() => {
+                let current = rules.load_full();
+                if !Arc::ptr_eq(&current, &applied) {
+                    book.refresh(&|domain, bucket| quota_action(&current, domain, bucket));
+                    applied = current;
+                }
+                book.tick();
+                metrics.record_rlqs_load(book.streams(), book.buckets());
             }
         }
     }

@@ -206,7 +206,10 @@ fn blanket_rules_and_tallies() {
     let rig = Rig::new();
     let a = rig.open(0);
     let rule: Arc<str> = "edge.name".into();
-    let deny = QuotaAction::Deny { rule: rule.clone() };
+    let deny = QuotaAction::Deny {
+        rule: rule.clone(),
+        shadow: false,
+    };
     assert_eq!(
         answer(&rig, a, usage("d", 0, 1, 0), deny),
         Some(Strategy::DenyAll)
@@ -252,7 +255,8 @@ fn a_closed_stream_gives_its_share_back_once_it_has_expired() {
     rig.taken();
     rig.book.close(b);
     assert_eq!(rig.book.streams(), 1);
-    for _ in 0..3 {
+    // Two reports of a within b's TTL plus a second (HELD_FOR, 11 s).
+    for _ in 0..(HELD_FOR / SECOND - 1) / 5 {
         rig.after(5);
         // a keeps reporting more than the limit; b's Envoy may still hold its half.
         let kept = answer(&rig, a, usage("x", 5, 100, 0), limited());

@@ -119,7 +119,7 @@ impl Bucket {
     /// The blanket rule of a bucket whose limit is not enforced by shares.
     pub(crate) fn blanket(&self) -> Option<Strategy> {
         match &self.action {
-            QuotaAction::Deny { .. } => Some(Strategy::DenyAll),
+            QuotaAction::Deny { shadow: false, .. } => Some(Strategy::DenyAll),
             QuotaAction::Limited { shadow: false, .. } => None,
             _ => Some(Strategy::AllowAll),
         }

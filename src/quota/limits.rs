@@ -6,17 +6,19 @@ use crate::clock::{Nanos, SECOND};
 /// bucket's `reporting_interval` says).
 pub const REPORT_INTERVAL: Nanos = 5 * SECOND;
 
-/// The `assignment_time_to_live` of every assignment, in whole seconds: three report intervals,
+/// The `assignment_time_to_live` of every assignment, in whole seconds: two report intervals,
 /// so one lost or late answer never lets an assignment lapse (each report restarts it).
-pub const ASSIGNMENT_TTL_SECONDS: u32 = 15;
+pub const ASSIGNMENT_TTL_SECONDS: u32 = 10;
 
 /// The most buckets one stream may report; past it `report` fails with
 /// [`QuotaError::TooManyBuckets`](super::QuotaError::TooManyBuckets).
 pub const MAX_BUCKETS_PER_STREAM: usize = 1_000;
 
 /// A bucket that no stream has reported for this long is forgotten (abandoned to whoever still
-/// holds it).
-pub const FORGET_AFTER: Nanos = 3 * REPORT_INTERVAL;
+/// holds it). Envoy reports every bucket it tracks each interval, idle or not, so silence means
+/// its streams are gone; this comes before [`SILENT_AFTER`], so an open stream still holding the
+/// bucket is told to abandon it before its holder expires.
+pub const FORGET_AFTER: Nanos = 2 * REPORT_INTERVAL;
 
 /// A stream that has not reported a bucket for this long (two missed reports) gets no more
 /// pushes for it; its share stays reserved until its assignment has expired in the Envoy.

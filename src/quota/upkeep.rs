@@ -25,6 +25,11 @@ impl Ledger {
         let mut stale = Vec::new();
         let mut expired = Vec::new();
         for (&key, bucket) in self.buckets.iter_mut() {
+            // A forgotten bucket's holders are told to abandon it (see `forget`).
+            if now.saturating_sub(bucket.last_report) >= FORGET_AFTER {
+                stale.push(key);
+                continue;
+            }
             let mut moved = false;
             for h in bucket.holders.iter_mut() {
                 if h.reporting && now.saturating_sub(h.last_report) >= SILENT_AFTER {
@@ -42,9 +47,6 @@ impl Ledger {
             moved |= expired.last().is_some_and(|&(_, k)| k == key);
             if moved {
                 keys.push(key);
-            }
-            if now.saturating_sub(bucket.last_report) >= FORGET_AFTER {
-                stale.push(key);
             }
         }
         keys.sort_unstable();

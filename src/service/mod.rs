@@ -1,5 +1,7 @@
-//! The gRPC `envoy.service.ratelimit.v3.RateLimitService`: proto ↔ domain mapping only.
+//! The gRPC `envoy.service.ratelimit.v3.RateLimitService`: proto ↔ domain mapping only; the
+//! quota service (RLQS) is `quota`.
 
+pub mod quota;
 mod server;
 pub mod wire;
 

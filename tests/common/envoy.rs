@@ -453,3 +453,90 @@ impl Drop for Stack {
         }
     }
 }
+
+/// A bootstrap with the `rate_limit_quota` filter (RLQS) asking sluice at `sluice` for domain
+/// `domain`: a request with header `x-tenant` falls in the bucket `{tenant: <value>}` (DENY_ALL
+/// until the first assignment, as examples/envoy/rlqs.yaml); every route goes to `upstream`.
+pub fn rlqs_bootstrap(domain: &str, sluice: SocketAddr, upstream: SocketAddr) -> String {
+    format!(
+        r#"admin:
+  address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
+static_resources:
+  listeners:
+  - name: ingress
+    address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: ingress_http
+          route_config:
+            virtual_hosts:
+            - name: app
+              domains: ["*"]
+              routes:
+              - match: {{ prefix: "/" }}
+                route: {{ cluster: upstream }}
+          http_filters:
+          - name: envoy.filters.http.rate_limit_quota
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.rate_limit_quota.v3.RateLimitQuotaFilterConfig
+              domain: {domain}
+              rlqs_server: {{ envoy_grpc: {{ cluster_name: sluice }} }}
+              bucket_matchers:
+                matcher_list:
+                  matchers:
+                  - predicate:
+                      single_predicate:
+                        input:
+                          name: tenant-header
+                          typed_config:
+                            "@type": type.googleapis.com/envoy.type.matcher.v3.HttpRequestHeaderMatchInput
+                            header_name: x-tenant
+                        value_match: {{ safe_regex: {{ google_re2: {{}}, regex: ".+" }} }}
+                    on_match:
+                      action:
+                        name: per-tenant
+                        typed_config:
+                          "@type": type.googleapis.com/envoy.extensions.filters.http.rate_limit_quota.v3.RateLimitQuotaBucketSettings
+                          bucket_id_builder:
+                            bucket_id_builder:
+                              tenant:
+                                custom_value:
+                                  name: tenant
+                                  typed_config:
+                                    "@type": type.googleapis.com/envoy.type.matcher.v3.HttpRequestHeaderMatchInput
+                                    header_name: x-tenant
+                          reporting_interval: 5s
+                          no_assignment_behavior:
+                            fallback_rate_limit: {{ blanket_rule: DENY_ALL }}
+          - name: envoy.filters.http.router
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+  clusters:
+  - name: sluice
+    type: STATIC
+    connect_timeout: 1s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {{ http2_protocol_options: {{}} }}
+    load_assignment:
+      cluster_name: sluice
+      endpoints:
+      - lb_endpoints:
+        - endpoint: {{ address: {{ {sluice} }} }}
+  - name: upstream
+    type: STATIC
+    connect_timeout: 1s
+    load_assignment:
+      cluster_name: upstream
+      endpoints:
+      - lb_endpoints:
+        - endpoint: {{ address: {{ {upstream} }} }}
+"#,
+        sluice = socket_address(sluice),
+        upstream = socket_address(upstream),
+    )
+}

@@ -9,6 +9,7 @@ pub mod otlp;
 pub mod process;
 pub mod ratelimit;
 pub mod redis;
+pub mod rlqs;
 pub mod sentinel;
 pub mod yaml;
 

@@ -10,6 +10,8 @@ mod envoy_response;
 mod grpc;
 mod hostile_input;
 mod observability;
+mod quota;
+mod quota_envoy;
 mod reload;
 mod response_options;
 mod tls;

@@ -1,0 +1,130 @@
+//! RLQS messages ↔ the quota book's vocabulary; a report that Envoy's own validation would
+//! refuse is `INVALID_ARGUMENT`.
+
+use tonic::Status;
+
+use crate::clock::{Nanos, SECOND};
+use crate::proto::envoy::r#type::v3::{RateLimitStrategy, TokenBucket, rate_limit_strategy};
+use crate::proto::envoy::service::rate_limit_quota::v3::rate_limit_quota_response::bucket_action::{
+    self, AbandonAction, QuotaAssignmentAction,
+};
+use crate::proto::envoy::service::rate_limit_quota::v3::rate_limit_quota_response::BucketAction;
+use crate::proto::envoy::service::rate_limit_quota::v3::rate_limit_quota_usage_reports::BucketQuotaUsage;
+use crate::proto::envoy::service::rate_limit_quota::v3::{BucketId as WireBucketId, RateLimitQuotaResponse};
+use crate::proto::well_known;
+use crate::quota::{Answer, BucketId, Strategy, Usage};
+use crate::rules::bucket::check_bucket;
+
+/// A usage entry as the book takes it; a bucket without entries, an empty key or value, or a
+/// negative elapsed time is the client's mistake.
+pub(super) fn usage(wire: BucketQuotaUsage) -> Result<Usage, Status> {
+    let bucket = bucket_id(wire.bucket_id)?;
+    let elapsed = match wire.time_elapsed {
+        None => 0,
+        Some(d) => elapsed(&d).ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "bucket {}: time_elapsed must not be negative",
+                describe(&bucket)
+            ))
+        })?,
+    };
+    Ok(Usage {
+        bucket,
+        elapsed,
+        allowed: wire.num_requests_allowed,
+        denied: wire.num_requests_denied,
+    })
+}
+
+fn bucket_id(wire: Option<WireBucketId>) -> Result<BucketId, Status> {
+    let entries = wire.map(|id| id.bucket).unwrap_or_default();
+    if entries.is_empty() {
+        return Err(Status::invalid_argument(
+            "a bucket usage needs a bucket_id with at least one entry",
+        ));
+    }
+    if entries.iter().any(|(k, v)| k.is_empty() || v.is_empty()) {
+        return Err(Status::invalid_argument(
+            "bucket_id keys and values must not be empty",
+        ));
+    }
+    let bucket: BucketId = entries.into_iter().collect();
+    check_bucket(&bucket)
+        .map_err(|e| Status::invalid_argument(format!("bucket {}: {e}", describe(&bucket))))?;
+    Ok(bucket)
+}
+
+fn elapsed(d: &well_known::Duration) -> Option<Nanos> {
+    let seconds = u64::try_from(d.seconds).ok()?;
+    let nanos = u64::try_from(d.nanos).ok()?;
+    Some(seconds.saturating_mul(SECOND).saturating_add(nanos))
+}
+
+/// `{k=v, k=v}` for messages and logs.
+pub(super) fn describe(bucket: &BucketId) -> String {
+    let entries: Vec<String> = bucket.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("{{{}}}", entries.join(", "))
+}
+
+/// The response carrying `answers`, in their order.
+pub(super) fn response(answers: &[Answer]) -> RateLimitQuotaResponse {
+    RateLimitQuotaResponse {
+        bucket_action: answers.iter().map(action).collect(),
+    }
+}
+
+fn action(answer: &Answer) -> BucketAction {
+    let (bucket, action) = match answer {
+        Answer::Assign {
+            bucket,
+            strategy,
+            ttl_seconds,
+        } => (
+            bucket,
+            bucket_action::BucketAction::QuotaAssignmentAction(QuotaAssignmentAction {
+                assignment_time_to_live: Some(seconds(*ttl_seconds)),
+                rate_limit_strategy: Some(strategy_message(strategy)),
+            }),
+        ),
+        Answer::Abandon { bucket } => (
+            bucket,
+            bucket_action::BucketAction::AbandonAction(AbandonAction {}),
+        ),
+    };
+    BucketAction {
+        bucket_id: Some(WireBucketId {
+            bucket: bucket.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        }),
+        bucket_action: Some(action),
+    }
+}
+
+fn strategy_message(strategy: &Strategy) -> RateLimitStrategy {
+    use rate_limit_strategy::{BlanketRule, Strategy as Wire};
+    let strategy = match strategy {
+        Strategy::AllowAll => Wire::BlanketRule(BlanketRule::AllowAll as i32),
+        Strategy::DenyAll => Wire::BlanketRule(BlanketRule::DenyAll as i32),
+        Strategy::TokenBucket {
+            max_tokens,
+            tokens_per_fill,
+            fill_interval_seconds,
+        } => Wire::TokenBucket(TokenBucket {
+            max_tokens: max_tokens.get(),
+            tokens_per_fill: Some(well_known::UInt32Value {
+                value: tokens_per_fill.get(),
+            }),
+            fill_interval: Some(seconds(fill_interval_seconds.get())),
+        }),
+    };
+    RateLimitStrategy {
+        strategy: Some(strategy),
+    }
+}
+
+/// Whole seconds: Envoy 1.40 floors TTLs and fill intervals to seconds.
+fn seconds(seconds: u32) -> well_known::Duration {
+    well_known::Duration {
+        seconds: i64::from(seconds),
+        nanos: 0,
+    }
+}
