@@ -63,11 +63,12 @@ pub(crate) fn proportional(total: u64, weights: &[u64]) -> Vec<u64> {
         .collect();
     let mut out = round_down(total, &exact);
     // A positive weight rounded to nothing takes one from the largest share.
-    for &i in positive.iter().rev() {
+    let starved: Vec<usize> = positive.iter().copied().filter(|&i| out[i] == 0).collect();
+    for i in starved {
         let largest = (0..out.len())
             .filter(|&j| out[j] > 1)
             .max_by_key(|&j| out[j]);
-        if let Some(top) = largest.filter(|_| out[i] == 0) {
+        if let Some(top) = largest {
             out[top] -= 1;
             out[i] = 1;
         }
