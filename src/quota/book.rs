@@ -26,8 +26,9 @@ pub struct QuotaBook {
 }
 
 impl QuotaBook {
-    /// An empty book. For its first [`WARM_UP`](super::WARM_UP) it hands out no share of an
-    /// enforced limit: Envoys may still hold assignments from a previous process.
+    /// An empty book. If Envoys return to it holding buckets in its first
+    /// [`WARM_UP`](super::WARM_UP) (after a restart: they may still hold assignments from the
+    /// previous process), it hands out no share of an enforced limit until that is over.
     pub fn new(clock: Arc<dyn Clock>, portion: Arc<dyn Portion>) -> Self {
         QuotaBook {
             ledger: Mutex::new(Ledger::new(clock, portion)),

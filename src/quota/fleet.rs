@@ -13,6 +13,7 @@ use crate::rules::bucket::{QuotaAction, QuotaRate};
 use super::assign::{Answer, BucketId, Push, Strategy, StreamId, Usage};
 use super::book::{QuotaBook, rate_of};
 use super::envoy_model::EnvoyModel;
+use super::limits::HELD_FOR;
 use super::portion::WholeLimit;
 
 /// How a fleet is set up.
@@ -68,6 +69,8 @@ pub struct StepRecord {
     pub admitted: u64,
     /// Tokens assignments added at once in the slice (fresh buckets, fill-ratio growth).
     pub jumps: f64,
+    /// What a previous process's assignments, still live in the slice, can admit in all.
+    pub previous: f64,
 }
 
 type Log = Arc<Mutex<Vec<(usize, Vec<Answer>)>>>;
@@ -100,6 +103,9 @@ pub struct Fleet {
     violations: Vec<String>,
     reports: u64,
     report_time: Duration,
+    /// What the previous processes' assignments can still admit in all, and until when they
+    /// may be live.
+    previous: (f64, Nanos),
 }
 
 impl Fleet {
@@ -119,6 +125,7 @@ impl Fleet {
             violations: Vec::new(),
             reports: 0,
             report_time: Duration::ZERO,
+            previous: (0.0, 0),
         }
     }
 
@@ -196,6 +203,19 @@ impl Fleet {
     /// The server restarts: a new book (warming up), every stream lost; the Envoys keep their
     /// assignments and reconnect at their next report tick.
     pub fn restart(&mut self) {
+        let now = self.now();
+        let live_for = HELD_FOR as f64 / SECOND as f64;
+        // Each old assignment may still spend its bucket and its refill until it expires.
+        let (mut slack, _) = self.previous;
+        for m in self.members.iter().filter(|m| m.alive) {
+            for (_, strategy, _) in m.envoy.held(now) {
+                if let Strategy::TokenBucket { max_tokens, .. } = strategy {
+                    let refill = rate_of(Some(strategy)) * live_for;
+                    slack += max_tokens.get() as f64 + refill;
+                }
+            }
+        }
+        self.previous = (slack, now + HELD_FOR);
         self.generation += 1;
         self.book = QuotaBook::new(Arc::new(self.clock.clone()), Arc::new(WholeLimit));
         self.log.lock().map(|mut l| l.clear()).ok();
@@ -224,6 +244,10 @@ impl Fleet {
     fn step(&mut self) {
         let now = self.now();
         let mut jumps = 0.0;
+        if now >= self.previous.1 {
+            self.previous = (0.0, 0);
+        }
+        let previous = self.previous.0;
         if (now - self.config.start).is_multiple_of(SECOND) {
             self.book.tick();
             jumps += self.flush(now);
@@ -247,7 +271,11 @@ impl Fleet {
             admitted += a;
             jumps += j;
         }
-        self.records.push(StepRecord { admitted, jumps });
+        self.records.push(StepRecord {
+            admitted,
+            jumps,
+            previous,
+        });
     }
 
     fn mailbox(&self, member: usize) -> Arc<dyn Push> {
@@ -336,8 +364,10 @@ impl Fleet {
         jumps
     }
 
+    /// The current server's assignments against the limit (a previous process's may still be
+    /// live after a restart; the windows count them as slack).
     fn check_all(&mut self, now: Nanos, after: &str) {
-        self.check(now, None, after);
+        self.check(now, Some(self.generation), after);
     }
 
     /// Sums the token buckets Envoys enforce (only those the current server sent, with
@@ -372,7 +402,8 @@ impl Fleet {
     }
 
     /// For every window of `steps` consecutive steps: requests admitted, and the bound
-    /// `burst + rate × span + jumps` (span: from the window's first step to its last).
+    /// `burst + rate × span + jumps + previous` (span: from the window's first step to its last;
+    /// previous: the most a previous process's live assignments can admit, if any overlap it).
     pub fn windows(&self, steps: usize) -> Vec<(u64, f64)> {
         let limit = &self.config.rate;
         let per_second = limit.requests as f64 * SECOND as f64 / limit.window as f64;
@@ -383,7 +414,8 @@ impl Fleet {
             .map(|w| {
                 let admitted = w.iter().map(|r| r.admitted).sum();
                 let jumps: f64 = w.iter().map(|r| r.jumps).sum();
-                (admitted, plain + jumps)
+                let previous = w.iter().map(|r| r.previous).fold(0.0, f64::max);
+                (admitted, plain + jumps + previous)
             })
             .collect()
     }

@@ -27,7 +27,10 @@ pub(crate) struct Stream {
 pub(crate) struct Ledger {
     pub clock: Arc<dyn Clock>,
     pub portion: Arc<dyn Portion>,
-    /// Until this time no share of an enforced limit is handed out (see [`WARM_UP`]).
+    /// When the book was made.
+    pub started: Nanos,
+    /// Until this time no share of an enforced limit is handed out (see [`WARM_UP`]): set when
+    /// an Envoy returns from a previous process in the book's first seconds.
     pub warm_until: Option<Nanos>,
     pub next_stream: u64,
     pub next_key: Key,
@@ -39,19 +42,33 @@ pub(crate) struct Ledger {
 }
 
 impl Ledger {
-    /// An empty book, warming up from now.
+    /// An empty book; it warms up only if Envoys return to it holding buckets (see
+    /// [`Ledger::returning`]).
     pub(crate) fn new(clock: Arc<dyn Clock>, portion: Arc<dyn Portion>) -> Self {
         let now = clock.now();
         Ledger {
             clock,
             portion,
-            warm_until: Some(now + WARM_UP),
+            started: now,
+            warm_until: None,
             next_stream: 1,
             next_key: 1,
             streams: HashMap::new(),
             index: HashMap::new(),
             buckets: HashMap::new(),
             unsettled: HashSet::new(),
+        }
+    }
+
+    /// Notes a stream's first report of a bucket: one that covers time (`elapsed > 0`) comes
+    /// from an Envoy that held the bucket before it reached this book — after a restart, from a
+    /// previous process whose assignments may still be live. In the book's first [`WARM_UP`]
+    /// that starts the warm-up; a fresh start, whose Envoys report new buckets (elapsed 0), is
+    /// answered at once.
+    pub(crate) fn returning(&mut self, elapsed: Nanos, now: Nanos) {
+        let early = now < self.started + WARM_UP;
+        if elapsed > 0 && early && self.warm_until.is_none() {
+            self.warm_until = Some(self.started + WARM_UP);
         }
     }
 

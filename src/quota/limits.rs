@@ -24,10 +24,11 @@ pub const FORGET_AFTER: Nanos = 2 * REPORT_INTERVAL;
 /// pushes for it; its share stays reserved until its assignment has expired in the Envoy.
 pub const SILENT_AFTER: Nanos = 2 * REPORT_INTERVAL + SECOND;
 
-/// After the book is created it hands out no share of a counted limit for this long: every
-/// Envoy that still holds an assignment from a previous process reconnects at its next report
-/// tick (within one interval) and is counted before the limit is split. The extra second covers
-/// Envoy's whole-second report times.
+/// When an Envoy returns to a new book holding a bucket (after a restart), the book hands out no
+/// share of a counted limit until this long after it was created: every Envoy that still holds
+/// an assignment from the previous process reconnects at its next report tick (within one
+/// interval) and is counted before the limit is split. The extra second covers Envoy's
+/// whole-second report times. A fresh start is answered at once.
 pub const WARM_UP: Nanos = REPORT_INTERVAL + SECOND;
 
 /// How long after the book last answered a stream its assignment may still be live in the

@@ -28,8 +28,12 @@ impl Ledger {
         let mut tallies = Vec::with_capacity(usages.len());
         for usage in usages {
             let key = self.key(&domain, &usage.bucket, resolve, now);
-            if let Some(s) = self.streams.get_mut(&stream) {
-                s.buckets.insert(key);
+            let first = match self.streams.get_mut(&stream) {
+                Some(s) => s.buckets.insert(key),
+                None => false,
+            };
+            if first {
+                self.returning(usage.elapsed, now);
             }
             let Some(bucket) = self.buckets.get_mut(&key) else {
                 continue;

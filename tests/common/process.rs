@@ -144,6 +144,7 @@ pub struct Serve {
     args: Vec<OsString>,
     env: Vec<(OsString, OsString)>,
     current_dir: Option<PathBuf>,
+    grpc_addr: Option<String>,
 }
 
 impl Default for Serve {
@@ -164,6 +165,7 @@ impl Serve {
             args: Vec::new(),
             env: Vec::new(),
             current_dir: None,
+            grpc_addr: None,
         }
     }
 
@@ -205,6 +207,12 @@ impl Serve {
         self
     }
 
+    /// Serves gRPC on `addr` instead of a free port (a restart then comes back on it).
+    pub fn grpc_addr(mut self, addr: SocketAddr) -> Self {
+        self.grpc_addr = Some(addr.to_string());
+        self
+    }
+
     /// The temporary `rules/` directory.
     fn rules_dir(&self) -> PathBuf {
         self.dir.path().join("rules")
@@ -214,7 +222,7 @@ impl Serve {
         let mut command = command([
             "serve",
             "--grpc-addr",
-            "127.0.0.1:0",
+            self.grpc_addr.as_deref().unwrap_or("127.0.0.1:0"),
             "--http-addr",
             "127.0.0.1:0",
         ]);

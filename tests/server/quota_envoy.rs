@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::envoy::{Envoy, rlqs_bootstrap};
 use common::http1::{self, Upstream};
-use common::process::Sluice;
+use common::process::{Serve, Sluice};
 
 /// 5 requests a second in all, bursts of 10, shared by every Envoy.
 const RULES: &str = r#"
@@ -78,15 +78,15 @@ impl Drop for Load {
 }
 
 /// sluice on a fixed gRPC port (so it can come back on it) and `n` Envoys asking it.
-fn stack(n: usize) -> (Sluice, Upstream, Vec<Envoy>, SocketAddr) {
+fn stack(n: usize) -> (Sluice, Upstream, Vec<Envoy>) {
     let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port");
-    let sluice = Sluice::start(RULES, &["--grpc-addr", &port.to_string()]);
+    let sluice = Serve::new().rules(RULES).grpc_addr(port).start();
     let upstream = Upstream::start();
     let bootstrap = rlqs_bootstrap("quota", sluice.grpc_addr, upstream.addr);
     let envoys = (0..n).map(|_| Envoy::start(&bootstrap)).collect();
-    (sluice, upstream, envoys, port)
+    (sluice, upstream, envoys)
 }
 
 /// What the limit allows over `seconds`: the burst plus the rate.
@@ -99,7 +99,7 @@ fn bound(seconds: f64) -> f64 {
 #[test]
 #[ignore = "needs envoy (scripts/test installs it)"]
 fn three_envoys_share_one_limit() {
-    let (_sluice, _upstream, envoys, _) = stack(3);
+    let (_sluice, _upstream, envoys) = stack(3);
     let started = Instant::now();
     let loads: Vec<Load> = envoys
         .iter()
@@ -123,7 +123,7 @@ fn three_envoys_share_one_limit() {
 #[test]
 #[ignore = "needs envoy (scripts/test installs it)"]
 fn a_small_asker_is_served_and_a_freed_share_moves() {
-    let (_sluice, _upstream, envoys, _) = stack(3);
+    let (_sluice, _upstream, envoys) = stack(3);
     let small = Load::start(envoys[0].listener, "acme", 0.15 * RATE);
     let big = Load::start(envoys[1].listener, "acme", 2.0 * RATE);
     let leaving = Load::start(envoys[2].listener, "acme", 2.0 * RATE);
@@ -152,7 +152,7 @@ fn a_small_asker_is_served_and_a_freed_share_moves() {
 #[test]
 #[ignore = "needs envoy (scripts/test installs it)"]
 fn a_restart_keeps_the_bound() {
-    let (mut sluice, _upstream, envoys, port) = stack(3);
+    let (mut sluice, _upstream, envoys) = stack(3);
     let loads: Vec<Load> = envoys
         .iter()
         .map(|e| Load::start(e.listener, "acme", 2.0 * RATE))
@@ -161,7 +161,7 @@ fn a_restart_keeps_the_bound() {
     sluice.kill();
     let before: u64 = loads.iter().map(Load::admitted).sum();
     let started = Instant::now();
-    let _sluice = sluice.restart(&["--grpc-addr", &port.to_string()]);
+    let _sluice = sluice.restart(&[]);
     std::thread::sleep(Duration::from_secs(15).saturating_sub(started.elapsed()));
     let admitted = loads.iter().map(Load::admitted).sum::<u64>() - before;
     let seconds = started.elapsed().as_secs_f64();
