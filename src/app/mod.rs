@@ -31,7 +31,7 @@ use crate::clock::Clock;
 use crate::insight::Insight;
 use crate::limiter::Limiter;
 use crate::metrics::Metrics;
-use crate::quota::{QuotaBook, WholeLimit};
+use crate::quota::{Portion, QuotaBook, QuotaExchange, SharedPortions, WholeLimit};
 use crate::rules::ConfigErrors;
 use crate::service::quota::QuotaService;
 use crate::store::persist::PersistError;
@@ -158,6 +158,8 @@ struct Parts {
     store: Arc<dyn Store>,
     limiter: Arc<Limiter>,
     quota: Arc<QuotaBook>,
+    /// On a store replicas share: where they split quota limits, and this replica's portions.
+    replicas: Option<(Arc<dyn QuotaExchange>, Arc<SharedPortions>)>,
 }
 
 /// Builds every part in the order that reports the likeliest mistake first: rules,
@@ -199,7 +201,14 @@ async fn start_inner(
         settings.limiter.clone(),
         metrics.clone(),
     ));
-    let quota = Arc::new(QuotaBook::new(clock.clone(), Arc::new(WholeLimit)));
+    let replicas = store
+        .quota_exchange()
+        .map(|exchange| (exchange, Arc::new(SharedPortions::default())));
+    let portion: Arc<dyn Portion> = match &replicas {
+        Some((_, portions)) => portions.clone(),
+        None => Arc::new(WholeLimit),
+    };
+    let quota = Arc::new(QuotaBook::new(clock.clone(), portion));
     let tracer = settings.tracing.as_ref().map(CallTracer::new).transpose()?;
     let listeners = Listeners::bind(&settings).await?;
     let parts = Parts {
@@ -212,6 +221,7 @@ async fn start_inner(
         store,
         limiter,
         quota,
+        replicas,
     };
     launch(parts, listeners, tracer).await
 }
@@ -309,6 +319,17 @@ fn spawn_background(
         parts.metrics.clone(),
         shutdown.clone(),
     ));
+    if let Some((exchange, portions)) = parts.replicas.clone() {
+        let book = parts.quota.clone();
+        let clock = parts.clock.clone();
+        tasks.spawn(tasks::quota_exchange(
+            book,
+            portions,
+            exchange,
+            clock,
+            shutdown.clone(),
+        ));
+    }
     Ok(())
 }
 

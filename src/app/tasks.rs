@@ -11,7 +11,7 @@ use crate::clock::Clock;
 use crate::insight::Insight;
 use crate::limiter::Limiter;
 use crate::metrics::Metrics;
-use crate::quota::QuotaBook;
+use crate::quota::{QuotaBook, QuotaExchange, SharedPortions, exchange_once};
 use crate::rules::RuleSet;
 use crate::rules::bucket::quota_action;
 use crate::store::Store;
@@ -70,4 +70,52 @@ pub(super) async fn quota(
             }
         }
     }
+}
+
+/// On a store replicas share: this replica's quota claims, renewed once a second until shutdown
+/// (`quota::exchange_once`). A store that cannot be reached leaves the last grants in force
+/// until they lapse; its failures are logged when they start and when they end.
+pub(super) async fn quota_exchange(
+    book: Arc<QuotaBook>,
+    portions: Arc<SharedPortions>,
+    exchange: Arc<dyn QuotaExchange>,
+    clock: Arc<dyn Clock>,
+    shutdown: CancellationToken,
+) {
+    let replica = replica_name(clock.now());
+    tracing::info!(%replica, "sharing quota limits with the other replicas through the store");
+    let mut every = tokio::time::interval(SWEEP_INTERVAL);
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = every.tick() => {
+                let now = clock.now();
+                match exchange_once(&book, &portions, exchange.as_ref(), &replica, now).await {
+                    Ok(_) if failing => {
+                        failing = false;
+                        tracing::info!("quota exchange with the store works again");
+                    }
+                    Ok(_) => {}
+                    Err(error) if !failing => {
+                        failing = true;
+                        tracing::warn!(%error, "quota exchange with the store failed; last grants kept until they lapse");
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+    }
+}
+
+/// A name no other replica has, now or after this one restarts: the host, the process, the
+/// start time (a restarted replica's old claims lapse on their own) and, for several servers in
+/// one process (tests), their order.
+fn replica_name(now: crate::clock::Nanos) -> String {
+    static STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let order = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "sluice".to_string());
+    format!("{host}-{}-{now:x}-{order}", std::process::id())
 }

@@ -82,6 +82,18 @@ impl QuotaBook {
         self.ledger().refresh(resolve);
     }
 
+    /// Re-splits `buckets` (domain, id) after this replica's portion of their limits moved
+    /// (see [`Portion`]), pushing the changes at once.
+    pub fn reshare(&self, buckets: &[(Arc<str>, BucketId)]) {
+        let mut ledger = self.ledger();
+        let mut keys: Vec<_> = buckets
+            .iter()
+            .filter_map(|id| ledger.index.get(id).copied())
+            .collect();
+        keys.sort_unstable();
+        ledger.settle(&keys, None);
+    }
+
     /// Called every second: ends the warm-up, stops pushing to streams that no longer report a
     /// bucket, returns shares that have expired to the others, and forgets buckets no stream
     /// has reported for [`FORGET_AFTER`](super::FORGET_AFTER).

@@ -20,6 +20,7 @@ mod demand;
 mod ledger;
 mod limits;
 mod portion;
+mod replicas;
 mod report;
 mod shadow;
 mod share;
@@ -34,6 +35,7 @@ pub use limits::{
     REPORT_INTERVAL, SILENT_AFTER, WARM_UP,
 };
 pub use portion::{Portion, WholeLimit};
+pub use replicas::{SharedPortions, exchange_once, wanted};
 pub use view::{BucketView, HolderView, QuotaError, Reported, Tally};
 
 #[cfg(test)]

@@ -132,6 +132,18 @@ impl QuotaStream {
         Ok(next.map(flatten))
     }
 
+    /// Every response that arrives within `wait`, merged (the last word for each bucket).
+    pub async fn drain(&mut self, wait: Duration) -> HashMap<Bucket, Told> {
+        let until = tokio::time::Instant::now() + wait;
+        let mut told = HashMap::new();
+        while let Ok(Ok(Some(response))) =
+            tokio::time::timeout_at(until, self.answers.message()).await
+        {
+            told.extend(flatten(response));
+        }
+        told
+    }
+
     /// Whether a response arrives within `wait` (for "nothing is pushed" checks, which can only
     /// be bounded).
     pub async fn quiet_for(&mut self, wait: Duration) -> bool {

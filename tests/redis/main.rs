@@ -13,6 +13,7 @@ mod leases;
 mod netns;
 mod pool;
 mod quota_exchange;
+mod quota_replicas;
 mod recovery;
 mod replicas;
 mod secure;
