@@ -102,6 +102,10 @@ fn server() -> &'static Server {
             limiter: limiter.clone(),
             insight: insight.clone(),
             health: Arc::new(|| Ok(())),
+            quota: Arc::new(crate::quota::QuotaBook::new(
+                Arc::new(clock.clone()),
+                Arc::new(crate::quota::WholeLimit),
+            )),
         });
         Server {
             runtime: tokio::runtime::Builder::new_current_thread()

@@ -30,6 +30,8 @@ pub struct HttpState {
     pub insight: Arc<Insight>,
     /// Health, as `/healthcheck` reports it.
     pub health: HealthCheck,
+    /// The quota (RLQS) shares, shown by `/ui`.
+    pub quota: Arc<crate::quota::QuotaBook>,
 }
 
 /// The HTTP router.
@@ -37,6 +39,7 @@ pub fn router(state: HttpState) -> Router {
     let ui = ui::router(ui::UiState {
         limiter: state.limiter.clone(),
         insight: state.insight.clone(),
+        quota: state.quota.clone(),
     });
     Router::new()
         .route("/healthcheck", get(healthcheck))

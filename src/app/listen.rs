@@ -137,6 +137,7 @@ pub(super) fn spawn(
         limiter: serving.limiter.clone(),
         insight: serving.insight.clone(),
         health: serving.health.clone(),
+        quota: serving.quota.book(),
     });
     tasks.spawn(serve_http(listeners.http, router, serving));
     Ok(())

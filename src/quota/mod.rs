@@ -6,11 +6,11 @@
 //! limit (`share`), changed only when they move materially, and delivered shrinks first so they
 //! never sum above the limit. [`envoy_model`] is a model of Envoy 1.40's quota client, and
 //! [`fleet`] runs many of them against a book on a manual clock (the bound's property test and
-//! `sluice simulate --rlqs`). `exchange` is how replicas sharing a store split a limit.
+//! `sluice simulate --rlqs`). `replicas` is how replicas sharing a store split a limit (through the store's
+//! `QuotaExchange`).
 
 pub mod assign;
 pub mod envoy_model;
-pub mod exchange;
 pub mod fleet;
 
 mod allocation;
@@ -27,9 +27,9 @@ mod share;
 mod upkeep;
 mod view;
 
+pub use crate::store::{Claim, ExchangeError, ExchangeFuture, Granted, QuotaExchange};
 pub use assign::{Answer, BucketId, Push, Strategy, StreamId, Usage};
 pub use book::QuotaBook;
-pub use exchange::{Claim, ExchangeFuture, Granted, QuotaExchange};
 pub use limits::{
     ASSIGNMENT_TTL_SECONDS, FORGET_AFTER, HEADROOM, HELD_FOR, MAX_BUCKETS_PER_STREAM,
     REPORT_INTERVAL, SILENT_AFTER, WARM_UP,

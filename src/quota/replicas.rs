@@ -9,10 +9,9 @@ use crate::rules::bucket::QuotaRate;
 
 use super::assign::BucketId;
 use super::book::QuotaBook;
-use super::exchange::{Claim, Granted, QuotaExchange};
 use super::limits::HELD_FOR;
 use super::portion::Portion;
-use crate::store::StoreError;
+use crate::store::{Claim, ExchangeError, Granted, QuotaExchange};
 
 /// A portion that moved by less than this is not worth a re-split.
 const MATERIAL: f64 = 0.01;
@@ -77,7 +76,7 @@ pub async fn exchange_once(
     exchange: &dyn QuotaExchange,
     replica: &str,
     now: Nanos,
-) -> Result<usize, StoreError> {
+) -> Result<usize, ExchangeError> {
     let claims = claims(book, portions);
     let ids: Vec<BucketOf> = claims
         .iter()

@@ -5,6 +5,7 @@
 //! the admitted charges only if the call as a whole is not blocked (see [`gate`]).
 
 mod error;
+mod exchange;
 mod fingerprint;
 pub mod gate;
 mod key;
@@ -24,6 +25,7 @@ use crate::algorithm::{Limit, Verdict};
 use crate::clock::Nanos;
 
 pub use error::{BadReply, StoreError, UrlProblem};
+pub use exchange::{Claim, ExchangeError, ExchangeFuture, Granted, QuotaExchange};
 pub use fingerprint::{Fingerprint, Fingerprinter};
 pub use gate::Gate;
 pub use key::{CounterKey, CounterKeyBuilder, KeyParts};
@@ -136,7 +138,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Where replicas sharing this store split quota (RLQS) limits; `None` for a store only
     /// this process uses (it hands out whole limits).
-    fn quota_exchange(&self) -> Option<std::sync::Arc<dyn crate::quota::QuotaExchange>> {
+    fn quota_exchange(&self) -> Option<std::sync::Arc<dyn QuotaExchange>> {
         None
     }
 }

@@ -222,11 +222,36 @@ async function loadLive() {
   }
 }
 
+// ---- quota buckets (RLQS)
+
+async function loadQuota() {
+  const quota = await (await fetch(API + "quota")).json();
+  document.getElementById("quota-count").textContent = quota.count + " bucket" + (quota.count === 1 ? "" : "s") +
+    (quota.count > quota.buckets.length ? " (first " + quota.buckets.length + " shown)" : "");
+  const body = document.querySelector("#quota tbody");
+  body.replaceChildren();
+  if (!quota.buckets.length) body.append(el("tr", {}, el("td", { colspan: "7", class: "muted" }, "no Envoy reports a quota bucket")));
+  for (const b of quota.buckets) {
+    const limit = b.limit ? " (" + rate(b.limit.per_second) + "/s, burst " + b.limit.burst + ")" : "";
+    const holders = b.holders.length ? b.holders : [null];
+    for (const h of holders) {
+      body.append(el("tr", {}, el("td", { class: "mono" }, b.domain), el("td", { class: "mono" }, b.bucket),
+        el("td", { class: "mono" }, (b.rule || "no rule") + limit),
+        el("td", { class: "num" }, h ? String(h.stream) + (h.reporting ? "" : " (gone)") : "-"),
+        el("td", { class: "num" }, h && h.demand_per_second !== null ? rate(h.demand_per_second) : "-"),
+        el("td", { class: "num" }, h ? rate(h.share_per_second) : "-"),
+        el("td", { class: "mono" }, h && h.strategy ? h.strategy : "-")));
+    }
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("explain-form").addEventListener("submit", explain);
   document.getElementById("bucket-form").addEventListener("submit", explainBucket);
   loadRules();
   loadLive();
+  loadQuota();
   setInterval(loadLive, 2000);
+  setInterval(loadQuota, 2000);
   setInterval(loadRules, 15000);
 });

@@ -2,10 +2,12 @@
 //! (check-only: nothing is charged), the keys limited most in the last minutes and decision
 //! rates. Everything is served by the binary (no external assets) under a strict
 //! Content-Security-Policy: the script and the style sheet are same-origin files, nothing
-//! inline. The page reads four JSON endpoints under `/ui/api/` (`json.rs` shapes them), one of
-//! them the walk of an Envoy quota (RLQS) bucket id.
+//! inline. The page reads five JSON endpoints under `/ui/api/` (`json.rs` and `quota_json.rs`
+//! shape them): rules, live figures, an explanation, the walk of an Envoy quota (RLQS) bucket id,
+//! and the quota book's buckets with each stream's demand and share.
 
 mod json;
+mod quota_json;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -20,6 +22,7 @@ use std::sync::Arc;
 use crate::insight::Insight;
 use crate::limiter::Limiter;
 use crate::limiter::parse_descriptor;
+use crate::quota::QuotaBook;
 use crate::rules::bucket::{parse_bucket, walk_bucket};
 
 /// The policy of every `/ui` response: only same-origin script, style and fetches; no inline
@@ -54,6 +57,8 @@ pub struct UiState {
     pub limiter: Arc<Limiter>,
     /// The live figures.
     pub insight: Arc<Insight>,
+    /// The quota (RLQS) shares.
+    pub quota: Arc<QuotaBook>,
 }
 
 /// The `/ui` routes, with their state.
@@ -67,6 +72,7 @@ pub fn router(state: UiState) -> Router {
         .route("/ui/api/live", get(live))
         .route("/ui/api/explain", post(explain))
         .route("/ui/api/explain-bucket", post(explain_bucket))
+        .route("/ui/api/quota", get(quota))
         .with_state(state)
 }
 
@@ -118,6 +124,11 @@ async fn live(State(state): State<UiState>) -> Response {
         StatusCode::OK,
         json::live(&state.insight.rates(), &state.insight.top(TOP_KEYS)),
     )
+}
+
+/// The quota book's buckets with each stream's demand and share.
+async fn quota(State(state): State<UiState>) -> Response {
+    json_response(StatusCode::OK, quota_json::buckets(&state.quota.snapshot()))
 }
 
 /// Explains `{"domain": "edge", "descriptors": ["k=v,k2=v2", ...]}` against the live rules

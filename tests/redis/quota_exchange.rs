@@ -297,9 +297,10 @@ async fn an_unreachable_redis_fails_the_exchange() {
     let url = format!("redis://127.0.0.1:{}", free_port());
     let store = RedisStore::new(RedisSettings::new(url)).expect("store");
     let exchange = store.quota_exchange().expect("an exchange");
-    let failed: StoreError = exchange
+    let failed = exchange
         .exchange("a", &[claim("web", 1.0, 1.0)], TTL, T0)
         .await
         .expect_err("nothing listens");
+    let failed = failed.downcast_ref::<StoreError>().expect("a store error");
     assert!(failed.is_transient(), "{failed}");
 }

@@ -184,3 +184,24 @@ async fn an_empty_bucket_id_is_refused() {
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
     assert_eq!(sample(&server.metrics().await, "sluice_rlqs_streams"), 0.0);
 }
+
+/// `/ui` lists the buckets with each stream's demand and share.
+#[tokio::test]
+async fn the_page_lists_buckets_and_shares() {
+    let server = warmed().await;
+    let id = bucket(&[("tenant", "a")]);
+    let mut stream = QuotaStream::open(server.grpc_addr).await.unwrap();
+    stream.send("quota", vec![usage(id.clone(), 0, 1, 0)]).await;
+    stream.until(&[&id]).await;
+    let (status, body) = common::http(server.http_addr, "GET", "/ui/api/quota", "").await;
+    assert_eq!(status, 200);
+    let page: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(page["count"], 1, "{page}");
+    let listed = &page["buckets"][0];
+    assert_eq!(listed["bucket"], "tenant=a");
+    assert_eq!(listed["rule"], "quota.tenant");
+    assert_eq!(listed["limit"]["burst"], 20);
+    let holder = &listed["holders"][0];
+    assert_eq!(holder["share_per_second"], 1.0, "{page}");
+    assert_eq!(holder["strategy"], "60 per 60 s, up to 20", "{page}");
+}

@@ -15,7 +15,6 @@ use smallvec::SmallVec;
 use crate::rules::{Domain, Level, MatchKind, Node};
 
 use super::QuotaAction;
-use super::walk::TrialOutcome;
 
 /// Most entries a bucket id may have; a larger one matches nothing (see [`check_bucket`]).
 pub const MAX_BUCKET_ENTRIES: usize = 16;
@@ -290,4 +289,36 @@ fn candidates<'a>(level: &'a Level, entries: &[(&str, &str)], used: u32) -> Vec<
         }
     }
     out
+}
+
+/// What became of one candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrialOutcome {
+    /// It used the last entry: the path ends here.
+    Complete,
+    /// Entries were left and the path found goes on below it.
+    Continued,
+    /// Entries were left but the node has no children: backtracked.
+    NoChildren,
+    /// Entries were left but none matches a node of its children: backtracked.
+    NothingBelow,
+    /// Entries matched below, but every path from there dead-ended: backtracked.
+    DeadEndsBelow,
+}
+
+impl TrialOutcome {
+    /// What it means, in a few words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            TrialOutcome::Complete => "every entry used: the path ends here",
+            TrialOutcome::Continued => "entries left: the path goes on below",
+            TrialOutcome::NoChildren => {
+                "dead end: entries left but no rules below this node; backtracking"
+            }
+            TrialOutcome::NothingBelow => {
+                "dead end: no entry left matches a node below; backtracking"
+            }
+            TrialOutcome::DeadEndsBelow => "dead end: every path below dead-ended; backtracking",
+        }
+    }
 }

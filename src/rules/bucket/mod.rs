@@ -16,10 +16,11 @@ use crate::rules::RuleSet;
 
 pub use action::{QuotaAction, QuotaRate, tightest};
 pub use lookup::{
-    BucketError, BucketMatch, BucketStep, MAX_BUCKET_ENTRIES, MAX_BUCKET_TEXT, check_bucket,
+    BucketError, BucketMatch, BucketStep, MAX_BUCKET_ENTRIES, MAX_BUCKET_TEXT, TrialOutcome,
+    check_bucket,
 };
 pub use parse::parse_bucket;
-pub use walk::{BucketMiss, BucketWalk, Trial, TrialOutcome, walk_bucket};
+pub use walk::{BucketMiss, BucketWalk, Trial, walk_bucket};
 
 /// What the quota server does with `bucket` of `domain`: the action of the rule its path
 /// reaches, [`QuotaAction::NoRule`] for an unknown domain or a bucket that matches nothing

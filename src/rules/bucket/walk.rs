@@ -9,39 +9,7 @@ use std::collections::BTreeMap;
 use crate::rules::{Domain, MatchKind, Node, RuleSet};
 
 use super::QuotaAction;
-use super::lookup::{BucketError, BucketMatch, Trace, check_bucket, search};
-
-/// What became of one candidate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TrialOutcome {
-    /// It used the last entry: the path ends here.
-    Complete,
-    /// Entries were left and the path found goes on below it.
-    Continued,
-    /// Entries were left but the node has no children: backtracked.
-    NoChildren,
-    /// Entries were left but none matches a node of its children: backtracked.
-    NothingBelow,
-    /// Entries matched below, but every path from there dead-ended: backtracked.
-    DeadEndsBelow,
-}
-
-impl TrialOutcome {
-    /// What it means, in a few words.
-    pub fn describe(self) -> &'static str {
-        match self {
-            TrialOutcome::Complete => "every entry used: the path ends here",
-            TrialOutcome::Continued => "entries left: the path goes on below",
-            TrialOutcome::NoChildren => {
-                "dead end: entries left but no rules below this node; backtracking"
-            }
-            TrialOutcome::NothingBelow => {
-                "dead end: no entry left matches a node below; backtracking"
-            }
-            TrialOutcome::DeadEndsBelow => "dead end: every path below dead-ended; backtracking",
-        }
-    }
-}
+use super::lookup::{BucketError, BucketMatch, Trace, TrialOutcome, check_bucket, search};
 
 /// One candidate the search tried: an unused entry matched against a node.
 #[derive(Debug, Clone)]

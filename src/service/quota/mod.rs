@@ -59,6 +59,11 @@ impl QuotaService {
         }
     }
 
+    /// The book it serves.
+    pub fn book(&self) -> Arc<QuotaBook> {
+        self.shared.book.clone()
+    }
+
     /// The generated server for this service.
     pub fn into_server(self) -> RateLimitQuotaServiceServer<Self> {
         RateLimitQuotaServiceServer::new(self)

@@ -147,7 +147,7 @@ impl Store for RedisStore {
         self.calls.sweep(now);
     }
 
-    fn quota_exchange(&self) -> Option<Arc<dyn crate::quota::QuotaExchange>> {
+    fn quota_exchange(&self) -> Option<Arc<dyn crate::store::QuotaExchange>> {
         Some(self.quota.clone())
     }
 

@@ -20,8 +20,11 @@ use super::keys::{self, fnv1a};
 use super::script::{self, MICRO};
 use super::settings::RedisClock;
 use crate::clock::Nanos;
-use crate::quota::{BucketId, Claim, ExchangeFuture, Granted, QuotaExchange};
 use crate::store::{BadReply, StoreError};
+use crate::store::{Claim, ExchangeFuture, Granted, QuotaExchange};
+
+/// A bucket id, sorted (as `quota::BucketId`; the store knows nothing of the quota book).
+type BucketId = std::collections::BTreeMap<String, String>;
 
 /// The exchange script's source.
 const SOURCE: &str = include_str!("quota.lua");
@@ -153,6 +156,7 @@ impl QuotaExchange for RedisQuota {
             tokio::time::timeout(self.timeout, self.run(replica, claims, ttl, now))
                 .await
                 .unwrap_or(Err(StoreError::Timeout(self.timeout)))
+                .map_err(|e| Box::new(e) as _)
         })
     }
 }

@@ -1,12 +1,11 @@
-//! Sharing one limit across sluice replicas: each replica claims a portion of each bucket's
+//! Sharing one quota (RLQS) limit across sluice replicas: each replica claims a portion of each bucket's
 //! limit in the shared store, never more than what the other live replicas leave.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 
 use crate::clock::Nanos;
-use crate::quota::BucketId;
-use crate::store::StoreError;
 
 /// One replica's standing on one bucket, sent at each exchange.
 #[derive(Debug, Clone, PartialEq)]
@@ -14,7 +13,7 @@ pub struct Claim {
     /// The domain of the bucket.
     pub domain: String,
     /// The bucket.
-    pub bucket: BucketId,
+    pub bucket: BTreeMap<String, String>,
     /// What this replica's streams ask for the bucket, in requests per second.
     pub demand: f64,
     /// The fraction of the limit (0..=1) this replica would like to hand out.
@@ -33,9 +32,12 @@ pub struct Granted {
     pub others: u32,
 }
 
+/// Why an exchange failed: the store's own error.
+pub type ExchangeError = Box<dyn std::error::Error + Send + Sync>;
+
 /// The future of one exchange.
 pub type ExchangeFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<Vec<Granted>, StoreError>> + Send + 'a>>;
+    Pin<Box<dyn Future<Output = Result<Vec<Granted>, ExchangeError>> + Send + 'a>>;
 
 /// A store that replicas share, able to hold their claims (Redis). A claim lives `ttl`
 /// nanoseconds unless renewed, so a replica that dies frees its portion after that; the answer
