@@ -260,6 +260,7 @@ async fn launch(
             parts.quota.clone(),
             parts.reloader.rules(),
             parts.metrics.clone(),
+            tracer.clone(),
         ),
         insight,
         tracer: tracer.clone(),

@@ -10,6 +10,7 @@ mod export;
 mod propagate;
 mod settings;
 mod span;
+mod stream;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,7 @@ use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider};
 
 pub use self::settings::{DEFAULT_SERVICE_NAME, OtlpProtocol, TraceSettings};
 pub use self::span::CallSpan;
+pub use self::stream::{StreamEvent, StreamTrace};
 
 /// The name of the span of one `ShouldRateLimit` call (also the gRPC method).
 pub(crate) const CALL_SPAN: &str = "ShouldRateLimit";

@@ -265,3 +265,36 @@ fn envoys_trace_continues_into_sluice() {
     assert_eq!(parent.trace_id, ours.trace_id, "one trace: Envoy's");
     drop(envoy);
 }
+
+/// A quota (RLQS) stream's events are spans too: opened, each report, closed, continuing the
+/// stream's `traceparent`, with the domain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quota_stream_events_are_traced() {
+    use crate::common::rlqs::{QuotaStream, bucket, usage};
+    let receiver = Receiver::start();
+    let server = traced_server(&receiver, 1.0).await;
+    let mut stream = QuotaStream::open(server.grpc_addr).await.unwrap();
+    let id = bucket(&[("path", "/x")]);
+    stream
+        .send("traced", vec![usage(id.clone(), 0, 1, 0)])
+        .await;
+    stream.until(&[&id]).await;
+    drop(stream.close());
+    let names = ["rlqs.open", "rlqs.report", "rlqs.close"];
+    eventually(Duration::from_secs(60), "the stream's spans", async || {
+        let spans = receiver.spans();
+        names.iter().all(|n| spans.iter().any(|s| s.name == *n))
+    })
+    .await;
+    for span in receiver
+        .spans()
+        .iter()
+        .filter(|s| names.contains(&s.name.as_str()))
+    {
+        assert_eq!(span.attribute("ratelimit.domain"), "traced");
+        assert_eq!(span.service, "sluice-under-test");
+        if span.name == "rlqs.report" {
+            assert_eq!(span.attribute("rlqs.buckets"), "1");
+        }
+    }
+}

@@ -22,6 +22,7 @@ use crate::proto::envoy::service::rate_limit_quota::v3::{
 };
 use crate::quota::QuotaBook;
 use crate::rules::RuleSet;
+use crate::telemetry::CallTracer;
 
 pub use crate::proto::envoy::service::rate_limit_quota::v3::rate_limit_quota_service_server::RateLimitQuotaServiceServer;
 
@@ -38,6 +39,8 @@ struct Shared {
     rules: Arc<ArcSwap<RuleSet>>,
     metrics: Arc<Metrics>,
     permits: Arc<Semaphore>,
+    /// `None` when tracing is off.
+    tracer: Option<CallTracer>,
 }
 
 /// The RLQS service over a [`QuotaBook`] and the rules in force.
@@ -47,14 +50,21 @@ pub struct QuotaService {
 }
 
 impl QuotaService {
-    /// Serves `book`, resolving buckets against `rules`, counting in `metrics`.
-    pub fn new(book: Arc<QuotaBook>, rules: Arc<ArcSwap<RuleSet>>, metrics: Arc<Metrics>) -> Self {
+    /// Serves `book`, resolving buckets against `rules`, counting in `metrics`, tracing each
+    /// stream's events with `tracer` if any.
+    pub fn new(
+        book: Arc<QuotaBook>,
+        rules: Arc<ArcSwap<RuleSet>>,
+        metrics: Arc<Metrics>,
+        tracer: Option<CallTracer>,
+    ) -> Self {
         Self {
             shared: Arc::new(Shared {
                 book,
                 rules,
                 metrics,
                 permits: Arc::new(Semaphore::new(MAX_STREAMS)),
+                tracer,
             }),
         }
     }
@@ -91,8 +101,10 @@ impl RateLimitQuotaService for QuotaService {
                 ))
             })?;
         let (answers, queued) = mpsc::channel(MAX_PENDING_ANSWERS);
+        let trace = (self.shared.tracer.as_ref()).map(|t| t.stream(request.metadata()));
         let reports = request.into_inner();
-        tokio::spawn(stream::serve(self.shared.clone(), reports, answers, permit));
+        let shared = self.shared.clone();
+        tokio::spawn(stream::serve(shared, reports, answers, permit, trace));
         Ok(Response::new(ReceiverStream::new(queued)))
     }
 }

@@ -15,6 +15,7 @@ use crate::proto::envoy::service::rate_limit_quota::v3::{
 };
 use crate::quota::{BucketId, Push, StreamId, Tally, Usage};
 use crate::rules::bucket::quota_action;
+use crate::telemetry::{StreamEvent, StreamTrace};
 
 /// Serves one stream until the client ends it, breaks a rule of the protocol, or stops reading.
 pub(super) async fn serve(
@@ -22,6 +23,7 @@ pub(super) async fn serve(
     mut reports: Streaming<RateLimitQuotaUsageReports>,
     answers: mpsc::Sender<Result<RateLimitQuotaResponse, Status>>,
     _permit: OwnedSemaphorePermit,
+    trace: Option<StreamTrace>,
 ) {
     let outbox = Arc::new(Outbox::new(answers, shared.metrics.clone()));
     let first = match reports.message().await {
@@ -36,10 +38,11 @@ pub(super) async fn serve(
         ));
     }
     let domain = first.domain.clone();
-    let stream = Bound::open(&shared, &domain, outbox.clone());
+    let mut stream = Bound::open(&shared, &domain, outbox.clone(), trace);
     let mut next = Some(first);
     while let Some(message) = next.take() {
         if let Err(status) = stream.report(message) {
+            stream.failed = true;
             return outbox.fail(status);
         }
         if outbox.is_closed() {
@@ -49,6 +52,7 @@ pub(super) async fn serve(
             Ok(message) => message,
             Err(status) => {
                 tracing::debug!(domain = %domain, %status, "quota stream ended by an error");
+                stream.failed = true;
                 None
             }
         };
@@ -61,20 +65,34 @@ struct Bound<'s> {
     domain: String,
     id: StreamId,
     outbox: Arc<Outbox>,
+    trace: Option<StreamTrace>,
+    /// Whether an error status ends the stream.
+    failed: bool,
 }
 
 impl<'s> Bound<'s> {
-    fn open(shared: &'s Shared, domain: &str, outbox: Arc<Outbox>) -> Self {
+    fn open(
+        shared: &'s Shared,
+        domain: &str,
+        outbox: Arc<Outbox>,
+        mut trace: Option<StreamTrace>,
+    ) -> Self {
         let id = shared.book.open(domain, outbox.clone());
         tracing::debug!(domain, stream = id.0, "quota stream opened");
         shared
             .metrics
             .record_rlqs_load(shared.book.streams(), shared.book.buckets());
+        if let Some(trace) = trace.as_mut() {
+            trace.bind(domain);
+            trace.record(StreamEvent::Opened);
+        }
         Self {
             shared,
             domain: domain.to_string(),
             id,
             outbox,
+            trace,
+            failed: false,
         }
     }
 
@@ -99,6 +117,13 @@ impl<'s> Bound<'s> {
             .report(self.id, &usages, &resolve)
             .map_err(|e| Status::resource_exhausted(e.to_string()))?;
         self.count(&reported.tallies);
+        if let Some(trace) = &self.trace {
+            let answers = reported.answers.len();
+            trace.record(StreamEvent::Report {
+                buckets: usages.len(),
+                answers,
+            });
+        }
         let metrics = &self.shared.metrics;
         metrics.record_rlqs_load(self.shared.book.streams(), self.shared.book.buckets());
         if !self.outbox.push(reported.answers) {
@@ -125,6 +150,9 @@ impl<'s> Bound<'s> {
 impl Drop for Bound<'_> {
     fn drop(&mut self) {
         self.shared.book.close(self.id);
+        if let Some(trace) = &self.trace {
+            trace.record(StreamEvent::Closed { error: self.failed });
+        }
         let book = &self.shared.book;
         self.shared
             .metrics
