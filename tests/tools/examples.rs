@@ -146,3 +146,14 @@ fn merge(base: &mut Value, patch: &Value) {
         (base, patch) => *base = patch.clone(),
     }
 }
+
+/// The RLQS example's quota filter asks for the domain of its rule file.
+#[test]
+fn rlqs_example_matches_its_rules_domain() {
+    let rules = document(&read("examples/envoy/rules/quota.yaml"));
+    let envoy = document(&read("examples/envoy/rlqs.yaml"));
+    let filter = &envoy["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+        ["http_filters"][0];
+    assert_eq!(filter["name"], "envoy.filters.http.rate_limit_quota");
+    assert_eq!(filter["typed_config"]["domain"], rules["domain"]);
+}
