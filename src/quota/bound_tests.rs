@@ -56,7 +56,7 @@ fn run(rate: QuotaRate, initial: &[f64], events: &[(u64, Event)]) -> Fleet {
         start,
         check_pushes: true,
     });
-    let per_second = rate.requests as f64 * SECOND as f64 / rate.window as f64;
+    let per_second = rate.per_second();
     for &d in initial {
         fleet.join(d * per_second);
     }

@@ -390,7 +390,7 @@ impl Fleet {
             }
         }
         let limit = &self.config.rate;
-        let per_second = limit.requests as f64 * SECOND as f64 / limit.window as f64;
+        let per_second = limit.per_second();
         if open || rate > per_second * (1.0 + 1e-9) || burst > limit.burst {
             let at = (now - self.config.start) as f64 / SECOND as f64;
             self.violations.push(format!(
@@ -406,7 +406,7 @@ impl Fleet {
     /// previous: the most a previous process's live assignments can admit, if any overlap it).
     pub fn windows(&self, steps: usize) -> Vec<(u64, f64)> {
         let limit = &self.config.rate;
-        let per_second = limit.requests as f64 * SECOND as f64 / limit.window as f64;
+        let per_second = limit.per_second();
         let span = steps.saturating_sub(1) as f64 * self.config.step as f64 / SECOND as f64;
         let plain = limit.burst as f64 + per_second * span;
         self.records

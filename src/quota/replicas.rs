@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::clock::{Nanos, SECOND};
+use crate::clock::Nanos;
 use crate::rules::bucket::QuotaRate;
 
 use super::assign::BucketId;
@@ -113,7 +113,7 @@ fn claims(book: &QuotaBook, portions: &SharedPortions) -> Vec<Claim> {
         .into_iter()
         .filter_map(|view| {
             let rate = view.limit?;
-            let per_second = rate.requests as f64 * SECOND as f64 / rate.window as f64;
+            let per_second = rate.per_second();
             let demand: f64 = view
                 .holders
                 .iter()

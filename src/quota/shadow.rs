@@ -24,7 +24,7 @@ impl Shadow {
     /// refused. Reports arrive at their own times, so each refills the bucket up to `now` first.
     pub(crate) fn charge(&mut self, rate: &QuotaRate, offered: u64, now: Nanos) -> u64 {
         let elapsed = now.saturating_sub(self.at) as f64 / SECOND as f64;
-        let per_second = rate.requests as f64 * SECOND as f64 / rate.window.max(1) as f64;
+        let per_second = rate.per_second();
         self.tokens = (self.tokens + elapsed * per_second).min(rate.burst as f64);
         self.at = self.at.max(now);
         let admitted = (offered as f64).min(self.tokens.floor()).max(0.0);

@@ -34,7 +34,7 @@ pub(crate) struct Grid {
 impl Grid {
     /// The grid of `rate`, of which this replica may hand out `portion` (0..=1).
     pub(crate) fn of(rate: &QuotaRate, portion: f64) -> Grid {
-        let per_second = rate.requests as f64 * SECOND as f64 / rate.window as f64;
+        let per_second = rate.per_second();
         let window_seconds = (rate.window / SECOND).max(LONGEST_INTERVAL_SECONDS) as f64;
         let wanted = (TOKENS_PER_INTERVAL / per_second)
             .ceil()

@@ -26,7 +26,7 @@ fn bucket(view: &BucketView) -> Value {
         "bucket": id.join(","),
         "rule": view.rule.as_deref(),
         "limit": view.limit.map(|l| json!({
-            "per_second": l.requests as f64 * 1e9 / l.window as f64,
+            "per_second": l.per_second(),
             "burst": l.burst,
         })),
         "holders": view.holders.iter().map(|h| json!({

@@ -1,6 +1,7 @@
 //! What a replica claims, and what it hands out before and after a grant.
 
 use super::*;
+use crate::clock::SECOND;
 
 #[test]
 fn a_replica_claims_its_demand_and_a_part_of_the_spare() {

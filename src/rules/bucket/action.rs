@@ -19,6 +19,13 @@ pub struct QuotaRate {
     pub burst: u64,
 }
 
+impl QuotaRate {
+    /// The rate in requests per second.
+    pub fn per_second(&self) -> f64 {
+        self.requests as f64 * crate::clock::SECOND as f64 / self.window.max(1) as f64
+    }
+}
+
 /// What the rule a bucket reaches asks the quota server to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum QuotaAction {
