@@ -37,6 +37,7 @@ fn cases() -> Vec<(&'static str, Limit, Nanos)> {
         requests,
         window,
         burst: requests,
+        origin: 0,
     };
     vec![
         (

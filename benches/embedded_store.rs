@@ -32,6 +32,7 @@ fn charge(algorithm: Algorithm, i: u64) -> Charge {
         requests: 100,
         window: 60 * SECOND,
         burst: 100,
+        origin: 0,
     };
     let mut key = CounterKeyBuilder::new("edge");
     key.entry(

@@ -49,6 +49,7 @@ fn main() -> Result<(), String> {
         requests: 1_000,
         window: 60 * SECOND,
         burst: 1_000,
+        origin: 0,
     };
     // A realistic key: domain, one descriptor entry with a per-client value, the limit identity.
     let charges: Vec<[Charge; 1]> = (0..count)

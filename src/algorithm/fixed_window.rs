@@ -1,6 +1,7 @@
-//! Fixed window: epoch-aligned windows, each counted from zero, as envoyproxy/ratelimit counts.
+//! Fixed window: epoch-aligned windows (or calendar ones, from the limit's origin), each
+//! counted from zero, as envoyproxy/ratelimit counts.
 
-use super::{Limit, State, Verdict, until, window_start};
+use super::{Limit, State, Verdict, until};
 use crate::clock::Nanos;
 
 /// Decides one call; see [`super::decide`].
@@ -11,7 +12,7 @@ pub(super) fn decide(
     cost: u64,
 ) -> (Verdict, Option<State>) {
     let window = limit.window.max(1);
-    let current = window_start(now, window);
+    let current = limit.window_start(now);
     // A state stamped with a later window means the clock stepped back: keep counting in that
     // later window (the latest time seen) so a step back can never free capacity. A state from
     // an older window (or of another algorithm) counts as nothing.
@@ -204,6 +205,31 @@ mod tests {
         assert!(!is_idle(&l, &st(T0), T0 + 60 * SECOND - 1));
         assert!(is_idle(&l, &st(T0), T0 + 60 * SECOND));
         assert!(!is_idle(&l, &st(u64::MAX - 1), u64::MAX));
+    }
+
+    /// A calendar window (a 23-hour day from its origin, not a multiple of anything since the
+    /// epoch) counts from its origin and resets exactly at its end; a clock stepped back before
+    /// the origin counts in that earlier window, never freeing this one's count.
+    #[test]
+    fn windows_count_from_the_origin() {
+        let hour = 3_600 * SECOND;
+        let day = Limit {
+            window: 23 * hour,
+            origin: T0 + 7 * SECOND,
+            ..per_minute(2)
+        };
+        let start = day.origin;
+        let mut st = None;
+        assert_eq!(call(&day, &mut st, start, 1), v(true, 1, 23 * hour));
+        assert_eq!(call(&day, &mut st, start + 22 * hour, 1), v(true, 0, hour));
+        assert_eq!(
+            call(&day, &mut st, start + 23 * hour - 1, 1),
+            v(false, 0, 1)
+        );
+        assert_eq!(day.window_start(start + 23 * hour), start + 23 * hour);
+        assert_eq!(day.window_start(start - 1), start - 23 * hour);
+        assert!(is_idle(&day, st.as_ref().unwrap(), start + 23 * hour));
+        assert_eq!(idle_at(&day, st.as_ref().unwrap()), start + 23 * hour);
     }
 
     /// envoyproxy/ratelimit's known weakness: N just before a boundary and N just after all pass

@@ -72,9 +72,34 @@ pub struct Limit {
     pub window: Nanos,
     /// Token bucket capacity; equals `requests` for the other algorithms.
     pub burst: u64,
+    /// Where fixed windows are counted from: they are `[origin + k * window, ...)`. 0 for
+    /// epoch-aligned windows; for a calendar limit, the start of the local day, week, month or
+    /// year the call falls in (and `window` that period's length), decided by the limiter.
+    /// Only `fixed_window` reads it.
+    pub origin: Nanos,
 }
 
 impl Limit {
+    /// The start of the fixed window that contains `now`: epoch-aligned, or counted from
+    /// [`Limit::origin`] (forwards or backwards).
+    pub fn window_start(&self, now: Nanos) -> Nanos {
+        let window = self.window.max(1);
+        if now >= self.origin {
+            now - (now - self.origin) % window
+        } else {
+            // Before the origin (a clock stepped back past a calendar boundary): the window
+            // that ends at or before it, `k` windows back.
+            let back = (self.origin - now).div_ceil(window);
+            self.origin.saturating_sub(back.saturating_mul(window))
+        }
+    }
+
+    /// Whether the window is a calendar period the limiter chose rather than an epoch-aligned
+    /// one: its counter key names the window, and a shared store is not asked to align it.
+    pub fn is_calendar(&self) -> bool {
+        self.origin != 0
+    }
+
     /// The most a single call can ever be admitted for: the bucket capacity or the limit.
     pub fn capacity(&self) -> u64 {
         match self.algorithm {

@@ -13,6 +13,7 @@ pub(super) fn per_minute_of(algorithm: Algorithm, n: u64) -> Limit {
         requests: n,
         window: 60 * SECOND,
         burst: n,
+        origin: 0,
     }
 }
 

@@ -112,6 +112,7 @@ mod tests {
             requests: n,
             window: 60 * SECOND,
             burst,
+            origin: 0,
         }
     }
 

@@ -11,7 +11,7 @@ use super::request::Descriptor;
 use super::shards;
 use crate::algorithm::{Limit, Verdict};
 use crate::clock::Nanos;
-use crate::rules::{LimitKind, LimitRule, Reached, RuleSet, Walk, walk};
+use crate::rules::{LimitRule, Reached, RuleSet, Walk, walk};
 use crate::store::{Charge, Gate, Store};
 
 /// The explanation of one call.
@@ -109,9 +109,15 @@ pub async fn explain_with<'r>(
         .zip(walks)
         .enumerate()
         .map(|(d, (entries, walk))| {
-            let limits = limit_states(rules, domain, entries, &walk, &replacers, |l, charge| {
-                charges.push((d, l, charge))
-            });
+            let limits = limit_states(
+                rules,
+                domain,
+                entries,
+                &walk,
+                &replacers,
+                now,
+                |l, charge| charges.push((d, l, charge)),
+            );
             let upstream = walk.upstream.clone();
             Explained {
                 entries: entries.clone(),
@@ -133,14 +139,16 @@ pub async fn explain_with<'r>(
 }
 
 /// The limits of the node `walk` reached (none unless it is limited), each counted one handed
-/// to `charge` as a check-only charge (cost 0, advisory: judged as a one-hit call, nothing
-/// committed) with its index among the limits.
+/// to `charge` as a check-only charge at `now` (cost 0, advisory: judged as a one-hit call,
+/// nothing committed; a calendar limit's over the window `now` falls in) with its index among
+/// the limits.
 fn limit_states<'r>(
     rules: &'r RuleSet,
     domain: &str,
     entries: &[(String, String)],
     walk: &Walk<'r>,
     replacers: &[(Cow<'r, str>, Cow<'r, str>)],
+    now: Nanos,
     mut charge: impl FnMut(usize, Charge),
 ) -> Vec<LimitState<'r>> {
     let mut limits = Vec::new();
@@ -159,13 +167,10 @@ fn limit_states<'r>(
         let replaced_by = replaced_by(rule, replacers);
         let shards = node.shards.max(1);
         if replaced_by.is_empty()
-            && let LimitKind::Counted(limit) = rule.kind
+            && let Some(limit) = rule.counted_at(now)
         {
             for (sub, part) in sub_counters(&limit, shards) {
-                let key = match part {
-                    Some(i) => key.finish_shard(rule.index, limit.algorithm, limit.window, i),
-                    None => key.finish(rule.index, limit.algorithm, limit.window),
-                };
+                let key = key.finish_limit(rule.index, &limit, part);
                 let check = Charge {
                     key,
                     limit: sub,

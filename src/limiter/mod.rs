@@ -157,12 +157,13 @@ impl Limiter {
             self.metrics.record_call_error(metrics::SERVICE_ERROR);
             return Err(LimitError::NoRules);
         }
-        let plan = plan::Plan::build(&rules, request, &self.options, &self.metrics);
+        // Read before planning: a calendar limit's window is placed at this instant too.
+        let now = self.clock.now();
+        let plan = plan::Plan::build(&rules, request, &self.options, &self.metrics, now);
         let mut store = StoreUse::Skipped;
         let outcomes: SmallVec<[Outcome; 2]> = if plan.charges().is_empty() {
             SmallVec::new()
         } else {
-            let now = self.clock.now();
             let store_started = Instant::now();
             // A store that answers on the spot takes a one-charge call without a boxed future.
             let inline = match plan.charges() {

@@ -11,7 +11,7 @@ use super::LimiterOptions;
 use super::request::{Descriptor, LimitOverride, Request};
 use super::shards;
 use crate::algorithm::Limit;
-use crate::clock::SECOND;
+use crate::clock::{Nanos, SECOND};
 use crate::metrics::{Metrics, RuleSeries};
 use crate::rules::{
     Domain, FailureMode, LimitKind, LimitRule, Match, Node, RuleSet, override_stats_key,
@@ -84,12 +84,13 @@ pub(super) struct Plan<'r> {
 }
 
 impl<'r> Plan<'r> {
-    /// Plans `request` against `rules`.
+    /// Plans `request` against `rules` at `now` (which places calendar limits' windows).
     pub(super) fn build(
         rules: &'r RuleSet,
         request: &Request,
         options: &LimiterOptions,
         metrics: &Metrics,
+        now: Nanos,
     ) -> Self {
         let request_cost = if request.hits_addend == 0 {
             1
@@ -102,6 +103,7 @@ impl<'r> Plan<'r> {
             replaced: replaced(&matched),
             options,
             metrics,
+            now,
             charges: PerCall::new(),
         };
         let slots: PerCall<Slot<'r>> = request
@@ -236,6 +238,7 @@ struct Planner<'a, 'r> {
     replaced: PerCall<&'r str>,
     options: &'a LimiterOptions,
     metrics: &'a Metrics,
+    now: Nanos,
     charges: PerCall<Charge>,
 }
 
@@ -301,7 +304,7 @@ impl<'r> Planner<'_, 'r> {
             (Cow::Borrowed(key), Some(slot)) => metrics.rule_in(slot, domain, key),
             (key, _) => RuleSeries::Looked(metrics.rule(domain, &key)),
         };
-        counted.plan(rules, stats, self.options, &mut self.charges)
+        counted.plan(rules, stats, self.options, self.now, &mut self.charges)
     }
 }
 
@@ -335,12 +338,14 @@ struct Counted<'r> {
 }
 
 impl<'r> Counted<'r> {
-    /// One charge per counted limit; `Free` when every limit was replaced.
+    /// One charge per counted limit at `now` (a calendar limit over the local period `now`
+    /// falls in); `Free` when every limit was replaced.
     fn plan(
         self,
         rules: PerCall<RuleRef<'r>>,
         stats: impl FnOnce() -> RuleSeries<'r>,
         options: &LimiterOptions,
+        now: Nanos,
         charges: &mut PerCall<Charge>,
     ) -> Slot<'r> {
         if rules.is_empty() {
@@ -355,22 +360,13 @@ impl<'r> Counted<'r> {
         let limits = rules
             .into_iter()
             .filter_map(|rule| {
-                let LimitKind::Counted(limit) = rule.kind else {
-                    return None;
-                };
+                let limit = rule.counted_at(now)?;
                 let sub = self
                     .shards
                     .and_then(|(n, route)| shards::split(&limit, n, route));
                 let (key, limit) = match sub {
-                    Some((part, i)) => (
-                        self.key
-                            .finish_shard(rule.index, limit.algorithm, limit.window, i),
-                        part,
-                    ),
-                    None => (
-                        self.key.finish(rule.index, limit.algorithm, limit.window),
-                        limit,
-                    ),
+                    Some((part, i)) => (self.key.finish_limit(rule.index, &limit, Some(i)), part),
+                    None => (self.key.finish_limit(rule.index, &limit, None), limit),
                 };
                 charges.push(Charge {
                     key,
@@ -405,6 +401,7 @@ fn override_rule(o: LimitOverride, options: &LimiterOptions) -> LimitRule {
             requests,
             window,
             burst: requests,
+            origin: 0,
         }),
         requests_per_unit: o.requests_per_unit,
         unit: Some(o.unit),
@@ -419,6 +416,7 @@ fn override_rule(o: LimitOverride, options: &LimiterOptions) -> LimitRule {
         .into(),
         // A client's own limit is decided by the store on every call.
         lease: 0,
+        calendar: None,
     }
 }
 

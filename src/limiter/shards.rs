@@ -63,6 +63,7 @@ mod tests {
             requests,
             window: 60 * SECOND,
             burst,
+            origin: 0,
         }
     }
 

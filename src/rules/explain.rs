@@ -221,6 +221,13 @@ fn upstream_differences(domain: &Domain, walk: &Walk<'_>) -> Vec<String> {
         let LimitKind::Counted(counted) = limit.kind else {
             continue;
         };
+        if let Some(calendar) = &limit.calendar {
+            notes.push(format!(
+                "`calendar` is sluice's ({calendar}, from local midnight): upstream refuses the \
+                 file"
+            ));
+            continue;
+        }
         match limit.unit {
             None => notes.push(format!(
                 "window {} is no upstream unit: upstream refuses the rule",

@@ -10,6 +10,7 @@
 //! reads envoyproxy/ratelimit's own file layout. The types of a compiled set are defined here.
 
 pub mod bucket;
+mod calendar;
 mod compat_layout;
 mod compile;
 mod document;
@@ -26,6 +27,7 @@ use std::sync::Arc;
 
 use crate::algorithm::{Algorithm, Limit};
 
+pub use calendar::{Calendar, Period};
 pub use compat_layout::CompatLayout;
 pub use compile::{LoadOptions, load, load_sources};
 pub(crate) use compile::{MAX_FILE_BYTES, is_rule_file, is_skipped};
@@ -190,6 +192,9 @@ pub struct LimitRule {
     /// `lease` (sluice): hits a replica may take from a shared store at a time and admit
     /// locally (0: every call decided by the store). See `store::redis::lease`.
     pub lease: u32,
+    /// `calendar` and `timezone` (sluice): the limit counts over the local day, week, month or
+    /// year, and its `Limit` is the nominal period's (see [`LimitRule::counted_at`]).
+    pub calendar: Option<Arc<Calendar>>,
 }
 
 /// One node of a domain's descriptor tree.

@@ -20,7 +20,8 @@ impl RuleSet {
     /// One line per node that has limits, sorted, for `GET /rlconfig`. envoyproxy/ratelimit's
     /// format comes first, then sluice's fields: `<full_key>: unit=MINUTE requests_per_unit=20,
     /// shadow_mode: false, quota_mode: false, algorithm=sliding_window window=1m` (` burst=<b>` for
-    /// a token bucket, ` lease=<n>` with a lease; `unlimited=true` instead for an unlimited node;
+    /// a token bucket, ` lease=<n>` with a lease; `calendar=day timezone=Europe/Paris` in place of
+    /// `window=` for a calendar limit; `unlimited=true` instead for an unlimited node;
     /// each further limit of `rate_limits` appended as ` | unit=... requests_per_unit=...
     /// algorithm=... window=...`).
     pub fn rlconfig_lines(&self) -> Vec<String> {
@@ -82,12 +83,21 @@ fn sluice_fields(limit: &LimitRule, line: &mut String) {
     match &limit.kind {
         LimitKind::Unlimited => line.push_str("unlimited=true"),
         LimitKind::Counted(l) => {
-            let _ = write!(
-                line,
-                "algorithm={} window={}",
-                l.algorithm,
-                duration::format(l.window)
-            );
+            let _ = match &limit.calendar {
+                Some(c) => write!(
+                    line,
+                    "algorithm={} calendar={} timezone={}",
+                    l.algorithm,
+                    c.period.name(),
+                    c.zone_name
+                ),
+                None => write!(
+                    line,
+                    "algorithm={} window={}",
+                    l.algorithm,
+                    duration::format(l.window)
+                ),
+            };
             if l.algorithm == crate::algorithm::Algorithm::TokenBucket {
                 let _ = write!(line, " burst={}", l.burst);
             }
@@ -100,10 +110,19 @@ fn sluice_fields(limit: &LimitRule, line: &mut String) {
 
 impl LimitRule {
     /// One limit in words, e.g. `100 per 1m (sliding_window)`, `10 per 1s, burst 50
-    /// (token_bucket)`, `unlimited`.
+    /// (token_bucket)`, `10 per day (Europe/Paris)` (a calendar limit, always a fixed window),
+    /// `unlimited`.
     pub fn describe(&self) -> String {
         match &self.kind {
             LimitKind::Unlimited => "unlimited".to_owned(),
+            LimitKind::Counted(l) if let Some(c) = &self.calendar => {
+                let mut text = format!("{} per {}", l.requests, c.period.name());
+                if self.lease > 0 {
+                    let _ = write!(text, ", lease {}", self.lease);
+                }
+                let _ = write!(text, " ({})", c.zone_name);
+                text
+            }
             LimitKind::Counted(l) => {
                 let mut text = format!("{} per {}", l.requests, duration::format(l.window));
                 if l.algorithm == crate::algorithm::Algorithm::TokenBucket {

@@ -44,6 +44,7 @@ pub fn run(arrivals: &[i64], limit: u64, window: Nanos, burst: u64) -> Vec<Outco
                 } else {
                     limit
                 },
+                origin: 0,
             };
             replay(arrivals, limit, origin)
         })

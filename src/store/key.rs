@@ -3,11 +3,12 @@
 //! Every field is length-prefixed, so values containing separators (`_`, `.`, `:`) can never make
 //! two descriptors share a counter, unlike envoyproxy/ratelimit's `domain_key_value_`
 //! concatenation. The encoding excludes `requests_per_unit`, so a rule whose limit changes keeps
-//! its count.
+//! its count. A calendar limit's key also names its window's start, so each local day (week,
+//! month, year) is a counter of its own on every store.
 
 use smallvec::SmallVec;
 
-use crate::algorithm::Algorithm;
+use crate::algorithm::{Algorithm, Limit};
 use crate::clock::Nanos;
 
 /// Key bytes held inline, without a heap allocation: a domain and one or two short entries
@@ -56,6 +57,8 @@ pub struct KeyParts<'a> {
     pub index: u8,
     /// Whether it is one sub-counter of a rule split with `shards:`.
     pub sharded: bool,
+    /// A calendar limit's window: when it starts (Unix nanoseconds).
+    pub window_start: Option<Nanos>,
 }
 
 impl CounterKey {
@@ -74,18 +77,30 @@ impl CounterKey {
             entries.push((key, value));
             at = after_value;
         }
-        // 0xff, index, algorithm, window (8 bytes), then a shard number (4) or nothing.
+        // 0xff, index, algorithm, window (8 bytes), a calendar window's start (8) or nothing,
+        // then a shard number (4) or nothing.
         let index = *bytes.get(at + 1)?;
-        let sharded = match bytes.len() - at {
-            11 => false,
-            15 => true,
+        let (calendar, sharded) = match bytes.len() - at {
+            11 => (false, false),
+            15 => (false, true),
+            19 => (true, false),
+            23 => (true, true),
             _ => return None,
         };
+        let window_start = calendar
+            .then(|| {
+                bytes[at + 11..at + 19]
+                    .try_into()
+                    .ok()
+                    .map(Nanos::from_le_bytes)
+            })
+            .flatten();
         Some(KeyParts {
             domain,
             entries,
             index,
             sharded,
+            window_start,
         })
     }
 }
@@ -159,6 +174,25 @@ impl CounterKeyBuilder {
         shard: u32,
     ) -> CounterKey {
         self.finish_with(&identity(index, algorithm, window), &shard.to_le_bytes())
+    }
+
+    /// The key of `limit` as it is charged, the limit at position `index` on its node, as
+    /// sub-counter `shard` of a rule split with `shards:` if given: [`CounterKeyBuilder::finish`]
+    /// or [`CounterKeyBuilder::finish_shard`], with a calendar limit's window start (its
+    /// origin) after the window, so a new local day is a new counter.
+    pub fn finish_limit(&self, index: u8, limit: &Limit, shard: Option<u32>) -> CounterKey {
+        let identity = identity(index, limit.algorithm, limit.window);
+        let mut extra = [0; 12];
+        let mut len = 0;
+        if limit.is_calendar() {
+            extra[..8].copy_from_slice(&limit.origin.to_le_bytes());
+            len = 8;
+        }
+        if let Some(shard) = shard {
+            extra[len..len + 4].copy_from_slice(&shard.to_le_bytes());
+            len += 4;
+        }
+        self.finish_with(&identity, &extra[..len])
     }
 
     /// The entries so far, then `identity` and `extra`.
@@ -314,6 +348,7 @@ mod tests {
                 entries: vec![("user", "a_b"), ("path", "/api/*")],
                 index: 2,
                 sharded: false,
+                window_start: None,
             }
         );
         let shard = b.finish_shard(0, Algorithm::FixedWindow, 60, 3);
@@ -332,6 +367,44 @@ mod tests {
         assert_ne!(base, b.finish(1, Algorithm::FixedWindow, 60));
         assert_ne!(base, b.finish(0, Algorithm::SlidingLog, 60));
         assert_ne!(base, b.finish(0, Algorithm::FixedWindow, 61));
+    }
+
+    /// A calendar limit's key names its window: the next local day is another counter, and
+    /// the start reads back (sharded or not); `finish_limit` of an ordinary limit is `finish`.
+    #[test]
+    fn calendar_keys_name_their_window() {
+        let b = CounterKeyBuilder::new("d");
+        let day = |origin, window| Limit {
+            algorithm: Algorithm::FixedWindow,
+            requests: 5,
+            window,
+            burst: 5,
+            origin,
+        };
+        let (today, tomorrow) = (day(1_000, 23), day(1_023, 24));
+        let key = b.finish_limit(0, &today, None);
+        assert_ne!(key, b.finish_limit(0, &tomorrow, None));
+        assert_eq!(key, b.finish_limit(0, &today, None));
+        assert_eq!(key.parts().unwrap().window_start, Some(1_000));
+        let shard = b.finish_limit(0, &today, Some(2));
+        let shard = shard.parts().unwrap();
+        assert_eq!((shard.window_start, shard.sharded), (Some(1_000), true));
+        let epoch = day(0, 60);
+        assert_eq!(
+            b.finish_limit(1, &epoch, None),
+            b.finish(1, Algorithm::FixedWindow, 60)
+        );
+        assert_eq!(
+            b.finish_limit(1, &epoch, Some(3)),
+            b.finish_shard(1, Algorithm::FixedWindow, 60, 3)
+        );
+        assert_eq!(
+            b.finish(1, Algorithm::FixedWindow, 60)
+                .parts()
+                .unwrap()
+                .window_start,
+            None
+        );
     }
 
     /// Sub-counters of a sharded rule differ from each other and from the unsharded counter.

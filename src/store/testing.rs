@@ -11,6 +11,7 @@ pub(crate) fn fixed_charge(name: &str, requests: u64, cost: u64, gate: Gate) -> 
         requests,
         window: 60 * SECOND,
         burst: requests,
+        origin: 0,
     };
     let mut key = CounterKeyBuilder::new("d");
     key.entry("k", name);

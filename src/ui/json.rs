@@ -80,12 +80,15 @@ fn flags(node: &Node) -> Vec<String> {
 
 fn limit(rule: &LimitRule) -> Value {
     let (algorithm, window) = match &rule.kind {
+        // A calendar limit's windows vary in length: it has a calendar instead.
+        LimitKind::Counted(l) if rule.calendar.is_some() => (Some(l.algorithm.name()), None),
         LimitKind::Counted(l) => (
             Some(l.algorithm.name()),
             Some(crate::rules::format_window(l.window)),
         ),
         LimitKind::Unlimited => (None, None),
     };
+    let calendar = rule.calendar.as_deref();
     json!({
         "name": rule.name.as_deref(),
         "text": rule.describe(),
@@ -95,6 +98,8 @@ fn limit(rule: &LimitRule) -> Value {
         "unit": rule.unit.map(|u| u.name()),
         "replaces": rule.replaces,
         "lease": rule.lease,
+        "calendar": calendar.map(|c| c.period.name()),
+        "timezone": calendar.map(|c| &*c.zone_name),
     })
 }
 

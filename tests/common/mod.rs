@@ -367,10 +367,12 @@ pub fn limit(algorithm: Algorithm, requests: u64, window: Nanos) -> Limit {
         requests,
         window,
         burst: requests,
+        origin: 0,
     }
 }
 
-/// A charge of `cost` under `limit` on the counter `key=value` of `domain`, as a rule would make.
+/// A charge of `cost` under `limit` on the counter `key=value` of `domain`, as a rule would make
+/// (a calendar limit's key naming its window).
 pub fn charge(
     domain: &str,
     (key, value): (&str, &str),
@@ -381,7 +383,7 @@ pub fn charge(
     let mut builder = CounterKeyBuilder::new(domain);
     builder.entry(key, value);
     Charge {
-        key: builder.finish(0, limit.algorithm, limit.window),
+        key: builder.finish_limit(0, &limit, None),
         limit,
         cost,
         gate,

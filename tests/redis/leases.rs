@@ -32,6 +32,7 @@ fn leased(algorithm: Algorithm, requests: u64, lease: u32, value: &str) -> Charg
         requests,
         window: 60 * SECOND,
         burst: requests,
+        origin: 0,
     };
     Charge {
         lease,

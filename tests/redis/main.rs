@@ -74,6 +74,7 @@ pub fn hourly_charge(domain: &str, tenant: &str, requests: u64) -> Charge {
         requests,
         window: 3600 * SECOND,
         burst: requests,
+        origin: 0,
     };
     common::charge(domain, ("tenant", tenant), limit, 1, Gate::Enforced)
 }

@@ -62,6 +62,7 @@ fn limit(algorithm: Algorithm, requests: u64, burst: u64, window: Nanos) -> Limi
         requests,
         window,
         burst,
+        origin: 0,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The store contract, written once and run against the memory store and a real Redis: every
 //! algorithm, all-or-nothing calls, gates, checks, costs, exact retry hints, and outcomes that
-//! agree with the pure Rust algorithms on random call sequences (the Lua mirrors them).
+//! agree with the pure Rust algorithms on random call sequences (the Lua mirrors them), calendar
+//! windows (placed by sluice, never by Redis's clock) among them.
 
 use crate::common;
 
@@ -9,6 +10,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use sluice::algorithm::{Algorithm, Limit};
 use sluice::clock::{MILLI, Nanos, SECOND};
+use sluice::rules::{Calendar, Period};
 use sluice::store::redis::{RedisClock, RedisKeyLayout};
 use sluice::store::{Charge, Gate, MemoryStore, Outcome, RedisSettings, RedisStore, Store};
 
@@ -201,6 +203,7 @@ contract!(
     per_algorithm huge_limits_stay_exact,
     store previous_day_weighs_on_sliding_window,
     per_algorithm concurrent_calls_are_exact,
+    store calendar_windows,
 );
 
 /// Every algorithm admits exactly its allowance, then denies with an exact retry hint.
@@ -439,6 +442,70 @@ async fn concurrent_calls_are_exact(b: &Backend, algorithm: Algorithm) {
     assert_eq!(remaining, (0..50).collect::<Vec<u64>>(), "{algorithm}");
 }
 
+/// Unix nanoseconds of an RFC 3339 instant.
+fn instant(text: &str) -> Nanos {
+    let ts: jiff::Timestamp = text.parse().expect("an instant");
+    Nanos::try_from(ts.as_nanosecond()).expect("after 1970")
+}
+
+/// `requests` per `period` in `zone`, as the limiter charges it at `now`: a fixed window from
+/// the period's local start, as long as that period is.
+fn calendar_limit(requests: u64, period: Period, zone: &str, now: Nanos) -> Limit {
+    let calendar = Calendar::new(period, zone).expect("a known zone");
+    let (start, end) = calendar.window(now).expect("a window");
+    Limit {
+        window: end - start,
+        origin: start,
+        ..limit(Algorithm::FixedWindow, requests, end - start)
+    }
+}
+
+/// A calendar window counts to its own end, exactly, on every store: a 23-hour day two hours
+/// before local midnight, the next day a new counter, a 25-hour day from its first instant, and
+/// a calendar month that ends at another zone's midnight.
+async fn calendar_windows(b: &Backend) {
+    const HOUR: Nanos = 3_600 * SECOND;
+    let now = instant("2026-03-29T20:00:00Z");
+    let spring = calendar_limit(2, Period::Day, "Europe/Paris", now);
+    assert_eq!(spring.window, 23 * HOUR);
+    let c = charge("cal-paris", spring, 1, Gate::Enforced);
+    for left in [1, 0] {
+        let o = b.one(&c, now).await.verdict;
+        assert_eq!(
+            (o.admitted, o.remaining, o.reset_after),
+            (true, left, 2 * HOUR)
+        );
+    }
+    let denied = b.one(&c, now + 7 * SECOND).await.verdict;
+    assert_eq!(
+        (denied.admitted, denied.reset_after),
+        (false, 2 * HOUR - 7 * SECOND)
+    );
+    // At local midnight the limiter charges the next day: a counter of its own.
+    let midnight = now + 2 * HOUR;
+    let next = calendar_limit(2, Period::Day, "Europe/Paris", midnight);
+    assert_eq!(next.origin, midnight);
+    let o = b
+        .one(&charge("cal-paris", next, 1, Gate::Enforced), midnight)
+        .await;
+    assert_eq!((o.verdict.remaining, o.verdict.reset_after), (1, 24 * HOUR));
+    let fall = instant("2026-10-24T22:00:00Z");
+    let long = charge(
+        "cal-fall",
+        calendar_limit(1, Period::Day, "Europe/Paris", fall),
+        1,
+        Gate::Enforced,
+    );
+    assert_eq!(b.one(&long, fall).await.verdict.reset_after, 25 * HOUR);
+    assert!(!b.one(&long, fall + 24 * HOUR).await.verdict.admitted);
+    let noon = instant("2026-02-28T12:00:00Z");
+    let month = calendar_limit(5, Period::Month, "America/New_York", noon);
+    let o = b
+        .one(&charge("cal-month", month, 5, Gate::Enforced), noon)
+        .await;
+    assert_eq!((o.verdict.remaining, o.verdict.reset_after), (0, 17 * HOUR));
+}
+
 /// One random operation: which counter, cost, how far the clock moves (µs), the gate.
 #[derive(Debug, Clone)]
 struct Op {
@@ -480,6 +547,7 @@ fn limits_of(
                 requests,
                 window: window_ms * MILLI,
                 burst: if a == 3 { burst(requests, n) } else { requests },
+                origin: 0,
             }
         });
     proptest::collection::vec(one, 3)
@@ -582,6 +650,56 @@ fn lua_agrees_with_rust() {
 #[ignore = "needs redis-server (scripts/test installs it)"]
 fn lua_agrees_with_rust_in_upstream_key_layout() {
     agree(limits(), ops(), 64, RedisKeyLayout::Compat);
+}
+
+/// Calendar limits on Redis agree with the memory store over random calls spread across days,
+/// a Paris and a New York clock change among them: every call charges each limit over its
+/// window at the call's time, as the limiter does.
+#[test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+fn lua_agrees_with_rust_on_calendar_windows() {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let redis = runtime.block_on(Backend::redis(RedisKeyLayout::Sluice));
+    let calendars = [
+        (Period::Day, "Europe/Paris"),
+        (Period::Week, "America/New_York"),
+        (Period::Month, "UTC"),
+    ];
+    let counter = std::sync::atomic::AtomicU64::new(0);
+    let config = ProptestConfig {
+        cases: 24,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    let steps_us = prop_oneof![Just(0u64), 1u64..2_000_000, 1u64..21_600_000_000];
+    let ops = ops_of(prop_oneof![Just(0u64), 1u64..4], steps_us, 1..60);
+    proptest!(config, |(requests in proptest::collection::vec(0u64..6, 3), ops in ops)| {
+        let case = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let memory = MemoryStore::new();
+        let mut now = instant("2026-03-07T18:00:00Z");
+        for op in &ops {
+            now += op.advance_us * 1_000;
+            let call: Vec<Charge> = [op.counter, (op.counter + 1) % 3]
+                .iter()
+                .take(if op.gate == 0 { 2 } else { 1 })
+                .map(|&i| {
+                    let (period, zone) = calendars[i];
+                    let limit = calendar_limit(requests[i], period, zone, now);
+                    charge(&format!("cal{case}-{i}"), limit, op.cost, Gate::Enforced)
+                })
+                .collect();
+            let expected = memory.apply_now(&call, now);
+            let got = runtime.block_on(redis.apply(&call, now));
+            for (e, g) in expected.iter().zip(&got) {
+                let rounded = e.verdict.reset_after.div_ceil(1_000) * 1_000;
+                prop_assert_eq!(
+                    (e.verdict.admitted, e.verdict.remaining, rounded, e.available),
+                    (g.verdict.admitted, g.verdict.remaining, g.verdict.reset_after, g.available),
+                    "requests {:?} op {:?}", requests, op
+                );
+            }
+        }
+    });
 }
 
 /// The same with limits, costs and clock steps whose products pass 2^53.

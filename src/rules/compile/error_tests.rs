@@ -452,3 +452,64 @@ fn full_keys_are_bounded_in_bytes() {
     assert!(all[0].starts_with("deep.yaml:"), "{}", all[0]);
     assert!(all[0].contains("more than 64 MiB in all"), "{}", all[0]);
 }
+
+/// A calendar limit has clear errors: an unknown calendar or time zone (named), a `unit` or
+/// `window` beside it, another algorithm, a time zone without a calendar, on an unlimited limit.
+#[test]
+fn calendar_errors() {
+    assert_eq!(
+        limit_errors("calendar: fortnight"),
+        ["unknown calendar 'fortnight' (expected one of: day, week, month, year)"]
+    );
+    assert_eq!(
+        limit_errors("calendar: day, timezone: Europe/Pariss"),
+        [
+            "unknown time zone 'Europe/Pariss' (expected an IANA name such as Europe/Paris, \
+             America/New_York or UTC)"
+        ]
+    );
+    assert_eq!(
+        limit_errors("calendar: day, unit: day"),
+        ["`calendar` and `unit` cannot both be set"]
+    );
+    assert_eq!(
+        limit_errors("calendar: month, window: 30d"),
+        ["`calendar` and `window` cannot both be set"]
+    );
+    assert_eq!(
+        limit_errors("calendar: day, algorithm: sliding_window"),
+        [
+            "`calendar` counts in fixed windows: algorithm must be fixed_window (this limit says \
+             sliding_window)"
+        ]
+    );
+    assert_eq!(
+        limit_errors("unit: day, timezone: UTC"),
+        ["`timezone` needs `calendar` (day, week, month or year)"]
+    );
+    assert_eq!(
+        limit_errors("unlimited: true, calendar: day"),
+        ["should not specify calendar when unlimited"]
+    );
+    assert_eq!(
+        limit_errors("calendar: day, algorithm: token_bucket, burst: 5"),
+        [
+            "`calendar` counts in fixed windows: algorithm must be fixed_window (this limit says \
+             token_bucket)"
+        ]
+    );
+}
+
+/// Each calendar error is placed at the value it is about.
+#[test]
+fn calendar_errors_are_located() {
+    let all = inline(
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      requests_per_unit: 5\n\
+         \x20     calendar: day\n      timezone: Mars/Olympus\n",
+    );
+    assert_eq!(all.len(), 1, "{all:#?}");
+    assert!(
+        all[0].starts_with("t.yaml:7:17: unknown time zone 'Mars/Olympus'"),
+        "{all:#?}"
+    );
+}

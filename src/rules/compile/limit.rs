@@ -1,5 +1,6 @@
-//! A node's `rate_limit` / `rate_limits` to [`LimitRule`]s: unit or window, algorithm, burst,
-//! lease, replaces, and the `RateLimit-Policy` item computed once here instead of per request.
+//! A node's `rate_limit` / `rate_limits` to [`LimitRule`]s: unit, window or calendar, algorithm,
+//! burst, lease, replaces, and the `RateLimit-Policy` item computed once here instead of per
+//! request.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use crate::algorithm::{Algorithm, Limit};
 use crate::clock::{Nanos, SECOND};
 use crate::rules::duration;
 use crate::rules::file::{RawDescriptor, RawLimit};
-use crate::rules::{LimitKind, LimitRule, Unit};
+use crate::rules::{Calendar, LimitKind, LimitRule, Period, Unit};
 
 /// Most limits on one node (`index` is a `u8`).
 const MAX_LIMITS: usize = 256;
@@ -59,9 +60,13 @@ fn build(
     let unlimited = raw.unlimited.as_ref().is_some_and(|u| u.value);
     let unit = raw.unit.as_ref().and_then(|u| Unit::from_name(&u.value));
     let window = window(ctx, raw);
+    // An unlimited limit's calendar is reported as a field it should not have, nothing more.
+    let calendar = if unlimited { None } else { calendar(ctx, raw) };
     let algorithm = algorithm(ctx, raw);
     if unlimited {
         check_unlimited(ctx, raw, unit.is_some(), in_list);
+    } else if raw.calendar.is_some() {
+        check_calendar(ctx, raw, algorithm);
     } else {
         check_period(ctx, raw, unit.is_some());
     }
@@ -76,6 +81,8 @@ fn build(
         // Never counted, so never the subject of a RateLimit-Policy header.
         (LimitKind::Unlimited, None, Arc::from(""))
     } else {
+        // A calendar's nominal period stands for it wherever one length is asked for.
+        let unit = calendar.as_ref().map(|c| c.period.unit()).or(unit);
         let window = window.or(unit.map(|u| u.seconds() * SECOND))?;
         let requests = u64::from(raw.requests_per_unit);
         let limit = Limit {
@@ -83,6 +90,7 @@ fn build(
             requests,
             window,
             burst: burst.map_or(requests, |b| b as u64),
+            origin: 0,
         };
         let policy_name = name.as_deref().unwrap_or(full_key);
         (
@@ -100,7 +108,65 @@ fn build(
         index,
         policy,
         lease: lease.map_or(0, |l| l as u32),
+        calendar: calendar.map(Arc::new),
     })
+}
+
+/// `calendar` and `timezone` (UTC when absent), checked; `None` when absent or reported.
+fn calendar(ctx: &mut Ctx<'_>, raw: &RawLimit) -> Option<Calendar> {
+    let Some(c) = &raw.calendar else {
+        if let Some(tz) = &raw.timezone {
+            ctx.error(
+                tz.pos,
+                "`timezone` needs `calendar` (day, week, month or year)",
+            );
+        }
+        return None;
+    };
+    let period = Period::from_name(&c.value);
+    if period.is_none() {
+        let valid: Vec<&str> = Period::ALL.iter().map(|p| p.name()).collect();
+        ctx.error(
+            c.pos,
+            format!(
+                "unknown calendar '{}' (expected one of: {})",
+                c.value,
+                valid.join(", ")
+            ),
+        );
+    }
+    let (zone, pos) = raw
+        .timezone
+        .as_ref()
+        .map_or(("UTC", c.pos), |tz| (tz.value.as_str(), tz.pos));
+    let calendar = Calendar::new(period.unwrap_or(Period::Day), zone)
+        .inspect_err(|message| ctx.error(pos, message))
+        .ok()?;
+    period.map(|_| calendar)
+}
+
+/// A calendar limit's period is its calendar's, counted in fixed windows: no `unit` or
+/// `window` beside it, and no other algorithm.
+fn check_calendar(ctx: &mut Ctx<'_>, raw: &RawLimit, algorithm: Algorithm) {
+    for (field, pos) in [
+        ("unit", raw.unit.as_ref().map(|u| u.pos)),
+        ("window", raw.window.as_ref().map(|w| w.pos)),
+    ] {
+        if let Some(pos) = pos {
+            ctx.error(pos, format!("`calendar` and `{field}` cannot both be set"));
+        }
+    }
+    if let Some(a) = &raw.algorithm
+        && algorithm != Algorithm::FixedWindow
+    {
+        ctx.error(
+            a.pos,
+            format!(
+                "`calendar` counts in fixed windows: algorithm must be fixed_window (this \
+                 limit says {algorithm})"
+            ),
+        );
+    }
 }
 
 /// `window`, parsed; `None` when absent or reported.
@@ -114,6 +180,10 @@ fn window(ctx: &mut Ctx<'_>, raw: &RawLimit) -> Option<Nanos> {
 /// `algorithm`, or the load's default when absent or unknown (reported).
 fn algorithm(ctx: &mut Ctx<'_>, raw: &RawLimit) -> Algorithm {
     let Some(a) = &raw.algorithm else {
+        // A calendar window is a fixed window, whatever the load's default.
+        if raw.calendar.is_some() {
+            return Algorithm::FixedWindow;
+        }
         return ctx.opts.default_algorithm;
     };
     Algorithm::from_name(&a.value).unwrap_or_else(|| {
@@ -143,6 +213,8 @@ fn check_unlimited(ctx: &mut Ctx<'_>, raw: &RawLimit, known_unit: bool, in_list:
     }
     for (field, pos) in [
         ("window", raw.window.as_ref().map(|w| w.pos)),
+        ("calendar", raw.calendar.as_ref().map(|c| c.pos)),
+        ("timezone", raw.timezone.as_ref().map(|t| t.pos)),
         ("algorithm", raw.algorithm.as_ref().map(|a| a.pos)),
         ("burst", raw.burst.as_ref().map(|b| b.pos)),
         ("lease", raw.lease.as_ref().map(|l| l.pos)),

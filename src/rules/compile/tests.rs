@@ -58,6 +58,7 @@ fn basic_config_limits() {
             requests: 30,
             window: 60 * SECOND,
             burst: 30,
+            origin: 0,
         })
     );
     assert_eq!(&*key2.policy, "\"test-domain.key2_value2\";q=30;w=60");
@@ -328,4 +329,42 @@ fn load_paths() {
     std::fs::write(&explicit, "domain: x\n").unwrap_or_else(|e| panic!("{e}"));
     let set = load(&[explicit], &LoadOptions::default()).unwrap_or_else(|e| panic!("{e}"));
     assert!(set.domain("x").is_some());
+}
+
+/// A calendar limit is a fixed window over its period whatever the default algorithm, reports
+/// its period's unit and nominal `w=`, keeps `lease`, and shows its time zone in `/rlconfig`
+/// and in words; the time zone defaults to UTC.
+#[test]
+fn calendar_limits() {
+    let opts = LoadOptions {
+        default_algorithm: Algorithm::SlidingWindow,
+        ..LoadOptions::default()
+    };
+    let set = compile_with(
+        "domain: d\ndescriptors:\n\
+         \x20 - key: paris\n    rate_limit: {requests_per_unit: 10, calendar: day, timezone: Europe/Paris, lease: 2}\n\
+         \x20 - key: utc\n    rate_limit: {requests_per_unit: 1000, calendar: Month}\n",
+        &opts,
+    );
+    let paris = limit(&set, &[("paris", "x")]);
+    let LimitKind::Counted(counted) = paris.kind else {
+        panic!("counted")
+    };
+    assert_eq!(counted.algorithm, Algorithm::FixedWindow);
+    assert_eq!((counted.window, counted.origin), (86_400 * SECOND, 0));
+    assert_eq!((paris.unit, paris.lease), (Some(Unit::Day), 2));
+    assert_eq!(&*paris.policy, "\"d.paris\";q=10;w=86400");
+    assert_eq!(paris.describe(), "10 per day, lease 2 (Europe/Paris)");
+    let utc = limit(&set, &[("utc", "x")]);
+    assert_eq!(utc.describe(), "1000 per month (UTC)");
+    assert_eq!(utc.unit, Some(Unit::Month));
+    assert_eq!(
+        set.rlconfig_lines(),
+        [
+            "d.paris: unit=DAY requests_per_unit=10, shadow_mode: false, quota_mode: false, \
+             algorithm=fixed_window calendar=day timezone=Europe/Paris lease=2",
+            "d.utc: unit=MONTH requests_per_unit=1000, shadow_mode: false, quota_mode: false, \
+             algorithm=fixed_window calendar=month timezone=UTC",
+        ]
+    );
 }

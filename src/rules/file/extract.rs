@@ -191,6 +191,12 @@ impl Checker<'_> {
                 "window" => {
                     ok &= self.text(v, &mut l.window);
                 }
+                "calendar" => {
+                    ok &= self.text(v, &mut l.calendar);
+                }
+                "timezone" => {
+                    ok &= self.text(v, &mut l.timezone);
+                }
                 "algorithm" => {
                     ok &= self.text(v, &mut l.algorithm);
                 }

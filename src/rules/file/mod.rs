@@ -43,8 +43,10 @@ const UPSTREAM_KEYS: [&str; 16] = [
     "metadata",
 ];
 /// sluice's additions to the allow-list.
-const SLUICE_KEYS: [&str; 7] = [
+const SLUICE_KEYS: [&str; 9] = [
     "window",
+    "calendar",
+    "timezone",
     "algorithm",
     "burst",
     "lease",
@@ -133,6 +135,10 @@ pub(super) struct RawLimit {
     pub replaces: Vec<Spanned<String>>,
     /// `window`, unparsed.
     pub window: Option<Spanned<String>>,
+    /// `calendar`, unchecked.
+    pub calendar: Option<Spanned<String>>,
+    /// `timezone`, unchecked.
+    pub timezone: Option<Spanned<String>>,
     /// `algorithm`, unchecked.
     pub algorithm: Option<Spanned<String>>,
     /// `burst`, range unchecked.

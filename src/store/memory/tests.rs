@@ -273,6 +273,7 @@ fn colliding_state_of_another_algorithm_reads_as_fresh() {
         requests: 5,
         window: 60 * SECOND,
         burst: 5,
+        origin: 0,
     };
     let (verdict, _) = crate::algorithm::decide(&limit, held.as_ref(), 0, 1);
     assert!(verdict.admitted && verdict.remaining == 4);
@@ -289,6 +290,7 @@ fn sliding_logs_are_exact_and_reclaimed() {
         requests: 3,
         window: 10 * SECOND,
         burst: 3,
+        origin: 0,
     };
     let mut key = CounterKeyBuilder::new("d");
     key.entry("k", "log");

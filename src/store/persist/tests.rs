@@ -17,6 +17,7 @@ fn charge(name: &str, algorithm: Algorithm, requests: u64, window: Nanos) -> Cha
         requests,
         window,
         burst: requests,
+        origin: 0,
     };
     let mut key = CounterKeyBuilder::new("d");
     key.entry("k", name);

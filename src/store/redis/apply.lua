@@ -10,13 +10,15 @@
 -- so clock skew between replicas cannot over-admit; with a caller's clock, used by tests, keys
 -- expire an hour of Redis time after their state goes idle, at the earliest); the number of
 -- charges; then 7 fields per charge: key index (into KEYS), algorithm (0 fixed_window,
--- 1 sliding_window, 2 sliding_log, 3 token_bucket, 4 fixed_window in upstream's key layout),
+-- 1 sliding_window, 2 sliding_log, 3 token_bucket, 4 a fixed window its key names: upstream's
+-- key layout, or a calendar limit's local day, week, month or year),
 -- requests, window (us), burst, cost (0 = check), gate + 65536 * extra (gate: 0 enforced,
 -- 1 advisory, 2 + g a charge of quota group g: one group per quota descriptor, over when any of
 -- its charges is denied; extra: hits a replica asks to lease beyond the cost, granted up to what
 -- still fits if the charge is admitted and its call committed, see lease.rs).
--- For 4 the key names the window (upstream.rs), so window is the key's expiry in seconds and
--- burst the microseconds left in the window.
+-- For 4 the key names the window (compat_keys.rs, keys.rs), so window is the key's expiry in
+-- seconds and burst the microseconds left in the window, both from sluice's clock: Redis's
+-- clock never places such a window.
 -- Reply: one binary string, 4 little-endian 64-bit integers per charge, calls in order:
 --        admitted (1 + 2 * the extra hits granted, or 0), remaining (after the cost and the
 --        grant), reset_after (us), available (the hits that would have fit; meaningful for
@@ -136,7 +138,8 @@ local function fixed(st, now, n, w, b, cost)
   return true, n - count, reset, next
 end
 
--- Upstream's layout: the key is this window's counter; `left` is the time left in it (us).
+-- A window its key names (upstream's layout, a calendar window): the key is this window's
+-- counter; `left` is the time left in it (us).
 local function upstream_fixed(st, now, n, ttl, left, cost)
   local count = 0
   if st then count = st.n end
@@ -523,7 +526,8 @@ for k, d in pairs(dirty) do
       redis.call('PEXPIRE', key, ms(st.s + 2 * w - d.start))
     end
   elseif d.alg == 4 then
-    -- As upstream: INCRBY by the hits, then EXPIRE (w = window + jitter, in seconds) on every hit.
+    -- As upstream: INCRBY by the hits, then EXPIRE (w = window + jitter, or a calendar window's
+    -- time left + slack, in seconds) on every hit.
     local before = 0
     if old then before = old.n end
     redis.call('INCRBY', key, format('%d', st.n - before))

@@ -37,12 +37,10 @@ pub fn local_cache_entries(bytes: u64) -> usize {
     usize::try_from(bytes / ENTRY_BYTES as u64).unwrap_or(usize::MAX)
 }
 
-/// A cached denial.
+/// A cached denial, of one hit (or a check: only those are cached, so the cost needs no field).
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     limit: Limit,
-    /// The judged cost (a check counts as 1).
-    cost: u64,
     /// Until when the denial holds (cache clock).
     until: Nanos,
 }
@@ -76,8 +74,7 @@ impl OverLimitCache {
         let key = charge.key.as_bytes();
         let shard = self.shard(key).lock();
         let entry = shard.get(key)?;
-        let hit =
-            entry.limit == charge.limit && entry.cost == charge.cost.max(1) && now < entry.until;
+        let hit = entry.limit == charge.limit && charge.cost <= 1 && now < entry.until;
         hit.then(|| Outcome {
             verdict: Verdict {
                 admitted: false,
@@ -100,7 +97,6 @@ impl OverLimitCache {
         }
         let entry = Entry {
             limit: charge.limit,
-            cost: charge.cost.max(1),
             until: sent_at.saturating_add(outcome.verdict.reset_after),
         };
         let key = charge.key.as_bytes();
@@ -145,6 +141,7 @@ mod tests {
             requests,
             window: 60 * SECOND,
             burst: requests,
+            origin: 0,
         };
         let mut key = CounterKeyBuilder::new("d");
         key.entry("k", "v");

@@ -16,28 +16,20 @@ use crate::algorithm::Algorithm;
 use crate::clock::{Nanos, SECOND};
 use crate::store::Charge;
 
-use super::script::{self, COMPAT_FIXED_WINDOW, Fields, MICRO};
-
-/// What the script needs besides the key: the window's end and the key's expiry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CompatWindow {
-    /// Microseconds from the call's time to the end of the window the key names.
-    pub reset_us: u64,
-    /// The expiry `EXPIRE` sets, in seconds: the window plus the jitter drawn for this call.
-    pub ttl_s: u64,
-}
+use super::script::{MICRO, NamedWindow};
 
 /// The envoyproxy/ratelimit key of `charge` at `now` (Unix nanoseconds, the replica's clock), with
-/// the window's end and expiry, or `None` when envoyproxy/ratelimit could not have made this
-/// counter.
+/// the window's end and expiry (the window plus the jitter drawn for this call), or `None` when
+/// envoyproxy/ratelimit could not have made this counter (a calendar limit among them).
 pub fn key(
     prefix: &[u8],
     charge: &Charge,
     now: Nanos,
     jitter: Duration,
-) -> Option<(Vec<u8>, CompatWindow)> {
+) -> Option<(Vec<u8>, NamedWindow)> {
     let limit = &charge.limit;
     if limit.algorithm != Algorithm::FixedWindow
+        || limit.is_calendar()
         || limit.window == 0
         || !limit.window.is_multiple_of(SECOND)
     {
@@ -62,7 +54,7 @@ pub fn key(
     key.extend_from_slice(start_s.to_string().as_bytes());
     let end = (start_s + window_s).saturating_mul(SECOND);
     let jitter_s = jitter.as_secs();
-    let window = CompatWindow {
+    let window = NamedWindow {
         reset_us: (end - now).div_ceil(MICRO),
         ttl_s: window_s
             + if jitter_s > 0 {
@@ -72,17 +64,6 @@ pub fn key(
             },
     };
     Some((key, window))
-}
-
-/// The script's fields for `charge` kept in envoyproxy/ratelimit's layout, its key
-/// KEYS[`key_index`]: the key names the window, so the window and burst fields carry the key's
-/// expiry (seconds) and the time left in the window (microseconds) instead.
-pub fn fields(charge: &Charge, key_index: usize, window: &CompatWindow) -> Fields {
-    let mut f = script::fields(charge, key_index);
-    f[1] = COMPAT_FIXED_WINDOW;
-    f[3] = window.ttl_s;
-    f[4] = window.reset_us;
-    f
 }
 
 #[cfg(test)]
@@ -103,6 +84,7 @@ mod tests {
                 requests: 10,
                 window,
                 burst: 10,
+                origin: 0,
             },
             cost: 1,
             gate: Gate::Enforced,
@@ -110,7 +92,7 @@ mod tests {
         }
     }
 
-    fn text(key: Option<(Vec<u8>, CompatWindow)>) -> String {
+    fn text(key: Option<(Vec<u8>, NamedWindow)>) -> String {
         String::from_utf8(key.expect("an upstream key").0).unwrap()
     }
 

@@ -6,14 +6,19 @@
 //! the prefix may not contain braces, so distinct counters never share a Redis key. The hash
 //! tag is a stable 64-bit hash of the counter's family (domain and first descriptor entry),
 //! so related counters land in one Redis Cluster slot and are decided by one script call.
+//!
+//! A calendar limit's counter key names its window (`store/key.rs`), so its Redis key does too:
+//! the script counts it as a window its key names, with the end sluice found, and never aligns
+//! it on Redis's clock.
 
 use std::time::Duration;
 
 use redis::cluster_routing::Slot;
 
-use super::compat_keys::{self, CompatWindow};
+use super::compat_keys;
+use super::script::{MICRO, NamedWindow};
 use super::settings::RedisKeyLayout;
-use crate::clock::Nanos;
+use crate::clock::{Nanos, SECOND};
 use crate::store::{Charge, CounterKey, StoreError};
 
 /// Builds Redis keys from counter keys.
@@ -39,14 +44,28 @@ impl KeyLayout {
     }
 
     /// The Redis key of `charge` at `now` (the caller's clock, which names
-    /// envoyproxy/ratelimit's windows), and its window when it is in that layout.
-    pub fn place(&self, charge: &Charge, now: Nanos) -> (Vec<u8>, Option<CompatWindow>) {
+    /// envoyproxy/ratelimit's windows), and its window when the key names it: in that layout,
+    /// or a calendar limit's.
+    pub fn place(&self, charge: &Charge, now: Nanos) -> (Vec<u8>, Option<NamedWindow>) {
         if let Some(jitter) = self.compat
             && let Some((key, window)) = compat_keys::key(&self.prefix, charge, now, jitter)
         {
             return (key, Some(window));
         }
-        (self.key(&charge.key), None)
+        let key = self.key(&charge.key);
+        let limit = &charge.limit;
+        if !limit.is_calendar() {
+            return (key, None);
+        }
+        let end = limit.origin.saturating_add(limit.window);
+        let left = end.saturating_sub(now);
+        let window = NamedWindow {
+            reset_us: left.div_ceil(MICRO),
+            // Kept a while past the window's end, so a Redis clock ahead of sluice's does not
+            // drop the count before sluice moves to the next window.
+            ttl_s: left.div_ceil(SECOND) + CALENDAR_EXPIRY_SLACK_S,
+        };
+        (key, Some(window))
     }
 
     /// The Redis key of `counter`.
@@ -66,6 +85,9 @@ impl KeyLayout {
         key
     }
 }
+
+/// Seconds a calendar window's key outlives the window's end (on Redis's clock).
+const CALENDAR_EXPIRY_SLACK_S: u64 = 300;
 
 /// The Redis Cluster slot of a key built by [`KeyLayout::key`].
 pub fn slot(key: &[u8]) -> Slot {
@@ -102,6 +124,46 @@ mod tests {
         let c = layout.key(&counter(&[("user", "u1"), ("path", "/x")], 0));
         assert!(a.starts_with(b"sluice:{") && a != b && a != c);
         assert_eq!((slot(&a), slot(&a)), (slot(&b), slot(&c)));
+    }
+
+    /// A calendar limit's key names its window in either layout (envoyproxy/ratelimit has no
+    /// such counter) and carries the window's end from the caller's clock, with an expiry past
+    /// it; the next window is another key in the same slot.
+    #[test]
+    fn calendar_windows_are_named_by_their_key() {
+        use crate::algorithm::Limit;
+        use crate::store::Gate;
+        let day = |origin| Limit {
+            algorithm: Algorithm::FixedWindow,
+            requests: 5,
+            window: 86_400 * SECOND,
+            burst: 5,
+            origin,
+        };
+        let charge = |origin| {
+            let mut b = CounterKeyBuilder::new("edge");
+            b.entry("user", "u1");
+            let limit = day(origin);
+            Charge {
+                key: b.finish_limit(0, &limit, None),
+                limit,
+                cost: 1,
+                gate: Gate::Enforced,
+                lease: 0,
+            }
+        };
+        let start = 1_774_738_800 * SECOND;
+        let now = start + 86_400 * SECOND - 1_500 * MICRO;
+        for layout in [RedisKeyLayout::Sluice, RedisKeyLayout::Compat] {
+            let layout = KeyLayout::new("p:", layout, Duration::ZERO).unwrap();
+            let (key, window) = layout.place(&charge(start), now);
+            assert_eq!(key, layout.key(&charge(start).key));
+            let window = window.expect("a named window");
+            assert_eq!(window.reset_us, 1_500);
+            assert_eq!(window.ttl_s, 1 + CALENDAR_EXPIRY_SLACK_S);
+            let next = layout.place(&charge(start + 86_400 * SECOND), now).0;
+            assert!(next != key && slot(&next) == slot(&key));
+        }
     }
 
     /// The tag is a fixed hash: the same counter gets the same key in every process.

@@ -7,16 +7,16 @@ use redis::cluster_routing::Slot;
 use smallvec::SmallVec;
 
 use super::batch::{Batcher, Runs, SlotBatchers};
-use super::compat_keys::{self, CompatWindow};
 use super::eval::Job;
 use super::keys::{self, KeyLayout};
-use super::script::{self, Answered};
+use super::script::{self, Answered, NamedWindow};
 use super::settings::RedisClock;
 use crate::clock::Nanos;
 use crate::store::{BadReply, Charge, StoreError};
 
-/// A charge's Redis key, and its window when the key is in envoyproxy/ratelimit's layout.
-type Placed = (Vec<u8>, Option<CompatWindow>);
+/// A charge's Redis key, and its window when the key names it (envoyproxy/ratelimit's layout,
+/// a calendar limit).
+type Placed = (Vec<u8>, Option<NamedWindow>);
 
 /// How calls share script runs.
 enum Batching {
@@ -141,7 +141,7 @@ fn job(
         costs: SmallVec::new(),
         now_us,
     };
-    for (i, (key, compat)) in members {
+    for (i, (key, named)) in members {
         let at = match job.keys.iter().position(|k| *k == key) {
             Some(at) => at,
             None => {
@@ -149,8 +149,8 @@ fn job(
                 job.keys.len() - 1
             }
         };
-        let fields = match compat {
-            Some(window) => compat_keys::fields(&charges[i], at + 1, &window),
+        let fields = match named {
+            Some(window) => script::named_fields(&charges[i], at + 1, &window),
             None => script::fields(&charges[i], at + 1),
         };
         let extra = extras.get(i).copied().unwrap_or(0);

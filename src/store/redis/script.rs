@@ -46,9 +46,31 @@ pub fn fields(charge: &Charge, key_index: usize) -> Fields {
     ]
 }
 
-/// The script's algorithm code of a `fixed_window` counter in envoyproxy/ratelimit's key layout (the
-/// four algorithms are 0 to 3).
-pub const COMPAT_FIXED_WINDOW: u64 = 4;
+/// The script's algorithm code of a fixed window its key names (the four algorithms are 0 to
+/// 3): a plain count in a key of that window alone, the window's end given by sluice, never
+/// found from Redis's clock. envoyproxy/ratelimit's key layout counts so, and so does every
+/// calendar limit (a local day is no multiple of anything since the epoch).
+pub const NAMED_WINDOW: u64 = 4;
+
+/// What the script needs besides the key to count a window the key names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NamedWindow {
+    /// Microseconds from the call's time to the end of the window the key names.
+    pub reset_us: u64,
+    /// The expiry `EXPIRE` sets on every hit, in seconds.
+    pub ttl_s: u64,
+}
+
+/// The fields of `charge` counted in a window its key KEYS[`key_index`] names: the window and
+/// burst fields carry the key's expiry (seconds) and the time left in the window
+/// (microseconds) instead.
+pub fn named_fields(charge: &Charge, key_index: usize, window: &NamedWindow) -> Fields {
+    let mut f = fields(charge, key_index);
+    f[1] = NAMED_WINDOW;
+    f[3] = window.ttl_s;
+    f[4] = window.reset_us;
+    f
+}
 
 /// One call's ARGV entry, written over `out`: one binary argument of little-endian 64-bit
 /// integers (the script reads it with `struct.unpack`): its time in microseconds (-1 =

@@ -66,6 +66,7 @@ fn charge(algorithm: Algorithm, requests: u64, lease: u32, cost: u64) -> Charge 
             requests,
             window: WINDOW,
             burst: requests,
+            origin: 0,
         },
         cost,
         gate: Gate::Enforced,
