@@ -41,6 +41,40 @@ fn check_reports_every_error_with_location() {
     );
 }
 
+/// `sluice check` accepts a calendar limit and refuses an unknown time zone at its position,
+/// naming it; `sluice explain` describes the limit with its zone.
+#[test]
+fn check_and_explain_show_calendar_limits() {
+    let good = "domain: cal\ndescriptors:\n  - key: k\n    rate_limit: { requests_per_unit: 10, calendar: day, timezone: Europe/Paris }\n";
+    let dir = temp_dir(&[("cal.yaml", good)]);
+    assert!(check(dir.path()).stdout_ok().starts_with("ok: "));
+    let config = dir.path().join("cal.yaml");
+    let args = [
+        "explain",
+        "--config",
+        config.to_str().unwrap(),
+        "--domain",
+        "cal",
+        "--descriptor",
+        "k=v",
+    ];
+    let explained = run(args);
+    let explained = explained.stdout_ok();
+    assert!(
+        explained.contains("10 per day (Europe/Paris)"),
+        "{explained}"
+    );
+    let bad = temp_dir(&[("bad.yaml", &good.replace("Europe/Paris", "Europe/Atlantis"))]);
+    let out = check(&bad.path().join("bad.yaml"));
+    assert_eq!(out.code(), Some(1));
+    assert!(
+        out.stderr
+            .contains(":4:67: unknown time zone 'Europe/Atlantis'"),
+        "{}",
+        out.stderr
+    );
+}
+
 /// `sluice serve` prints its ready line with the bound ports, answers /healthcheck, and exits 0
 /// on SIGTERM.
 #[test]
