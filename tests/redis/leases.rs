@@ -189,3 +189,44 @@ async fn a_lease_in_upstreams_layout_counts_in_upstreams_key() {
         "no round trip for those"
     );
 }
+
+/// A leased calendar limit (a Paris day, its window placed by sluice and named in its key):
+/// two replicas never pass it, most calls are answered from held hits, and the hits held at
+/// local midnight stay with the day that ended: the next day starts from its own count.
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn replicas_share_a_leased_calendar_day() {
+    use sluice::rules::{Calendar, Period};
+    let server = RedisServer::start();
+    let replicas = [replica(&server.url()).await, replica(&server.url()).await];
+    let paris = Calendar::new(Period::Day, "Europe/Paris").expect("a known zone");
+    // 2026-03-29T22:00:00Z: midnight in Paris, at the end of a 23-hour day.
+    let midnight: Nanos = 1_774_821_600 * SECOND;
+    let day_charge = |now| {
+        let (start, end) = paris.window(now).expect("a window");
+        let limit = Limit {
+            window: end - start,
+            origin: start,
+            ..leased(Algorithm::FixedWindow, 40, 5, "calendar").limit
+        };
+        Charge {
+            lease: 5,
+            ..charge("edge", ("api_key", "calendar"), limit, 1, Gate::Enforced)
+        }
+    };
+    assert_eq!(day_charge(midnight - 1).limit.window, 23 * 3_600 * SECOND);
+    for start in [midnight - 10 * SECOND, midnight] {
+        let mut admitted = 0;
+        for i in 0..100 {
+            let now = start + (i as Nanos) * 100_000_000;
+            let c = day_charge(now);
+            let outcomes = replicas[i % 2]
+                .apply(std::slice::from_ref(&c), now)
+                .await
+                .expect("redis answers");
+            admitted += u64::from(outcomes[0].verdict.admitted);
+        }
+        assert!((32..=40).contains(&admitted), "{admitted} admitted");
+    }
+    assert!(answered(&replicas[0]) + answered(&replicas[1]) > 0);
+}
