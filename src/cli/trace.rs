@@ -1,7 +1,7 @@
 //! Tracing flags of `sluice serve` (off unless `--otlp-endpoint` is given).
 
 use clap::{Args, ValueEnum};
-use sluice::telemetry::{DEFAULT_SERVICE_NAME, OtlpProtocol, TraceSettings};
+use sluice::telemetry::{DEFAULT_SERVICE_NAME, OtlpProtocol, Propagator, TraceSettings};
 
 /// OpenTelemetry tracing of calls.
 #[derive(Debug, Args)]
@@ -27,6 +27,35 @@ pub struct TraceArgs {
     /// `service.instance.id` of the spans (e.g. the pod name).
     #[arg(long, env = "SLUICE_SERVICE_INSTANCE_ID")]
     pub service_instance_id: Option<String>,
+    /// The formats a call's parent trace context is read from, tried in this order (the first
+    /// that finds one wins): `w3c` (`traceparent`, Envoy's OpenTelemetry tracer), `b3` (the
+    /// `b3` header or `x-b3-*` headers, Envoy's Zipkin tracer).
+    #[arg(
+        long,
+        env = "SLUICE_OTLP_PROPAGATORS",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "w3c,b3"
+    )]
+    pub otlp_propagators: Vec<PropagatorArg>,
+}
+
+/// One of `--otlp-propagators`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PropagatorArg {
+    /// W3C trace context (`traceparent`, `tracestate`).
+    W3c,
+    /// B3, single header or multiple headers.
+    B3,
+}
+
+impl PropagatorArg {
+    fn propagator(self) -> Propagator {
+        match self {
+            PropagatorArg::W3c => Propagator::W3c,
+            PropagatorArg::B3 => Propagator::B3,
+        }
+    }
 }
 
 /// `--otlp-protocol`.
@@ -51,6 +80,11 @@ impl TraceArgs {
             service_name: self.service_name.clone(),
             service_namespace: self.service_namespace.clone(),
             instance_id: self.service_instance_id.clone(),
+            propagators: self
+                .otlp_propagators
+                .iter()
+                .map(|p| p.propagator())
+                .collect(),
             ..TraceSettings::new(endpoint.clone())
         })
     }

@@ -1,5 +1,5 @@
 //! OpenTelemetry tracing of rate-limit calls: one server span per call, continuing the trace
-//! context Envoy sends (W3C `traceparent`), exported over OTLP (gRPC or HTTP).
+//! context Envoy sends (W3C `traceparent`, or B3 from its Zipkin tracer), exported over OTLP (gRPC or HTTP).
 //!
 //! Off by default, and then free: the transport holds an `Option<CallTracer>` and does nothing
 //! more than test it. `settings.rs` is what an operator chooses, `export.rs` builds the
@@ -20,7 +20,7 @@ use opentelemetry::trace::{SpanKind, Tracer as _, TracerProvider as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider};
 
-pub use self::settings::{DEFAULT_SERVICE_NAME, OtlpProtocol, TraceSettings};
+pub use self::settings::{DEFAULT_SERVICE_NAME, OtlpProtocol, Propagator, TraceSettings};
 pub use self::span::CallSpan;
 pub use self::stream::{StreamEvent, StreamTrace};
 
@@ -44,6 +44,7 @@ pub struct CallTracer {
 struct Inner {
     provider: SdkTracerProvider,
     tracer: SdkTracer,
+    propagators: propagate::Propagators,
 }
 
 impl std::fmt::Debug for CallTracer {
@@ -72,14 +73,21 @@ impl CallTracer {
             .build();
         let tracer = provider.tracer(env!("CARGO_PKG_NAME"));
         Ok(Self {
-            inner: Arc::new(Inner { provider, tracer }),
+            inner: Arc::new(Inner {
+                provider,
+                tracer,
+                propagators: propagate::Propagators::new(
+                    &settings.propagators,
+                    settings.sampling_ratio,
+                ),
+            }),
         })
     }
 
     /// Starts the span of a call whose gRPC (or HTTP) headers are `metadata`, as a child of the
     /// trace context they carry. `None` when the sampler drops the call: nothing more is spent.
     pub fn start(&self, metadata: &tonic::metadata::MetadataMap) -> Option<CallSpan> {
-        let parent = propagate::extract(metadata);
+        let parent = self.inner.propagators.extract(metadata);
         let span = self
             .inner
             .tracer

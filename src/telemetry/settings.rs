@@ -16,6 +16,23 @@ pub enum OtlpProtocol {
     Http,
 }
 
+/// A trace-context format the parent of a call is read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Propagator {
+    /// W3C trace context: `traceparent` (and `tracestate`), what Envoy's OpenTelemetry tracer
+    /// sends.
+    W3c,
+    /// B3, what Envoy's Zipkin tracer sends (Istio meshes on Zipkin): the single `b3` header or
+    /// the `x-b3-traceid`/`x-b3-spanid`/`x-b3-sampled`/`x-b3-flags` headers, both read.
+    B3,
+}
+
+impl Propagator {
+    /// Every format, in the order a call's headers are tried by default (envoyproxy/ratelimit
+    /// reads both too).
+    pub const DEFAULT: [Propagator; 2] = [Propagator::W3c, Propagator::B3];
+}
+
 /// Tracing settings (tracing is on when these are present).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceSettings {
@@ -35,6 +52,9 @@ pub struct TraceSettings {
     pub instance_id: Option<String>,
     /// Longest wait for the collector on one export.
     pub export_timeout: Duration,
+    /// The formats a call's parent context is read from, tried in this order: the first that
+    /// finds a valid parent wins.
+    pub propagators: Vec<Propagator>,
 }
 
 impl TraceSettings {
@@ -48,6 +68,7 @@ impl TraceSettings {
             service_namespace: None,
             instance_id: None,
             export_timeout: Duration::from_secs(10),
+            propagators: Propagator::DEFAULT.to_vec(),
         }
     }
 }

@@ -38,11 +38,11 @@ pub enum StreamEvent {
 }
 
 impl CallTracer {
-    /// The trace of a stream opened with `metadata` (its `traceparent`, if any, is the parent).
+    /// The trace of a stream opened with `metadata` (its `traceparent` or B3 headers, if any, are the parent).
     pub fn stream(&self, metadata: &tonic::metadata::MetadataMap) -> StreamTrace {
         StreamTrace {
             tracer: self.clone(),
-            parent: super::propagate::extract(metadata),
+            parent: self.inner.propagators.extract(metadata),
             domain: String::new(),
         }
     }

@@ -291,6 +291,42 @@ impl Bootstrap {
     }
 }
 
+impl Bootstrap {
+    /// [`Bootstrap::yaml`] with Envoy's Zipkin tracer as Istio configures it (128-bit trace ids,
+    /// no shared span context, JSON v2 to `/api/v2/spans`): every request sampled, spans sent to
+    /// `collector` as service `envoy`, and the rate-limit call carrying `x-b3-*` headers.
+    pub fn yaml_zipkin(&self, collector: SocketAddr) -> String {
+        let tracing = r#"          use_remote_address: true
+          tracing:
+            random_sampling: { value: 100 }
+            provider:
+              name: envoy.tracers.zipkin
+              typed_config:
+                "@type": type.googleapis.com/envoy.config.trace.v3.ZipkinConfig
+                collector_cluster: zipkin
+                collector_endpoint: /api/v2/spans
+                collector_endpoint_version: HTTP_JSON
+                trace_id_128bit: true
+                shared_span_context: false
+"#;
+        let cluster = format!(
+            r#"  - name: zipkin
+    type: STATIC
+    connect_timeout: 1s
+    load_assignment:
+      cluster_name: zipkin
+      endpoints:
+      - lb_endpoints:
+        - endpoint: {{ address: {{ {} }} }}
+"#,
+            socket_address(collector)
+        );
+        self.yaml()
+            .replacen("          use_remote_address: true\n", tracing, 1)
+            + &cluster
+    }
+}
+
 /// A running Envoy.
 pub struct Envoy {
     child: Option<Child>,

@@ -1,6 +1,7 @@
-//! A small OTLP trace receiver: a tonic server of the OpenTelemetry collector's trace service
-//! (OTLP/gRPC), or an axum server taking `POST /v1/traces` (OTLP/HTTP, protobuf), on a free
-//! loopback port, keeping every span it is sent. It runs on its own thread and
+//! A small trace receiver: a tonic server of the OpenTelemetry collector's trace service
+//! (OTLP/gRPC), an axum server taking `POST /v1/traces` (OTLP/HTTP, protobuf), or one taking
+//! Zipkin's `POST /api/v2/spans` (JSON v2, what Envoy's Zipkin tracer sends: a stand-in for a
+//! Zipkin collector), on a free loopback port, keeping every span it is sent. It runs on its own thread and
 //! runtime, so sync tests (Envoy) and async ones can both use it; it stops when dropped.
 
 use std::collections::BTreeMap;
@@ -86,6 +87,48 @@ async fn http_export(
     }
 }
 
+/// Zipkin v2: a JSON array of spans in, 202 out.
+async fn zipkin_export(
+    axum::extract::State(collector): axum::extract::State<Collector>,
+    body: axum::body::Bytes,
+) -> axum::http::StatusCode {
+    let Ok(spans) = serde_json::from_slice::<Vec<serde_json::Value>>(&body) else {
+        return axum::http::StatusCode::BAD_REQUEST;
+    };
+    let field = |span: &serde_json::Value, name: &str| {
+        span.get(name)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut kept = collector.spans.lock().unwrap();
+    for span in spans {
+        let service = span
+            .pointer("/localEndpoint/serviceName")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let attributes = span
+            .get("tags")
+            .and_then(|t| t.as_object())
+            .map(|tags| {
+                tags.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        kept.push(ReceivedSpan {
+            service,
+            name: field(&span, "name"),
+            trace_id: field(&span, "traceId"),
+            span_id: field(&span, "id"),
+            parent_span_id: field(&span, "parentId"),
+            attributes,
+        });
+    }
+    axum::http::StatusCode::ACCEPTED
+}
+
 impl Collector {
     fn keep(&self, request: ExportTraceServiceRequest) {
         let mut kept = self.spans.lock().unwrap();
@@ -147,6 +190,7 @@ pub struct Receiver {
 enum Wire {
     Grpc,
     Http,
+    Zipkin,
 }
 
 impl Receiver {
@@ -158,6 +202,11 @@ impl Receiver {
     /// Starts an OTLP/HTTP receiver (`POST /v1/traces`) on a free loopback port.
     pub fn start_http() -> Self {
         Self::start_on(Wire::Http)
+    }
+
+    /// Starts a Zipkin v2 JSON receiver (`POST /api/v2/spans`) on a free loopback port.
+    pub fn start_zipkin() -> Self {
+        Self::start_on(Wire::Zipkin)
     }
 
     fn start_on(wire: Wire) -> Self {
@@ -177,6 +226,15 @@ impl Receiver {
                 let stopped = async {
                     let _ = stopped.await;
                 };
+                if wire == Wire::Zipkin {
+                    let app = axum::Router::new()
+                        .route("/api/v2/spans", axum::routing::post(zipkin_export))
+                        .with_state(served);
+                    let _ = axum::serve(listener, app)
+                        .with_graceful_shutdown(stopped)
+                        .await;
+                    return;
+                }
                 if wire == Wire::Http {
                     let app = axum::Router::new()
                         .route("/v1/traces", axum::routing::post(http_export))

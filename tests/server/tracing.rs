@@ -260,9 +260,75 @@ fn envoys_trace_continues_into_sluice() {
         "[e2e.generic_key_per_key.key]"
     );
     let parent = receiver.wait_for("Envoy's span of the rate-limit call", |s| {
-        s.service == "envoy" && s.span_id == ours.parent_span_id
+        s.span_id == ours.parent_span_id
     });
+    assert!(
+        parent.name.contains("RateLimitService.ShouldRateLimit"),
+        "the parent is Envoy's rate-limit client span: {parent:?}"
+    );
     assert_eq!(parent.trace_id, ours.trace_id, "one trace: Envoy's");
+    drop(envoy);
+}
+
+/// Through a real Envoy with its Zipkin tracer, as Istio meshes on Zipkin run it: the rate-limit
+/// call carries B3 (`x-b3-traceid`, `x-b3-spanid`, `x-b3-sampled`), and sluice's OTLP span, by
+/// default (`--otlp-propagators w3c,b3`), lands in Envoy's Zipkin trace as the child of Envoy's
+/// rate-limit client span; with `--otlp-propagators w3c` the same call starts a trace of its own.
+#[test]
+#[ignore = "needs envoy (scripts/test installs it)"]
+fn envoys_zipkin_trace_continues_into_sluice_over_b3() {
+    let zipkin = Receiver::start_zipkin();
+    let otlp = Receiver::start();
+    let rules = "domain: e2e\ndescriptors:\n  - key: generic_key\n    value: per_key\n    descriptors:\n      - key: key\n        rate_limit: { unit: minute, requests_per_unit: 5 }\n";
+    let endpoint = otlp.endpoint();
+    let b3 = Sluice::start(
+        rules,
+        &["--otlp-endpoint", &endpoint, "--service-name", "b3"],
+    );
+    let w3c_only = Sluice::start(
+        rules,
+        &[
+            "--otlp-endpoint",
+            &endpoint,
+            "--service-name",
+            "w3c-only",
+            "--otlp-propagators",
+            "w3c",
+        ],
+    );
+    let upstream = Upstream::start();
+    let envoy_for = |sluice: &Sluice| {
+        let bootstrap = Bootstrap {
+            sluice: sluice.grpc_addr,
+            upstream: upstream.addr,
+            failure_mode_deny: false,
+        }
+        .yaml_zipkin(zipkin.addr);
+        Envoy::start(&bootstrap)
+    };
+
+    let envoy = envoy_for(&b3);
+    let response = http1::get(envoy.listener, "/", &[("x-key", "k1")]);
+    assert_eq!(response.status, 200, "{}", envoy.log());
+    let ours = otlp.wait_for("sluice's span", |s| s.service == "b3");
+    assert_eq!(ours.attribute("ratelimit.domain"), "e2e");
+    let parent = zipkin.wait_for("Envoy's Zipkin span of the rate-limit call", |s| {
+        s.span_id == ours.parent_span_id
+    });
+    assert!(
+        parent.name.contains("RateLimitService.ShouldRateLimit"),
+        "the parent is Envoy's rate-limit client span: {parent:?}"
+    );
+    assert_eq!(parent.trace_id, ours.trace_id, "one trace: Envoy's");
+    drop(envoy);
+
+    let envoy = envoy_for(&w3c_only);
+    let response = http1::get(envoy.listener, "/", &[("x-key", "k2")]);
+    assert_eq!(response.status, 200, "{}", envoy.log());
+    let root = otlp.wait_for("sluice's span without B3", |s| s.service == "w3c-only");
+    assert_eq!(root.parent_span_id, "", "B3 not read: a root span");
+    let envoy_traces: Vec<String> = zipkin.spans().into_iter().map(|s| s.trace_id).collect();
+    assert!(!envoy_traces.contains(&root.trace_id));
     drop(envoy);
 }
 

@@ -444,6 +444,42 @@ fn tracing_variables() {
     assert!(args.trace.settings().is_none(), "off by default");
 }
 
+/// `OTEL_PROPAGATORS` chooses the formats in its order (`baggage` has no effect, `b3multi` is
+/// B3, `none` reads none); an unknown name is an error naming it; a flag wins; unset, both are
+/// read.
+#[test]
+fn tracing_propagators_variable() {
+    use crate::cli::trace::PropagatorArg::{B3, W3c};
+    let on = |list: &'static str| {
+        [
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("TRACING_ENABLED", "true"),
+            ("OTEL_PROPAGATORS", list),
+        ]
+    };
+    let chosen = |args: &[&str], list| {
+        personality(args, &on(list))
+            .unwrap()
+            .0
+            .trace
+            .otlp_propagators
+    };
+    assert_eq!(chosen(&[], "tracecontext,baggage"), vec![W3c]);
+    assert_eq!(chosen(&[], "b3multi, tracecontext"), vec![B3, W3c]);
+    assert_eq!(chosen(&[], "none"), vec![]);
+    assert_eq!(chosen(&["--otlp-propagators", "w3c"], "b3"), vec![W3c]);
+    let error = personality(&[], &on("tracecontext,jaeger"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("OTEL_PROPAGATORS") && error.contains("jaeger"),
+        "{error}"
+    );
+    let unset = [("REDIS_SOCKET_TYPE", "tcp"), ("TRACING_ENABLED", "true")];
+    let (args, _) = personality(&[], &unset).unwrap();
+    assert_eq!(args.trace.otlp_propagators, vec![W3c, B3]);
+}
+
 /// The collector and protocol as the OpenTelemetry SDK reads them: gRPC when asked, the traces
 /// endpoint as is over the base one, the default collector when neither is set; an unknown
 /// protocol is an error.

@@ -1,9 +1,10 @@
 //! Tracing: `TRACING_*` and the OpenTelemetry exporter's `OTEL_EXPORTER_OTLP_*`, onto
-//! `--otlp-endpoint`, `--trace-sampling-ratio` and the `--service-*` flags.
+//! `--otlp-endpoint`, `--trace-sampling-ratio`, the `--service-*` flags and, from the SDK's
+//! `OTEL_PROPAGATORS`, `--otlp-propagators`.
 
 use super::env::Env;
 use super::{EnvError, Group, Handling, Kind, Target, Var};
-use crate::cli::trace::ProtocolArg;
+use crate::cli::trace::{PropagatorArg, ProtocolArg};
 
 /// The tracing variables.
 pub const GROUP: Group = Group {
@@ -61,6 +62,14 @@ pub const GROUP: Group = Group {
                 "`…_TRACES_ENDPOINT` (as is) or `…_ENDPOINT` (with `/v1/traces` added over HTTP) is the collector (`http://` added when missing, as Envoy Gateway does); the OpenTelemetry SDK reads the others (`…_HEADERS`, `…_TIMEOUT`) itself",
             ),
         },
+        Var {
+            name: "OTEL_PROPAGATORS",
+            kind: Kind::List,
+            default: "tracecontext,b3,baggage",
+            handling: Handling::Honoured(
+                "`--otlp-propagators`: `tracecontext` → `w3c`, `b3` and `b3multi` → `b3` (both B3 forms are read either way), `none` reads no parent; `baggage` is accepted and has no effect (spans carry no baggage); other names are an error",
+            ),
+        },
     ],
     apply,
 };
@@ -75,7 +84,8 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
     }
     apply_exporter(env, target)?;
     apply_sampling(env, target)?;
-    apply_service(env, target)
+    apply_service(env, target)?;
+    apply_propagators(env, target)
 }
 
 /// Notes every other tracing variable that is set, since tracing is off.
@@ -83,7 +93,11 @@ fn note_not_enabled(env: &Env, target: &mut Target<'_>) {
     let set: Vec<String> = env
         .names()
         .filter(|n| *n != "TRACING_ENABLED")
-        .filter(|n| n.starts_with("TRACING_") || n.starts_with("OTEL_EXPORTER_OTLP_"))
+        .filter(|n| {
+            n.starts_with("TRACING_")
+                || n.starts_with("OTEL_EXPORTER_OTLP_")
+                || *n == "OTEL_PROPAGATORS"
+        })
         .map(str::to_owned)
         .collect();
     for name in set {
@@ -172,6 +186,36 @@ fn apply_service(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
             Ok(())
         },
     )
+}
+
+/// `OTEL_PROPAGATORS` (the OpenTelemetry SDK's list) as `--otlp-propagators`, in its order.
+fn apply_propagators(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+    let Some(list) = env.get("OTEL_PROPAGATORS").filter(|l| !l.trim().is_empty()) else {
+        return Ok(());
+    };
+    let mut chosen = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        match name {
+            "tracecontext" => chosen.push(PropagatorArg::W3c),
+            "b3" | "b3multi" => chosen.push(PropagatorArg::B3),
+            "baggage" => {}
+            "none" => {
+                chosen.clear();
+                break;
+            }
+            other => {
+                return Err(env.error_in(
+                    "OTEL_PROPAGATORS",
+                    other,
+                    "is not a propagator sluice reads (tracecontext, b3, b3multi, baggage or none)",
+                ));
+            }
+        }
+    }
+    target.unless_explicit(env, "otlp_propagators", &["OTEL_PROPAGATORS"], |args| {
+        args.trace.otlp_propagators = chosen;
+        Ok(())
+    })
 }
 
 /// The collector as the OpenTelemetry SDK reads its variables: the traces endpoint as is, else
