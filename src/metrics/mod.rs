@@ -1,14 +1,15 @@
 //! Every metric name and label in one place (`names.rs`), with typed recording functions:
 //! envoyproxy/ratelimit's families and the hit split (`compat.rs`), the capped per-rule
 //! series (`series.rs`), sluice's own decision and rule figures (`decisions.rs`), the figures a
-//! store reports about itself (`store.rs`), the xDS stream's (`xds.rs`) and the quota service's
-//! (`quota.rs`).
+//! store reports about itself (`store.rs`), the xDS stream's (`xds.rs`), the quota service's
+//! (`quota.rs`) and the configured limits as gauges (`configured.rs`).
 //!
 //! Recording goes through handles resolved once (a rule's series, a family's fixed label),
 //! never by formatting label strings per call.
 
 mod capped;
 mod compat;
+mod configured;
 mod decisions;
 mod names;
 mod quota;
@@ -23,6 +24,7 @@ use prometheus::{
 };
 
 pub use compat::{HitOutcome, HitSplit};
+pub use configured::ConfiguredLimit;
 pub use decisions::StoreSeries;
 pub(crate) use names::{SERVICE_ERROR, STORE_ERROR};
 pub use quota::ReportedOutcome;
@@ -44,6 +46,7 @@ pub struct Metrics {
     store: store::StoreFigures,
     xds: xds::XdsFigures,
     quota: quota::QuotaFigures,
+    configured: configured::ConfiguredLimits,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -63,6 +66,9 @@ impl Metrics {
         let families = Families(&registry);
         let compat = compat::Compat::new(&families, near_ratio, max_series);
         let folded = compat.series.folded();
+        let configured = configured::ConfiguredLimits::new();
+        // Registered once, before anything else of these names: it cannot clash.
+        let _ = registry.register(Box::new(configured.clone()));
         // Only told apart, never ordered: any unique number will do.
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Self {
@@ -72,8 +78,17 @@ impl Metrics {
             quota: quota::QuotaFigures::new(&families, max_series, folded),
             store: store::StoreFigures::new(&families),
             xds: xds::XdsFigures::new(&families),
+            configured,
             registry,
         }
+    }
+
+    /// Replaces the configured-limit gauges with those of the rules just loaded; past the
+    /// per-rule series cap the rest are left out. Returns how many were left out.
+    pub fn record_configured_limits(&self, limits: &[ConfiguredLimit]) -> usize {
+        let kept = limits.len().min(self.compat.series.max_series());
+        self.configured.replace(&limits[..kept]);
+        limits.len() - kept
     }
 
     /// The Prometheus text exposition of every metric.

@@ -74,6 +74,15 @@ pub const SERIES_FOLDED: &str = "sluice_metric_series_folded_total";
 /// Descriptors looked up in a domain that is not loaded.
 pub const DOMAIN_NOT_FOUND: &str = "sluice_domain_not_found_total";
 
+/// Requests per window of each configured limit (one series per limit of every limited node).
+pub const RULE_LIMIT: &str = "sluice_rule_limit";
+/// The window of each configured limit, seconds.
+pub const RULE_WINDOW_SECONDS: &str = "sluice_rule_window_seconds";
+/// Labels of the configured limits: `domain`, `key1`, `key2` join the per-rule hit series;
+/// `key` is the node's full key, `limit` its position among the node's limits.
+pub const CONFIGURED_LIMIT_LABELS: [&str; 6] =
+    ["domain", "key", "key1", "key2", "limit", "algorithm"];
+
 /// Labels of the per-rule series.
 pub const RULE_LABELS: [&str; 3] = ["domain", "key1", "key2"];
 /// `key1` of the series that collects keys past the cap.

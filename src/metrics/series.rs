@@ -162,7 +162,7 @@ impl Series {
 
 /// `key1`/`key2` labels: the first two path segments after the domain (deeper ones are dropped,
 /// as envoyproxy/ratelimit's Prometheus mapping does).
-fn label_keys(domain: &str, stats_key: &str) -> (String, String) {
+pub(super) fn label_keys(domain: &str, stats_key: &str) -> (String, String) {
     let path = stats_key
         .strip_prefix(domain)
         .and_then(|p| p.strip_prefix('.'))

@@ -121,6 +121,15 @@ impl Reloader {
         for warning in &rules.warnings {
             tracing::warn!(%warning, "rule file");
         }
+        let left_out = self
+            .metrics
+            .record_configured_limits(&rules.configured_limits());
+        if left_out > 0 {
+            tracing::warn!(
+                left_out,
+                "more limits than --metrics-max-series: some have no sluice_rule_limit gauge"
+            );
+        }
         self.rules.store(Arc::new(rules));
         self.metrics.record_rules_loaded(generation, unix_now());
         generation

@@ -1,7 +1,10 @@
-//! Human-readable views of a [`RuleSet`]: the `check` summary and the `/rlconfig` lines.
+//! Views of a [`RuleSet`]: the `check` summary, the `/rlconfig` lines and the configured limits
+//! the `sluice_rule_limit` gauges show.
 
 use std::fmt::Write as _;
 
+use crate::clock::SECOND;
+use crate::metrics::ConfiguredLimit;
 use crate::rules::duration;
 use crate::rules::{Level, LimitKind, LimitRule, Node, RuleSet};
 
@@ -32,6 +35,38 @@ impl RuleSet {
         // By full key, so a parent comes before its children (`a.b:` sorts after `a.b.c:`).
         lines.sort();
         lines.into_iter().map(|(_, line)| line).collect()
+    }
+}
+
+impl RuleSet {
+    /// Every counted limit of every node, for the `sluice_rule_limit` and
+    /// `sluice_rule_window_seconds` gauges, sorted by key (a calendar limit's window is its
+    /// nominal length, a day 86,400 s).
+    pub fn configured_limits(&self) -> Vec<ConfiguredLimit> {
+        let mut limits = Vec::new();
+        for domain in self.domains.values() {
+            push_limits(&domain.name, &domain.root, &mut limits);
+        }
+        limits.sort_by(|a, b| (&a.domain, &a.key, a.index).cmp(&(&b.domain, &b.key, b.index)));
+        limits
+    }
+}
+
+fn push_limits(domain: &str, level: &Level, limits: &mut Vec<ConfiguredLimit>) {
+    for node in nodes(level) {
+        for rule in &node.limits {
+            if let LimitKind::Counted(limit) = &rule.kind {
+                limits.push(ConfiguredLimit {
+                    domain: domain.to_owned(),
+                    key: node.full_key.clone(),
+                    index: rule.index,
+                    algorithm: limit.algorithm.name(),
+                    requests: limit.requests,
+                    window_seconds: limit.window as f64 / SECOND as f64,
+                });
+            }
+        }
+        push_limits(domain, &node.children, limits);
     }
 }
 

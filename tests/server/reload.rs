@@ -261,3 +261,63 @@ async fn files_beside_a_single_rule_file_do_not_reload() {
     stop.store(true, Ordering::SeqCst);
     server.stop().await;
 }
+
+/// The configured-limit gauges follow the rules: one series per limit, the new values after an
+/// edit, and none left behind by a domain whose file was deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_limit_gauges_follow_reloads() {
+    async fn gauges(server: &TestServer, family: &str) -> Vec<String> {
+        let prefix = format!("{family}{{");
+        let mut lines: Vec<String> = server
+            .metrics()
+            .await
+            .lines()
+            .filter(|l| l.starts_with(&prefix))
+            .map(str::to_owned)
+            .collect();
+        lines.sort();
+        lines
+    }
+    let server = TestServer::start(&rules(2)).await;
+    let dir = server.rules_dir();
+    let limits = gauges(&server, "sluice_rule_limit").await;
+    assert_eq!(limits.len(), 1, "{limits:?}");
+    assert!(limits[0].contains(r#"domain="test""#), "{limits:?}");
+    assert!(limits[0].contains(r#"key1="k""#), "{limits:?}");
+    assert!(limits[0].ends_with("} 2"), "{limits:?}");
+    let windows = gauges(&server, "sluice_rule_window_seconds").await;
+    assert_eq!(windows.len(), 1, "{windows:?}");
+    assert!(windows[0].ends_with("} 3600"), "{windows:?}");
+
+    std::fs::write(
+        dir.join("other.yaml"),
+        rules(5).replace("domain: test", "domain: other"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("rules.yaml"), rules(10)).unwrap();
+    eventually(RELOAD, "both files load", || async {
+        gauges(&server, "sluice_rule_limit").await.len() == 2
+    })
+    .await;
+    eventually(RELOAD, "the edited limit shows", || async {
+        let limits = gauges(&server, "sluice_rule_limit").await;
+        limits
+            .iter()
+            .any(|l| l.contains(r#"domain="test""#) && l.ends_with("} 10"))
+            && limits
+                .iter()
+                .any(|l| l.contains(r#"domain="other""#) && l.ends_with("} 5"))
+    })
+    .await;
+
+    std::fs::remove_file(dir.join("other.yaml")).unwrap();
+    eventually(RELOAD, "the deleted domain's series go", || async {
+        let (limits, windows) = (
+            gauges(&server, "sluice_rule_limit").await,
+            gauges(&server, "sluice_rule_window_seconds").await,
+        );
+        limits.len() == 1 && windows.len() == 1 && !limits[0].contains("other")
+    })
+    .await;
+    server.stop().await;
+}
