@@ -8,6 +8,7 @@ mod cli;
 mod logging;
 mod simulate;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use cli::Command;
@@ -31,7 +32,7 @@ fn main() -> ExitCode {
         }
         Command::Serve(args) => cli::prepare::prepare(*args, invocation.serve_matches.as_ref())
             .and_then(|prepared| {
-                logging::init(prepared.log_format, prepared.log_level.as_deref());
+                let _log_writer = logging::init(prepared.log_format, prepared.log_level.as_deref());
                 if let Some(warning) = &prepared.warning {
                     tracing::warn!("{warning}");
                 }
@@ -46,7 +47,8 @@ fn main() -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            // Not `eprintln!`: it panics when stderr is closed or a broken pipe.
+            let _ = writeln!(std::io::stderr(), "error: {error:#}");
             ExitCode::FAILURE
         }
     }

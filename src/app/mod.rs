@@ -11,6 +11,7 @@
 //! the server has stopped and the store's last flush has run.
 
 pub mod defaults;
+mod file_reload;
 mod grpc;
 mod health;
 mod listen;
@@ -43,6 +44,7 @@ use crate::xds::{XdsError, XdsSource};
 /// Longest wait for the trace exporter's last export at shutdown.
 const TRACE_FLUSH: Duration = Duration::from_secs(5);
 
+pub use self::file_reload::FileReload;
 pub use self::settings::{HealthOptions, MemorySettings, MetricsListener, Settings, StoreSettings};
 pub use crate::reload::{Reloader, RuleSource, WatchError};
 pub use crate::tls::{ReloadOutcome, ServerTls, TlsSettings, TlsStatus};
@@ -376,6 +378,14 @@ fn running(
 }
 
 impl Running {
+    /// A handle that re-reads the rule and TLS files on request (SIGHUP).
+    pub fn file_reload(&self) -> FileReload {
+        FileReload {
+            reloader: self.reloader.clone(),
+            tls: self.tls.clone(),
+        }
+    }
+
     /// Waits until shutdown is requested, then for in-flight calls to finish (bounded by the
     /// shutdown delay plus the grace period) and the store's last flush. (Neither server fails
     /// as a whole: a connection's error ends that connection only.)

@@ -1,5 +1,6 @@
 //! `sluice serve`: its flags, parsed into [`Settings`], and the run until SIGTERM/SIGINT.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -203,20 +204,38 @@ impl MemoryArgs {
     }
 }
 
-/// Runs `sluice serve` until SIGTERM/SIGINT.
+/// Runs `sluice serve` until SIGTERM/SIGINT, re-reading its files on SIGHUP.
 pub async fn run(settings: Settings) -> anyhow::Result<()> {
     // Install the signal handlers before announcing readiness: a SIGTERM sent right after the
     // ready line must start a graceful shutdown, not kill the process.
     let signals = shutdown_signals()?;
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("cannot handle SIGHUP")?;
     let running = app::start(settings, Arc::new(SystemClock)).await?;
     let grpc = match &running.grpc_socket {
         Some(path) => format!("unix:{}", path.display()),
         None => running.grpc_addr.to_string(),
     };
-    println!("sluice ready grpc={grpc} http={}", running.http_addr);
+    // Not `println!`: it panics when stdout is closed (`sluice serve | true`); the ready line is a
+    // courtesy to scripts, and the log line below says the same.
+    tracing::info!(grpc = %grpc, http = %running.http_addr, "serving");
+    let _ = writeln!(
+        std::io::stdout(),
+        "sluice ready grpc={grpc} http={}",
+        running.http_addr
+    );
     if let Some(addr) = running.metrics_addr {
         tracing::info!(%addr, "metrics listener");
     }
+    // SIGHUP re-reads the rule and TLS files, as operators of most servers expect; without a
+    // handler it would end the process on the spot, losing what is not yet persisted.
+    let reload = running.file_reload();
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            tracing::info!("SIGHUP: re-reading the rule and TLS files");
+            reload.now().await;
+        }
+    });
     let token = running.shutdown.clone();
     tokio::spawn(async move {
         signals.await;

@@ -44,7 +44,15 @@ pub fn try_get(
     path: &str,
     headers: &[(&str, &str)],
 ) -> std::io::Result<Response> {
-    exchange(TcpStream::connect(addr)?, path, headers)
+    exchange(TcpStream::connect(addr)?, "GET", path, headers, "")
+}
+
+/// `POST path` with extra `headers` and `body` (its `Content-Length` added), on a fresh
+/// connection.
+pub fn post(addr: SocketAddr, path: &str, headers: &[(&str, &str)], body: &str) -> Response {
+    TcpStream::connect(addr)
+        .and_then(|stream| exchange(stream, "POST", path, headers, body))
+        .unwrap_or_else(|e| panic!("POST {addr}{path}: {e}"))
 }
 
 /// `GET path` on a connection made from the loopback address `source` (e.g. 127.0.0.2), so
@@ -68,20 +76,27 @@ pub fn get_from(
         .and_then(|s| s.into_std())
         .unwrap_or_else(|e| panic!("connect {source} -> {addr}: {e}"));
     stream.set_nonblocking(false).expect("blocking socket");
-    exchange(stream, path, headers).unwrap_or_else(|e| panic!("GET {addr}{path}: {e}"))
+    exchange(stream, "GET", path, headers, "").unwrap_or_else(|e| panic!("GET {addr}{path}: {e}"))
 }
 
 fn exchange(
     mut stream: TcpStream,
+    method: &str,
     path: &str,
     headers: &[(&str, &str)],
+    body: &str,
 ) -> std::io::Result<Response> {
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut request = format!("GET {path} HTTP/1.1\r\nHost: sluice.test\r\nConnection: close\r\n");
+    let mut request =
+        format!("{method} {path} HTTP/1.1\r\nHost: sluice.test\r\nConnection: close\r\n");
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
+    if method != "GET" {
+        request.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
     request.push_str("\r\n");
+    request.push_str(body);
     stream.write_all(request.as_bytes())?;
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw)?;

@@ -218,7 +218,8 @@ impl Serve {
         self.dir.path().join("rules")
     }
 
-    fn command(&self) -> Command {
+    /// The `sluice serve` command line, for a test that sets up its own stdio.
+    pub fn command(&self) -> Command {
         let mut command = command([
             "serve",
             "--grpc-addr",

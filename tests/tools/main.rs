@@ -24,5 +24,6 @@ fn fuzz_corpus_needs_the_fuzzing_feature() {
 }
 mod helm;
 mod prometheus;
+mod signals;
 mod simulate;
 mod soak;
