@@ -302,14 +302,36 @@ pub fn reset_ms(response: &RateLimitResponse, i: usize) -> u64 {
 pub const OK: i32 = 1;
 pub const OVER: i32 = 2;
 
-/// One HTTP/1.0 exchange over a fresh connection: `(status, body)`.
+/// One HTTP/1.0 exchange over a fresh connection, a JSON body: `(status, body)`.
 pub async fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    http_with(
+        addr,
+        method,
+        path,
+        &[("Content-Type", "application/json")],
+        body,
+    )
+    .await
+}
+
+/// As [`http`] with `headers` in place of the JSON content type (`Host: test` is always sent).
+pub async fn http_with(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr)
         .await
         .expect("connect http");
+    let headers: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
     let request = format!(
-        "{method} {path} HTTP/1.0\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.0\r\nHost: test\r\n{headers}Content-Length: {}\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(request.as_bytes()).await.expect("send");

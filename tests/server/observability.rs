@@ -228,6 +228,54 @@ async fn json_endpoint() {
     server.stop().await;
 }
 
+/// POST /json charges counters only for a JSON body from no foreign browser origin: a
+/// `text/plain` or form body (what any web page may POST across origins unasked) gets 415, a
+/// call a browser makes for another site 403, and neither spends a hit.
+#[tokio::test]
+async fn json_refuses_other_bodies_and_origins() {
+    let server = TestServer::start(RULES).await;
+    let addr = server.http_addr;
+    let body = r#"{"domain":"obs","descriptors":[{"entries":[{"key":"twenty","value":"csrf"}]}]}"#;
+    let json = ("Content-Type", "application/json");
+    let refused: [(&[(&str, &str)], u16); 7] = [
+        (&[("Content-Type", "text/plain")], 415),
+        (
+            &[("Content-Type", "application/x-www-form-urlencoded")],
+            415,
+        ),
+        (&[], 415),
+        (&[json, ("Origin", "https://evil.example")], 403),
+        (&[json, ("Origin", "null")], 403),
+        (&[json, ("Sec-Fetch-Site", "cross-site")], 403),
+        (&[json, ("Sec-Fetch-Site", "same-site")], 403),
+    ];
+    for (headers, expected) in refused {
+        let (status, reply) = http_with(addr, "POST", "/json", headers, body).await;
+        assert_eq!(status, expected, "{headers:?}: {reply}");
+    }
+    // Accepted: a client that is no browser, the server's own page, and a charset parameter.
+    let accepted: [&[(&str, &str)]; 3] = [
+        &[json],
+        &[
+            json,
+            ("Origin", "http://test"),
+            ("Sec-Fetch-Site", "same-origin"),
+        ],
+        &[("Content-Type", "Application/JSON; charset=utf-8")],
+    ];
+    for (i, headers) in accepted.into_iter().enumerate() {
+        let (status, reply) = http_with(addr, "POST", "/json", headers, body).await;
+        assert_eq!(status, 200, "{headers:?}: {reply}");
+        let reply: serde_json::Value = serde_json::from_str(&reply).unwrap();
+        assert_eq!(
+            reply["statuses"][0]["limitRemaining"],
+            19 - i,
+            "the refused calls spent nothing"
+        );
+    }
+    server.stop().await;
+}
+
 /// /healthcheck answers OK and /rlconfig lists one line per limited node.
 #[tokio::test]
 async fn healthcheck_and_rlconfig() {
