@@ -60,6 +60,13 @@ pub enum StoreError {
     /// Redis settings that do not go together (e.g. a client certificate without TLS).
     #[error("counter store configuration: {0}")]
     Conflict(&'static str),
+    /// A reset took the counters out of memory, but the data directory could not be brought
+    /// up to date: until a snapshot is written, a restart may bring them back.
+    #[error(
+        "counters reset in memory, but the data directory could not be written ({0}); a restart \
+         may bring them back until a snapshot succeeds (retried)"
+    )]
+    ResetNotPersisted(String),
 }
 
 impl StoreError {
@@ -82,6 +89,8 @@ impl StoreError {
             | Self::TlsFile { .. }
             | Self::Tls(_)
             | Self::Conflict(_) => false,
+            // The snapshot is retried in the background; the reset itself is done.
+            Self::ResetNotPersisted(_) => true,
         }
     }
 }

@@ -85,6 +85,19 @@ pub type BackgroundTask = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 pub type StoreFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Vec<Outcome>, StoreError>> + Send + 'a>>;
 
+/// What [`Store::reset`] cleared.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cleared {
+    /// Counters that held state and were removed (a counter never charged, or idle, is not
+    /// counted).
+    pub counters: u64,
+    /// Leased hits this replica held for them and gave up (Redis `lease:` rules).
+    pub leased_hits: u64,
+}
+
+/// The boxed future a [`Store::reset`] returns.
+pub type ResetFuture<'a> = Pin<Box<dyn Future<Output = Result<Cleared, StoreError>> + Send + 'a>>;
+
 /// The boxed future of [`Store::flush`].
 pub type FlushFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
@@ -97,6 +110,19 @@ pub trait Store: Send + Sync + 'static {
     /// [`Store::apply`] for a call of one charge, answered on the spot by a store that never
     /// waits (the embedded one): no boxed future, no vector. `None`: use [`Store::apply`].
     fn apply_one_now(&self, _charge: &Charge, _now: Nanos) -> Option<Outcome> {
+        None
+    }
+
+    /// Removes the counters of `charges` (only their keys and limits are read: a Redis key
+    /// in envoyproxy/ratelimit's layout, or a calendar window's, is named from the limit and
+    /// `now`), so the next call finds them fresh; with persistence, the removal reaches the
+    /// disk before the future resolves. Leased hits this replica holds for them are given up.
+    /// The admin listener's `DELETE /counters`: off the request path.
+    fn reset<'a>(&'a self, charges: &'a [Charge], now: Nanos) -> ResetFuture<'a>;
+
+    /// Hits this replica holds leased for the counter of `charge` at `now` (a shared store's
+    /// `lease:` rules); `None` for a store that leases nothing.
+    fn leased(&self, _charge: &Charge, _now: Nanos) -> Option<u64> {
         None
     }
 

@@ -314,6 +314,10 @@ impl Store for SlowStore {
         })
     }
 
+    fn reset<'a>(&'a self, charges: &'a [Charge], now: Nanos) -> sluice::store::ResetFuture<'a> {
+        self.inner.reset(charges, now)
+    }
+
     fn name(&self) -> &'static str {
         "slow"
     }

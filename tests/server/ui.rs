@@ -354,6 +354,16 @@ impl sluice::store::Store for DownStore {
         )))
     }
 
+    fn reset<'a>(
+        &'a self,
+        _charges: &'a [sluice::store::Charge],
+        _now: sluice::clock::Nanos,
+    ) -> sluice::store::ResetFuture<'a> {
+        Box::pin(std::future::ready(Err(
+            sluice::store::StoreError::CircuitOpen,
+        )))
+    }
+
     fn name(&self) -> &'static str {
         "down"
     }

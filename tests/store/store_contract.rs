@@ -204,6 +204,8 @@ contract!(
     store previous_day_weighs_on_sliding_window,
     per_algorithm concurrent_calls_are_exact,
     store calendar_windows,
+    per_algorithm reset_clears_only_its_counters,
+    store reset_of_a_calendar_window,
 );
 
 /// Every algorithm admits exactly its allowance, then denies with an exact retry hint.
@@ -329,6 +331,62 @@ async fn checks_store_nothing(b: &Backend, algorithm: Algorithm) {
     assert!(
         !o.verdict.admitted && o.available == 0,
         "{algorithm}: {o:?}"
+    );
+}
+
+/// A reset removes exactly the counters named: a full one admits its whole allowance again,
+/// a counter beside it stays full, one never charged is named but not counted, and a second
+/// reset finds nothing left to clear.
+async fn reset_clears_only_its_counters(b: &Backend, algorithm: Algorithm) {
+    let reset = enforced("reset", algorithm, 2, MINUTE, 1);
+    let kept = enforced("kept", algorithm, 2, MINUTE, 1);
+    let never = enforced("never", algorithm, 2, MINUTE, 1);
+    for c in [&reset, &kept] {
+        b.one(c, T0).await;
+        b.one(c, T0).await;
+        assert!(!b.one(c, T0).await.verdict.admitted, "{algorithm}: full");
+    }
+    let now = T0 + SECOND;
+    let charges = [costing(&reset, 0), costing(&never, 0)];
+    let cleared = b.store.reset(&charges, now).await.expect("reset");
+    assert_eq!(cleared.counters, 1, "{algorithm}: {cleared:?}");
+    assert_eq!(cleared.leased_hits, 0);
+    let o = b.one(&reset, now).await;
+    assert!(
+        o.verdict.admitted && o.verdict.remaining == 1,
+        "{algorithm}: fresh after the reset: {o:?}"
+    );
+    assert!(
+        !b.one(&kept, now).await.verdict.admitted,
+        "{algorithm}: the other counter is untouched"
+    );
+    let again = b
+        .store
+        .reset(&[costing(&kept, 0)], now)
+        .await
+        .expect("reset");
+    assert_eq!(again.counters, 1, "{algorithm}");
+    let empty = b
+        .store
+        .reset(&[costing(&kept, 0)], now)
+        .await
+        .expect("reset");
+    assert_eq!(empty.counters, 0, "{algorithm}: nothing left");
+}
+
+/// A calendar limit's counter is found and reset in the window `now` falls in (its key names
+/// the window sluice placed).
+async fn reset_of_a_calendar_window(b: &Backend) {
+    let now = instant("2026-03-10T12:00:00Z");
+    let day = calendar_limit(1, Period::Day, "Europe/Paris", now);
+    let c = charge("reset-calendar", day, 1, Gate::Enforced);
+    assert!(b.one(&c, now).await.verdict.admitted);
+    assert!(!b.one(&c, now).await.verdict.admitted);
+    let cleared = b.store.reset(&[costing(&c, 0)], now).await.expect("reset");
+    assert_eq!(cleared.counters, 1, "{cleared:?}");
+    assert!(
+        b.one(&c, now).await.verdict.admitted,
+        "fresh after the reset"
     );
 }
 

@@ -25,7 +25,10 @@ use parking_lot::Mutex;
 
 use self::shard::Shard;
 use super::saved::{CounterView, SavedCounter, SavedKey};
-use super::{Charge, Fingerprint, Fingerprinter, Outcome, Store, StoreFuture, StoreStats};
+use super::{
+    Charge, Cleared, Fingerprint, Fingerprinter, Outcome, ResetFuture, Store, StoreFuture,
+    StoreStats,
+};
 use crate::clock::{Nanos, SECOND};
 
 /// The default bound on counters held: about 64 MB (a counter costs at most 63 bytes).
@@ -136,6 +139,22 @@ impl MemoryStore {
         removed
     }
 
+    /// Removes the counters of `charges` (an admin reset); returns how many were held. A
+    /// counter idle at `now` is dropped too but not counted: it held nothing.
+    pub fn remove(&self, charges: &[Charge], now: Nanos) -> u64 {
+        let mut removed = 0;
+        for charge in charges {
+            let fp = self.fingerprinter.of(charge.key.as_bytes());
+            let mut shard = self.shards[self.shard_of(fp)].lock();
+            let active = shard.is_active(fp, now);
+            if shard.remove(fp) {
+                self.held.fetch_sub(1, Ordering::Relaxed);
+                removed += u64::from(active);
+            }
+        }
+        removed
+    }
+
     /// Hands every counter changed since the previous call to `visit`, shard by shard, and
     /// marks them written (a no-op unless built with `journal`).
     pub fn drain_dirty(&self, visit: &mut dyn FnMut(CounterView<'_>)) {
@@ -210,6 +229,14 @@ impl Store for MemoryStore {
 
     fn apply_one_now(&self, charge: &Charge, now: Nanos) -> Option<Outcome> {
         Some(self.apply_one(charge, now))
+    }
+
+    fn reset<'a>(&'a self, charges: &'a [Charge], now: Nanos) -> ResetFuture<'a> {
+        let counters = self.remove(charges, now);
+        Box::pin(std::future::ready(Ok(Cleared {
+            counters,
+            leased_hits: 0,
+        })))
     }
 
     fn name(&self) -> &'static str {

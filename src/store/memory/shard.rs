@@ -93,6 +93,20 @@ impl Shard {
         }
     }
 
+    /// Whether counter `fp` is held and not idle at `now`.
+    pub(super) fn is_active(&self, fp: Fingerprint, now: Nanos) -> bool {
+        self.packed.get(fp).is_some_and(|p| !p.stamp.is_idle(now))
+            || self.spilled.get(fp).is_some_and(|s| !s.stamp.is_idle(now))
+    }
+
+    /// Removes counter `fp` (either table); whether it was held. A journal entry left for it
+    /// is skipped when drained (the counter is no longer there).
+    pub(super) fn remove(&mut self, fp: Fingerprint) -> bool {
+        let packed = self.packed.len() > 0 && self.packed.remove(fp).is_some();
+        let spilled = self.spilled.len() > 0 && self.spilled.remove(fp).is_some();
+        packed || spilled
+    }
+
     /// Drops the counters idle at `now`, giving memory back when most of a table emptied.
     /// Returns how many were dropped.
     pub(super) fn sweep(&mut self, now: Nanos) -> usize {

@@ -26,7 +26,8 @@ pub(super) fn start(shared: Arc<Shared>, now: Nanos) {
         .spawn({
             let shared = shared.clone();
             move || {
-                run(&shared, now);
+                // Failures are recorded (and retried) by `run`.
+                let _ = run(&shared, now);
                 shared.compacting.store(false, Ordering::Release);
             }
         });
@@ -42,13 +43,14 @@ pub(super) fn start(shared: Arc<Shared>, now: Nanos) {
     }
 }
 
-/// Compacts on the calling thread and records how it went.
-pub(super) fn run(shared: &Shared, now: Nanos) {
+/// Compacts on the calling thread and records how it went; the error, if it failed.
+pub(super) fn run(shared: &Shared, now: Nanos) -> Result<(), io::Error> {
     match compact(shared, now) {
         Ok(bytes) => {
             shared.snapshot_bytes.store(bytes, Ordering::Relaxed);
             shared.totals.snapshots.fetch_add(1, Ordering::Relaxed);
             shared.failure.caught_up();
+            Ok(())
         }
         Err(Failed { error, behind }) => {
             shared.totals.errors.fetch_add(1, Ordering::Relaxed);
@@ -57,6 +59,29 @@ pub(super) fn run(shared: &Shared, now: Nanos) {
             } else {
                 shared.failure.snapshot_failed(now, &error);
             }
+            Err(error)
+        }
+    }
+}
+
+/// Compacts on the calling thread once no other compaction runs (waiting for one that does):
+/// a snapshot taken after this call started, with every older file deleted. How a removal
+/// (an admin reset) reaches the disk: records only ever add to a counter, so the files that
+/// hold the removed counter must go.
+pub(super) fn run_exclusively(shared: &Shared, now: Nanos) -> Result<(), io::Error> {
+    loop {
+        if !shared.compacting.swap(true, Ordering::AcqRel) {
+            let done = run(shared, now);
+            shared.compacting.store(false, Ordering::Release);
+            return done;
+        }
+        let running = shared.compaction.lock().take();
+        match running {
+            Some(thread) => {
+                let _ = thread.join();
+            }
+            // Started, its handle not stored yet: it is a moment away.
+            None => std::thread::sleep(std::time::Duration::from_millis(1)),
         }
     }
 }

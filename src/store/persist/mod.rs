@@ -33,7 +33,8 @@ use self::file::FrameBuf;
 use self::journal::Journal;
 use super::memory::MemoryOptions;
 use super::{
-    Charge, FlushFuture, MemoryStore, Outcome, PersistStats, Store, StoreFuture, StoreStats,
+    Charge, Cleared, FlushFuture, MemoryStore, Outcome, PersistStats, ResetFuture, Store,
+    StoreError, StoreFuture, StoreStats,
 };
 use crate::clock::Nanos;
 
@@ -219,7 +220,8 @@ impl PersistentStore {
             let _ = thread.join();
         }
         if self.shared.failure.behind() {
-            compact::run(&self.shared, now);
+            // A failure is recorded and logged below.
+            let _ = compact::run(&self.shared, now);
         }
         self.write_changes(now, true);
         if self.shared.failure.behind() {
@@ -284,6 +286,22 @@ impl PersistentStore {
         }
     }
 
+    /// Removes the counters of `charges` and, when any was held, brings the data directory up
+    /// to date before returning (blocking): a snapshot without them, every older file deleted,
+    /// so a restart does not bring them back. A snapshot that fails leaves the reset done in
+    /// memory and retried on disk at the next flush.
+    pub fn reset_now(&self, charges: &[Charge], now: Nanos) -> Result<u64, StoreError> {
+        let removed = self.shared.memory.remove(charges, now);
+        if removed == 0 {
+            return Ok(0);
+        }
+        compact::run_exclusively(&self.shared, now).map_err(|e| {
+            self.shared.compact_soon.store(true, Ordering::Relaxed);
+            StoreError::ResetNotPersisted(e.to_string())
+        })?;
+        Ok(removed)
+    }
+
     /// Running totals for metrics.
     pub fn persist_stats(&self) -> PersistStats {
         let t = &self.shared.totals;
@@ -307,6 +325,20 @@ impl Store for PersistentStore {
 
     fn apply_one_now(&self, charge: &Charge, now: Nanos) -> Option<Outcome> {
         self.shared.memory.apply_one_now(charge, now)
+    }
+
+    fn reset<'a>(&'a self, charges: &'a [Charge], now: Nanos) -> ResetFuture<'a> {
+        let store = self.clone();
+        let charges = charges.to_vec();
+        Box::pin(async move {
+            let counters = tokio::task::spawn_blocking(move || store.reset_now(&charges, now))
+                .await
+                .map_err(|e| StoreError::ResetNotPersisted(e.to_string()))??;
+            Ok(Cleared {
+                counters,
+                leased_hits: 0,
+            })
+        })
     }
 
     fn name(&self) -> &'static str {

@@ -110,6 +110,15 @@ impl OverLimitCache {
         shard.insert(key.into(), entry);
     }
 
+    /// Drops the entries of `charges`' counters (an admin reset: Redis's denial no longer
+    /// holds).
+    pub fn forget(&self, charges: &[Charge]) {
+        for charge in charges {
+            let key = charge.key.as_bytes();
+            self.shard(key).lock().remove(key);
+        }
+    }
+
     /// Drops the entries expired at `now`.
     pub fn sweep(&self, now: Nanos) {
         for shard in self.shards.iter() {

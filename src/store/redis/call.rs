@@ -12,7 +12,9 @@ use super::lease::Leases;
 use super::route::Route;
 use super::settings::RedisClock;
 use crate::clock::Nanos;
-use crate::store::{Charge, LeaseStats, LocalCacheStats, Outcome, StoreError, StoreFuture};
+use crate::store::{
+    Charge, Cleared, LeaseStats, LocalCacheStats, Outcome, StoreError, StoreFuture,
+};
 
 /// What every call goes through, from held leases down to Redis.
 pub struct Calls {
@@ -59,6 +61,31 @@ impl Calls {
         } else {
             Box::pin(self.apply_exact(charges, &[], now, self.cache_now(now)))
         }
+    }
+
+    /// Resets the counters of `charges` (an admin reset): their leases are given up and their
+    /// cached denials dropped, then their Redis keys deleted. Leases and cache are cleared
+    /// again once Redis answered: a call in flight meanwhile may have settled into them
+    /// from the counter just deleted.
+    pub async fn reset(&self, charges: &[Charge], now: Nanos) -> Result<Cleared, StoreError> {
+        let mut leased_hits = self.leases.forget(charges, self.cache_now(now));
+        self.cache.forget(charges);
+        if self.health.is_open() {
+            return Err(StoreError::CircuitOpen);
+        }
+        let deleted = self.route.delete(charges, now).await;
+        leased_hits += self.leases.forget(charges, self.cache_now(now));
+        self.cache.forget(charges);
+        let counters = deleted?;
+        Ok(Cleared {
+            counters,
+            leased_hits,
+        })
+    }
+
+    /// Hits held leased for the counter of `charge` at `now`.
+    pub fn leased(&self, charge: &Charge, now: Nanos) -> Option<u64> {
+        self.leases.held(charge, self.cache_now(now))
     }
 
     /// Drops the cache entries and leases expired at `now`.

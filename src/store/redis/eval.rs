@@ -47,6 +47,19 @@ async fn send(
     }
 }
 
+/// Sends one plain command (an admin reset's `DEL`) on a pooled connection, as a script run
+/// is sent: a connection found dead first is replaced, one lost on the way is dropped.
+pub async fn run_command(pool: &Arc<Pool>, cmd: &redis::Cmd) -> Result<Value, StoreError> {
+    let (generation, _conn, reply) = send(pool, cmd).await?;
+    reply
+        .inspect_err(|e| {
+            if conn::is_lost(e) {
+                pool.discard(generation);
+            }
+        })
+        .map_err(StoreError::from)
+}
+
 /// Runs a script once: `command(verb, script)` builds its command, sent as `EVALSHA` of `sha`,
 /// then as `EVAL` of `source` if Redis does not hold the script (first use on a server, after
 /// a restart or `SCRIPT FLUSH`; `EVAL` loads it). A reply that shows the connection lost drops

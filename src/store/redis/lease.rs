@@ -294,6 +294,30 @@ impl Leases {
         }
     }
 
+    /// Hits held for the counter of `charge` usable at `now` (`None`: no lease on it).
+    pub fn held(&self, charge: &Charge, now: Nanos) -> Option<u64> {
+        let key = charge.key.as_bytes();
+        let shard = self.shard(key).lock();
+        shard
+            .get(key)
+            .filter(|h| h.limit == charge.limit)
+            .map(|h| h.live(now))
+    }
+
+    /// Gives up the leases of `charges`' counters (an admin reset: their hits were counted in
+    /// the Redis counter that is being deleted); returns the hits that were still usable at
+    /// `now`. A refill in flight settles into nothing: its lease is gone.
+    pub fn forget(&self, charges: &[Charge], now: Nanos) -> u64 {
+        charges
+            .iter()
+            .filter_map(|charge| {
+                let key = charge.key.as_bytes();
+                self.shard(key).lock().remove(key)
+            })
+            .map(|held| held.live(now))
+            .sum()
+    }
+
     /// Drops leases with nothing usable and no refill in flight at `now`.
     pub fn sweep(&self, now: Nanos) {
         for shard in self.shards.iter() {

@@ -32,7 +32,7 @@ use self::conn::{Health, Pool, Target};
 use self::keys::KeyLayout;
 use self::quota::RedisQuota;
 use self::route::Route;
-use super::{BackgroundTask, Charge, Store, StoreError, StoreFuture, StoreStats};
+use super::{BackgroundTask, Charge, ResetFuture, Store, StoreError, StoreFuture, StoreStats};
 use crate::clock::Nanos;
 
 pub use self::cache::local_cache_entries;
@@ -129,6 +129,14 @@ impl RedisStore {
 impl Store for RedisStore {
     fn apply<'a>(&'a self, charges: &'a [Charge], now: Nanos) -> StoreFuture<'a> {
         self.calls.apply(charges, now)
+    }
+
+    fn reset<'a>(&'a self, charges: &'a [Charge], now: Nanos) -> ResetFuture<'a> {
+        Box::pin(self.calls.reset(charges, now))
+    }
+
+    fn leased(&self, charge: &Charge, now: Nanos) -> Option<u64> {
+        self.calls.leased(charge, now)
     }
 
     fn name(&self) -> &'static str {

@@ -2,12 +2,14 @@
 //! Redis Cluster slot, encoded as jobs and submitted to the batchers; answers in call order.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use redis::cluster_routing::Slot;
 use smallvec::SmallVec;
 
 use super::batch::{Batcher, Runs, SlotBatchers};
-use super::eval::Job;
+use super::conn::Pool;
+use super::eval::{Job, run_command};
 use super::keys::{self, KeyLayout};
 use super::script::{self, Answered, NamedWindow};
 use super::settings::RedisClock;
@@ -31,12 +33,17 @@ pub struct Route {
     layout: KeyLayout,
     batching: Batching,
     clock: RedisClock,
+    /// The runs' pool and timeout, for the plain commands of a reset.
+    pool: Arc<Pool>,
+    timeout: Duration,
+    cluster: bool,
 }
 
 impl Route {
     /// Charges named by `layout`, sent as `runs` (split by slot on a `cluster`), timed by
     /// `clock`.
     pub fn new(layout: KeyLayout, runs: Runs, cluster: bool, clock: RedisClock) -> Self {
+        let (pool, timeout) = (runs.pool.clone(), runs.timeout);
         let batching = if cluster {
             Batching::Cluster(SlotBatchers::new(runs))
         } else {
@@ -46,7 +53,40 @@ impl Route {
             layout,
             batching,
             clock,
+            pool,
+            timeout,
+            cluster,
         }
+    }
+
+    /// Deletes the Redis keys of `charges` at `now` (an admin reset): one `DEL` per slot group
+    /// on a cluster (a command may touch one slot only), one in all otherwise, sent together
+    /// and bounded by the timeout. Returns how many keys existed.
+    pub async fn delete(&self, charges: &[Charge], now: Nanos) -> Result<u64, StoreError> {
+        let mut groups: Vec<(Option<Slot>, Vec<Vec<u8>>)> = Vec::new();
+        for charge in charges {
+            let key = self.layout.place(charge, now).0;
+            let slot = self.cluster.then(|| keys::slot(&key));
+            match groups.iter_mut().find(|(s, _)| *s == slot) {
+                Some((_, keys)) if keys.contains(&key) => {}
+                Some((_, keys)) => keys.push(key),
+                None => groups.push((slot, vec![key])),
+            }
+        }
+        let deletes = groups.iter().map(|(_, keys)| async move {
+            let mut cmd = redis::cmd("DEL");
+            for key in keys {
+                cmd.arg(key.as_slice());
+            }
+            let reply = run_command(&self.pool, &cmd).await?;
+            redis::from_redis_value::<u64>(reply)
+                .map_err(|_| StoreError::BadReply(BadReply::Missing))
+        });
+        let all = futures_util::future::try_join_all(deletes);
+        let counts = tokio::time::timeout(self.timeout, all)
+            .await
+            .unwrap_or(Err(StoreError::Timeout(self.timeout)))?;
+        Ok(counts.into_iter().sum())
     }
 
     /// Runs the script once per slot group (once in all for a standalone Redis); `extras`:
