@@ -257,7 +257,7 @@ fn gate(d: usize, node: Option<&crate::rules::Node>) -> Gate {
     })
 }
 
-fn borrow(entries: &[(String, String)]) -> Vec<(&str, &str)> {
+pub(super) fn borrow(entries: &[(String, String)]) -> Vec<(&str, &str)> {
     entries
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
@@ -266,7 +266,7 @@ fn borrow(entries: &[(String, String)]) -> Vec<(&str, &str)> {
 
 /// The sub-counters of a limit split into `shards`: each part's limit and its shard index
 /// (`None`: counted whole, as when the limit is too small to split).
-fn sub_counters(limit: &Limit, shards: u32) -> Vec<(Limit, Option<u32>)> {
+pub(super) fn sub_counters(limit: &Limit, shards: u32) -> Vec<(Limit, Option<u32>)> {
     let mut parts: Vec<(Limit, Option<u32>)> = Vec::new();
     for route in 0..u64::from(shards.max(1)) {
         match shards::split(limit, shards, route) {
@@ -313,7 +313,7 @@ fn combine(known: Option<CounterState>, verdict: Verdict, capacity: u64) -> Coun
 }
 
 /// For each limit name named in a `replaces` of a limit the call reached, who names it.
-fn replacers<'r>(walks: &[Walk<'r>]) -> Vec<(Cow<'r, str>, Cow<'r, str>)> {
+pub(super) fn replacers<'r>(walks: &[Walk<'r>]) -> Vec<(Cow<'r, str>, Cow<'r, str>)> {
     let mut found = Vec::new();
     for walk in walks {
         let Some(node) = walk.node() else { continue };
@@ -330,7 +330,10 @@ fn replacers<'r>(walks: &[Walk<'r>]) -> Vec<(Cow<'r, str>, Cow<'r, str>)> {
     found
 }
 
-fn replaced_by(rule: &LimitRule, replacers: &[(Cow<'_, str>, Cow<'_, str>)]) -> Vec<String> {
+pub(super) fn replaced_by(
+    rule: &LimitRule,
+    replacers: &[(Cow<'_, str>, Cow<'_, str>)],
+) -> Vec<String> {
     let Some(name) = rule.name.as_deref() else {
         return Vec::new();
     };

@@ -6,6 +6,7 @@
 
 mod compat_headers;
 mod compose;
+mod counters;
 mod decision;
 mod degraded;
 mod explain;
@@ -33,6 +34,7 @@ use crate::metrics::{self, Metrics};
 use crate::rules::RuleSet;
 use crate::store::{MemoryStore, Outcome, Store, StoreError};
 
+pub use counters::{Counters, CountersError, LimitCounters, Reset, ShardCounter};
 pub use decision::{Code, Decision, DescriptorStatus, ReportedLimit, StoreUse};
 pub use explain::{
     CounterState, Explained, Explanation, LimitState, explain_with, parse_descriptor,
