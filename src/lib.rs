@@ -68,6 +68,7 @@ pub mod rules;
 pub mod store;
 pub mod telemetry;
 
+mod admin;
 mod files;
 mod http;
 mod keepalive;

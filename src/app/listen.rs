@@ -1,5 +1,5 @@
 //! The listeners, bound before anything is served (a taken port stops the start), and the gRPC,
-//! HTTP and metrics servers on them, which stop accepting when `close` is cancelled.
+//! HTTP, metrics and admin servers on them, which stop accepting when `close` is cancelled.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -17,6 +17,7 @@ use tonic_health::pb::health_server::{Health as HealthApi, HealthServer};
 use super::grpc::{self, ConnectionAge};
 use super::routes::GrpcRoutes;
 use super::{AppError, MetricsListener, Settings};
+use crate::admin::{self, AdminState, Tokens};
 use crate::http::{self, HealthCheck, HttpState};
 use crate::insight::Insight;
 use crate::keepalive;
@@ -31,6 +32,7 @@ pub(super) struct Listeners {
     grpc: GrpcListener,
     http: TcpListener,
     metrics: Option<(TcpListener, String)>,
+    admin: Option<TcpListener>,
     /// The bound gRPC address (the real port when 0 was asked for; the unspecified address
     /// with port 0 when gRPC listens on a unix socket).
     pub grpc_addr: SocketAddr,
@@ -38,6 +40,8 @@ pub(super) struct Listeners {
     pub http_addr: SocketAddr,
     /// The bound metrics address, when metrics have a listener of their own.
     pub metrics_addr: Option<SocketAddr>,
+    /// The bound admin address, when the admin listener is on.
+    pub admin_addr: Option<SocketAddr>,
 }
 
 /// Where gRPC listens.
@@ -70,13 +74,23 @@ impl Listeners {
             }
             None => (None, None),
         };
+        let (admin, admin_addr) = match &settings.admin {
+            Some(admin) => {
+                let listener = bind(admin.addr)?;
+                let bound = local_addr(&listener, admin.addr)?;
+                (Some(listener), Some(bound))
+            }
+            None => (None, None),
+        };
         Ok(Self {
             grpc,
             http,
             metrics,
+            admin,
             grpc_addr,
             http_addr,
             metrics_addr,
+            admin_addr,
         })
     }
 }
@@ -99,6 +113,8 @@ pub(super) struct Serving {
     /// gRPC connections are closed gracefully after about this age (±10 %, see `grpc`), then
     /// forcibly after the grace.
     pub connection_age: ConnectionAge,
+    /// The admin listener's tokens, when it is on.
+    pub admin: Option<Tokens>,
     /// Cancelled when the listeners should stop accepting.
     pub close: CancellationToken,
     /// Cancelled at shutdown (the TLS acceptor stops on it).
@@ -131,6 +147,13 @@ pub(super) fn spawn(
     tasks.spawn(serve_grpc(grpc, health, serving.clone(), tasks.clone()));
     if let Some((listener, path)) = listeners.metrics {
         let router = http::metrics_router(serving.limiter.clone(), &path);
+        tasks.spawn(serve_http(listener, router, serving.clone()));
+    }
+    if let (Some(listener), Some(tokens)) = (listeners.admin, serving.admin.clone()) {
+        let router = admin::router(AdminState {
+            limiter: serving.limiter.clone(),
+            tokens,
+        });
         tasks.spawn(serve_http(listener, router, serving.clone()));
     }
     let router = http::router(HttpState {

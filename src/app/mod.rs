@@ -28,6 +28,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::admin::Tokens;
 use crate::clock::Clock;
 use crate::insight::Insight;
 use crate::limiter::Limiter;
@@ -45,7 +46,10 @@ use crate::xds::{XdsError, XdsSource};
 const TRACE_FLUSH: Duration = Duration::from_secs(5);
 
 pub use self::file_reload::FileReload;
-pub use self::settings::{HealthOptions, MemorySettings, MetricsListener, Settings, StoreSettings};
+pub use self::settings::{
+    AdminSettings, HealthOptions, MemorySettings, MetricsListener, Settings, StoreSettings,
+};
+pub use crate::admin::TokenError as AdminTokenError;
 pub use crate::reload::{Reloader, RuleSource, WatchError};
 pub use crate::tls::{ReloadOutcome, ServerTls, TlsSettings, TlsStatus};
 pub use crate::xds::{Backoff, XdsSettings, XdsTls};
@@ -102,6 +106,9 @@ pub enum AppError {
     /// Tracing was asked for but its exporter could not be built.
     #[error(transparent)]
     Tracing(#[from] TraceError),
+    /// The admin listener's token file cannot be used (or watched).
+    #[error(transparent)]
+    Admin(#[from] AdminTokenError),
 }
 
 impl From<ConfigErrors> for AppError {
@@ -120,6 +127,8 @@ pub struct Running {
     pub grpc_socket: Option<std::path::PathBuf>,
     /// The bound address of the separate metrics listener, if any.
     pub metrics_addr: Option<SocketAddr>,
+    /// The bound address of the admin listener, if any.
+    pub admin_addr: Option<SocketAddr>,
     /// Cancel to shut down.
     pub shutdown: CancellationToken,
     /// The rule loader (its generation tells how many rule sets have loaded).
@@ -162,6 +171,8 @@ struct Parts {
     quota: Arc<QuotaBook>,
     /// On a store replicas share: where they split quota limits, and this replica's portions.
     replicas: Option<(Arc<dyn QuotaExchange>, Arc<SharedPortions>)>,
+    /// The admin listener's tokens, when it is on.
+    admin: Option<Tokens>,
 }
 
 /// Builds every part in the order that reports the likeliest mistake first: rules,
@@ -190,6 +201,10 @@ async fn start_inner(
         None => Reloader::load_or_wait(source, settings.load, metrics.clone()),
     });
     let tls = (settings.tls.clone().map(ServerTls::load).transpose()).map_err(AppError::Tls)?;
+    // No admin listener without a token that opens it.
+    let admin = (settings.admin.as_ref())
+        .map(|admin| Tokens::load(&admin.token_file))
+        .transpose()?;
     let store = match store {
         Some(store) => store,
         None => store::build(&settings.store, clock.now()).await?,
@@ -224,6 +239,7 @@ async fn start_inner(
         limiter,
         quota,
         replicas,
+        admin,
     };
     launch(parts, listeners, tracer).await
 }
@@ -236,7 +252,7 @@ async fn launch(
 ) -> Result<Running, AppError> {
     let insight = Arc::new(Insight::default());
     let (grpc_addr, http_addr) = (listeners.grpc_addr, listeners.http_addr);
-    let metrics_addr = listeners.metrics_addr;
+    let (metrics_addr, admin_addr) = (listeners.metrics_addr, listeners.admin_addr);
     let lifecycle = Lifecycle::default();
     let shutdown = lifecycle.requested.clone();
     let tasks = TaskTracker::new();
@@ -272,6 +288,7 @@ async fn launch(
             age: parts.settings.grpc_max_connection_age,
             grace: parts.settings.grpc_max_connection_age_grace,
         },
+        admin: parts.admin.clone(),
         close: lifecycle.close,
         shutdown: shutdown.clone(),
     };
@@ -281,6 +298,7 @@ async fn launch(
         grpc: grpc_addr,
         http: http_addr,
         metrics: metrics_addr,
+        admin: admin_addr,
     };
     Ok(running(parts, addrs, shutdown, tasks, tracer))
 }
@@ -295,6 +313,9 @@ fn spawn_background(
 ) -> Result<(), AppError> {
     if let Some(tls) = &parts.tls {
         tls.watch(tasks, shutdown.clone()).map_err(AppError::Tls)?;
+    }
+    if let Some(tokens) = &parts.admin {
+        tokens.watch(tasks, shutdown.clone())?;
     }
     if let Some(xds) = parts.xds.take() {
         let (reloader, metrics) = (parts.reloader.clone(), parts.metrics.clone());
@@ -351,6 +372,7 @@ struct Addrs {
     grpc: SocketAddr,
     http: SocketAddr,
     metrics: Option<SocketAddr>,
+    admin: Option<SocketAddr>,
 }
 
 /// The handle of a launched server: what `Running::wait` and `Running::stop` need.
@@ -366,6 +388,7 @@ fn running(
         http_addr: addrs.http,
         grpc_socket: parts.settings.grpc_socket.clone(),
         metrics_addr: addrs.metrics,
+        admin_addr: addrs.admin,
         shutdown,
         reloader: parts.reloader,
         tls: parts.tls,

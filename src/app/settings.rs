@@ -62,6 +62,19 @@ pub struct Settings {
     pub grpc_max_connection_age_grace: Duration,
     /// A listener of its own serving only Prometheus metrics.
     pub metrics_listener: Option<MetricsListener>,
+    /// The admin listener (counters inspected and reset); `None`, the default, serves none.
+    pub admin: Option<AdminSettings>,
+}
+
+/// The admin listener (`--admin-addr`, `--admin-token-file`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminSettings {
+    /// Where it listens (port 0 picks one).
+    pub addr: SocketAddr,
+    /// The bearer tokens allowed in, one a line (`name:token`, or a bare token named
+    /// `default`); reloaded when the file changes. A file that cannot be read or holds no
+    /// token stops the start.
+    pub token_file: PathBuf,
 }
 
 /// What health reports as unhealthy besides draining and "no rules loaded yet".
@@ -141,6 +154,7 @@ impl Settings {
             grpc_max_connection_age: defaults::GRPC_MAX_CONNECTION_AGE,
             grpc_max_connection_age_grace: defaults::GRPC_MAX_CONNECTION_AGE_GRACE,
             metrics_listener: None,
+            admin: None,
         }
     }
 }

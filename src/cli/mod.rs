@@ -4,6 +4,7 @@
 //!
 //! [`Settings`]: sluice::app::Settings
 
+pub mod admin;
 pub mod check;
 pub mod compat;
 pub mod explain;

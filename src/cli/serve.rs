@@ -14,6 +14,7 @@ use sluice::clock::duration::{self, DurationError, GoDuration};
 use sluice::limiter::LimiterOptions;
 use sluice::store::PersistSettings;
 
+use super::admin::AdminArgs;
 use super::listeners::ServingArgs;
 use super::redis::RedisArgs;
 use super::response::ResponseArgs;
@@ -84,6 +85,9 @@ pub struct ServeArgs {
     /// OpenTelemetry tracing.
     #[command(flatten)]
     pub trace: TraceArgs,
+    /// The admin listener.
+    #[command(flatten)]
+    pub admin: AdminArgs,
 }
 
 /// Counter stores.
@@ -161,6 +165,7 @@ impl ServeArgs {
             ..Settings::new(self.rules.config.clone())
         };
         self.serving.apply(&mut settings);
+        self.admin.apply(&mut settings);
         settings
     }
 

@@ -36,6 +36,11 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// listener's, and retrying at once would spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
+/// The client's address, in every request's extensions (the admin listener's audit line names
+/// it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer(pub std::net::SocketAddr);
+
 /// How the listener bounds its connections.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -68,10 +73,10 @@ pub async fn serve(
     let open = Arc::new(Open::default());
     let tasks = TaskTracker::new();
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             _ = close.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     tracing::debug!(error = %e, "HTTP accept failed");
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
@@ -80,7 +85,13 @@ pub async fn serve(
             },
         };
         let (id, evicted) = open.admit(limits.max_connections);
-        let connection = serve_connection(stream, router.clone(), limits, evicted, close.clone());
+        let connection = serve_connection(
+            (stream, Peer(peer)),
+            router.clone(),
+            limits,
+            evicted,
+            close.clone(),
+        );
         let open = open.clone();
         tasks.spawn(async move {
             connection.await;
@@ -124,15 +135,16 @@ impl Open {
 /// One HTTP/1 connection with the header and request timeouts; it closes gracefully when
 /// evicted or when the server closes.
 async fn serve_connection(
-    stream: TcpStream,
+    (stream, peer): (TcpStream, Peer),
     router: Router,
     limits: Limits,
     evicted: CancellationToken,
     close: CancellationToken,
 ) {
     let _ = stream.set_nodelay(true);
-    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+    let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
         let mut router = router.clone();
+        request.extensions_mut().insert(peer);
         async move {
             let answer = router.call(request.map(Body::new));
             let response = match tokio::time::timeout(limits.request_timeout, answer).await {

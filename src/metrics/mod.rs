@@ -2,11 +2,13 @@
 //! envoyproxy/ratelimit's families and the hit split (`compat.rs`), the capped per-rule
 //! series (`series.rs`), sluice's own decision and rule figures (`decisions.rs`), the figures a
 //! store reports about itself (`store.rs`), the xDS stream's (`xds.rs`), the quota service's
-//! (`quota.rs`) and the configured limits as gauges (`configured.rs`).
+//! (`quota.rs`), the configured limits as gauges (`configured.rs`) and the admin listener's
+//! (`admin.rs`).
 //!
 //! Recording goes through handles resolved once (a rule's series, a family's fixed label),
 //! never by formatting label strings per call.
 
+mod admin;
 mod capped;
 mod compat;
 mod configured;
@@ -23,6 +25,7 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
+pub use admin::AdminOutcome;
 pub use compat::{HitOutcome, HitSplit};
 pub use configured::ConfiguredLimit;
 pub use decisions::StoreSeries;
@@ -47,6 +50,7 @@ pub struct Metrics {
     xds: xds::XdsFigures,
     quota: quota::QuotaFigures,
     configured: configured::ConfiguredLimits,
+    admin: admin::AdminFigures,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -79,6 +83,7 @@ impl Metrics {
             store: store::StoreFigures::new(&families),
             xds: xds::XdsFigures::new(&families),
             configured,
+            admin: admin::AdminFigures::new(&families),
             registry,
         }
     }

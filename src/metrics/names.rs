@@ -114,3 +114,21 @@ pub const RLQS_ASSIGNMENTS: &str = "sluice_rlqs_assignments_total";
 /// Requests Envoys reported, by rule (`outcome`: allowed, denied, and shadow_refused for the
 /// refusals a `shadow_mode` rule would have made).
 pub const RLQS_REPORTED: &str = "sluice_rlqs_reported_total";
+
+/// Counter resets made through the admin listener (`DELETE /counters`), by domain.
+pub const ADMIN_RESETS: &str = "sluice_admin_resets_total";
+/// Requests to the admin listener, by outcome (one of [`ADMIN_OUTCOMES`]).
+pub const ADMIN_REQUESTS: &str = "sluice_admin_requests_total";
+/// The label of [`ADMIN_RESETS`].
+pub const ADMIN_DOMAIN_LABEL: &str = "domain";
+/// The label of [`ADMIN_REQUESTS`].
+pub const ADMIN_OUTCOME_LABEL: &str = "outcome";
+/// The outcomes of [`ADMIN_REQUESTS`]: answered, refused for want of a valid token, naming
+/// nothing a rule limits, malformed, or failed in the store.
+pub const ADMIN_OUTCOMES: [&str; 5] = [
+    "ok",
+    "unauthorized",
+    "not_found",
+    "bad_request",
+    "store_error",
+];

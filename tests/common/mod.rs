@@ -3,6 +3,7 @@
 //! child process is in [`process`].
 #![allow(dead_code)]
 
+pub mod admin;
 pub mod envoy;
 pub mod http1;
 pub mod otlp;
@@ -43,6 +44,8 @@ pub struct TestServer {
     pub clock: ManualClock,
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
+    /// The admin listener's address, when it is on.
+    pub admin_addr: Option<SocketAddr>,
     pub dir: tempfile::TempDir,
     /// The live TLS state when started with [`TestServer::start_tls`].
     pub tls: Option<ServerTls>,
@@ -136,6 +139,7 @@ impl TestServer {
             clock,
             grpc_addr: running.grpc_addr,
             http_addr: running.http_addr,
+            admin_addr: running.admin_addr,
             dir,
             tls: running.tls.clone(),
             running: Some(running),

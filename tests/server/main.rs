@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod admin;
 mod calendar;
 mod connections;
 mod envoy_response;
