@@ -1,7 +1,9 @@
-//! Re-reading the rule files and the TLS files on demand: what SIGHUP asks of a running server.
+//! Re-reading the rule files, the TLS files and the admin token file on demand: what SIGHUP asks
+//! of a running server.
 
 use std::sync::Arc;
 
+use crate::admin::Tokens;
 use crate::reload::Reloader;
 use crate::tls::ServerTls;
 
@@ -11,12 +13,13 @@ use crate::tls::ServerTls;
 pub struct FileReload {
     pub(super) reloader: Arc<Reloader>,
     pub(super) tls: Option<ServerTls>,
+    pub(super) admin: Option<Tokens>,
 }
 
 impl FileReload {
     /// Re-reads the rule files (rules from xDS are the control plane's to push: nothing to read)
-    /// and the TLS certificate files. Either keeps what serves when its files are invalid, and
-    /// logs why, as a watched change does.
+    /// the TLS certificate files and the admin token file. Each keeps what serves when its files
+    /// are invalid, and logs why, as a watched change does.
     pub async fn now(&self) {
         let reloader = self.reloader.clone();
         // Compiling rules reads files: keep it off the runtime's request workers.
@@ -24,6 +27,9 @@ impl FileReload {
             .await
             .unwrap_or(false);
         let tls = self.tls.as_ref().map(ServerTls::reload);
+        if let Some(tokens) = &self.admin {
+            tokens.reload();
+        }
         tracing::info!(
             rules_replaced = rules,
             rule_generation = self.reloader.generation(),

@@ -135,6 +135,7 @@ pub struct Running {
     pub reloader: Arc<Reloader>,
     /// The live TLS state (reload status), when serving TLS.
     pub tls: Option<ServerTls>,
+    admin: Option<Tokens>,
     tasks: TaskTracker,
     store: StoreHandle,
     grace: Duration,
@@ -392,6 +393,7 @@ fn running(
         shutdown,
         reloader: parts.reloader,
         tls: parts.tls,
+        admin: parts.admin,
         tasks,
         store: StoreHandle::start(parts.store, parts.clock, parts.metrics),
         grace: parts.settings.shutdown_grace,
@@ -401,11 +403,12 @@ fn running(
 }
 
 impl Running {
-    /// A handle that re-reads the rule and TLS files on request (SIGHUP).
+    /// A handle that re-reads the rule, TLS and admin token files on request (SIGHUP).
     pub fn file_reload(&self) -> FileReload {
         FileReload {
             reloader: self.reloader.clone(),
             tls: self.tls.clone(),
+            admin: self.admin.clone(),
         }
     }
 

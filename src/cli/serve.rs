@@ -232,12 +232,15 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     if let Some(addr) = running.metrics_addr {
         tracing::info!(%addr, "metrics listener");
     }
-    // SIGHUP re-reads the rule and TLS files, as operators of most servers expect; without a
+    if let Some(addr) = running.admin_addr {
+        tracing::info!(%addr, "admin listener");
+    }
+    // SIGHUP re-reads the rule, TLS and admin token files, as operators of most servers expect; without a
     // handler it would end the process on the spot, losing what is not yet persisted.
     let reload = running.file_reload();
     tokio::spawn(async move {
         while hangups.recv().await.is_some() {
-            tracing::info!("SIGHUP: re-reading the rule and TLS files");
+            tracing::info!("SIGHUP: re-reading the rule, TLS and admin token files");
             reload.now().await;
         }
     });
