@@ -24,6 +24,8 @@ const OUTGOING: usize = 4;
 
 /// What to send in answer to a response.
 enum Answer {
+    /// Nothing: the response was not for us.
+    Ignore,
     /// At once.
     Now(DiscoveryRequest),
     /// After a pause, unless a newer response arrives first.
@@ -115,9 +117,13 @@ impl Client {
                 Err(status) => return status.to_string(),
             };
             *delivered = true;
-            // A newer response supersedes a NACK not sent yet (its nonce is stale now).
-            pending = None;
-            match self.answer(&response).await {
+            let answer = self.answer(&response).await;
+            if !matches!(answer, Answer::Ignore) {
+                // A newer response supersedes a NACK not sent yet (its nonce is stale now).
+                pending = None;
+            }
+            match answer {
+                Answer::Ignore => {}
                 Answer::Now(request) => {
                     if !self.send(&requests, request).await {
                         return "stream closed".into();
@@ -134,6 +140,19 @@ impl Client {
             Verdict::Repeat { pause } => {
                 tracing::debug!(version = %response.version_info, ?pause, "xDS re-sent a rejected response");
                 return Answer::After(pause, self.protocol.repeat_nack(response));
+            }
+            Verdict::Foreign => {
+                tracing::warn!(
+                    type_url = %response.type_url,
+                    version = %response.version_info,
+                    "xDS response of a type not subscribed to; ignored"
+                );
+                return Answer::Ignore;
+            }
+            Verdict::Unchanged => {
+                tracing::debug!(version = %response.version_info, "xDS re-sent the rules in force");
+                self.metrics.record_xds_accepted(&response.version_info);
+                return Answer::Now(self.protocol.accepted(response));
             }
             Verdict::Undecodable(errors) => return self.reject(response, &errors),
             Verdict::Compile(documents) => documents,

@@ -7,7 +7,9 @@
 //! snapshot again at once, for ever; such a re-send is recognised by its resources (the version
 //! alone would not do: a restarted control plane counts versions from 1 again), not compiled
 //! again, and answered after a pause that doubles up to [`MAX_REPEAT_PAUSE`], so the loop costs
-//! nothing while a fixed snapshot still lands quickly.
+//! nothing while a fixed snapshot still lands quickly. The rules in force sent again (the
+//! same version and resources, as every reconnect brings) are ACKed without compiling them
+//! again, and a response of another type than the subscribed one is ignored.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
@@ -33,6 +35,12 @@ const INVALID_ARGUMENT: i32 = 3;
 /// What to do with a response.
 #[derive(Debug)]
 pub(super) enum Verdict {
+    /// A response of another type than the one subscribed to: not ours to judge, so neither
+    /// ACKed nor NACKed (as Envoy ignores a type it does not watch).
+    Foreign,
+    /// The rules in force again (same version, same resources: a resend after a reconnect):
+    /// ACK at once, nothing to compile.
+    Unchanged,
     /// Compile these documents; then [`Protocol::accepted`] or [`Protocol::rejected`].
     Compile(Vec<RuleDocument>),
     /// The resources do not decode: NACK at once with these errors.
@@ -58,6 +66,8 @@ struct Rejected {
 pub(super) struct Protocol {
     node: Node,
     accepted: Option<String>,
+    /// The fingerprint of the accepted response's resources.
+    accepted_fingerprint: Option<u64>,
     rejected: Option<Rejected>,
 }
 
@@ -75,6 +85,7 @@ impl Protocol {
                 user_agent_name: "sluice".to_string(),
             },
             accepted: None,
+            accepted_fingerprint: None,
             rejected: None,
         }
     }
@@ -87,7 +98,15 @@ impl Protocol {
 
     /// Judges a response (see [`Verdict`]).
     pub(super) fn judge(&mut self, response: &DiscoveryResponse) -> Verdict {
+        if response.type_url != TYPE_URL {
+            return Verdict::Foreign;
+        }
         let fingerprint = fingerprint(response);
+        if self.accepted.as_deref() == Some(response.version_info.as_str())
+            && self.accepted_fingerprint == Some(fingerprint)
+        {
+            return Verdict::Unchanged;
+        }
         if let Some(rejected) = &mut self.rejected
             && rejected.fingerprint == fingerprint
         {
@@ -118,6 +137,7 @@ impl Protocol {
     pub(super) fn accepted(&mut self, response: &DiscoveryResponse) -> DiscoveryRequest {
         self.rejected = None;
         self.accepted = Some(response.version_info.clone());
+        self.accepted_fingerprint = Some(fingerprint(response));
         self.request(response.nonce.clone(), None)
     }
 

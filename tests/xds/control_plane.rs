@@ -52,6 +52,8 @@ pub struct Received {
 struct Snapshot {
     version: String,
     resources: Vec<wire::Any>,
+    /// The response's `type_url` (the subscribed type unless a test says otherwise).
+    type_url: String,
 }
 
 /// What every stream shares: the snapshots, the record of requests, a change signal.
@@ -60,6 +62,8 @@ struct State {
     received: Mutex<Vec<Received>>,
     sent: AtomicU64,
     changed: watch::Sender<u64>,
+    /// Bumped to end every open stream (a flapping control plane).
+    flaps: watch::Sender<u64>,
 }
 
 /// A running control plane; stops when dropped.
@@ -83,6 +87,7 @@ impl ControlPlane {
             received: Mutex::default(),
             sent: AtomicU64::new(0),
             changed: watch::channel(0).0,
+            flaps: watch::channel(0).0,
         });
         let listener = TcpListener::bind(addr).await.expect("bind control plane");
         let addr = listener.local_addr().unwrap();
@@ -105,6 +110,13 @@ impl ControlPlane {
         Self::start_at(addr, self.tls.clone()).await
     }
 
+    /// Ends every open stream with UNAVAILABLE and goes on serving with the same snapshots, as
+    /// a flapping control plane or a proxy in front of it does: clients reconnect and are sent
+    /// the snapshot they already hold.
+    pub fn flap(&self) {
+        self.state.flaps.send_modify(|n| *n += 1);
+    }
+
     /// Stops serving; streams end, the port closes.
     pub async fn shutdown(&mut self) {
         self.stop.cancel();
@@ -115,6 +127,18 @@ impl ControlPlane {
 
     /// Sets the snapshot of `node_id` to `configs` at `version`; waiting streams get it.
     pub fn set_snapshot(&self, node_id: &str, version: &str, configs: &[wire::RateLimitConfig]) {
+        self.set_snapshot_typed(node_id, version, wire::TYPE_URL, configs);
+    }
+
+    /// As [`Self::set_snapshot`], the responses naming `type_url` as their type (a control
+    /// plane that mixes up its types) while the resources stay rate-limit configs.
+    pub fn set_snapshot_typed(
+        &self,
+        node_id: &str,
+        version: &str,
+        type_url: &str,
+        configs: &[wire::RateLimitConfig],
+    ) {
         let resources = configs
             .iter()
             .map(|c| wire::Any {
@@ -125,6 +149,7 @@ impl ControlPlane {
         let snapshot = Snapshot {
             version: version.into(),
             resources,
+            type_url: type_url.into(),
         };
         self.state.snapshots.lock().insert(node_id.into(), snapshot);
         self.state.changed.send_modify(|n| *n += 1);
@@ -262,9 +287,14 @@ async fn one_stream(
 ) {
     let state = ads.state.clone();
     let mut changes = state.changed.subscribe();
+    let mut flaps = state.flaps.subscribe();
     let mut stream = StreamState::default();
     loop {
         tokio::select! {
+            _ = flaps.changed() => {
+                let _ = responses.send(Err(Status::unavailable("control plane flapped"))).await;
+                return;
+            }
             _ = ads.stop.cancelled() => {
                 let _ = responses.send(Err(Status::unavailable("control plane stopping"))).await;
                 return;
@@ -346,7 +376,7 @@ impl StreamState {
             version_info: snapshot.version,
             resources: snapshot.resources,
             canary: false,
-            type_url: wire::TYPE_URL.into(),
+            type_url: snapshot.type_url,
             nonce,
         }
     }

@@ -273,6 +273,59 @@ async fn a_control_plane_restart_changes_nothing_for_callers() {
     server.stop().await;
 }
 
+/// After a reconnect the control plane sends the rules in force again (same version, same
+/// resources): sluice ACKs them without compiling them again, so no new generation is logged;
+/// a response of another type than the subscribed one is neither applied nor answered.
+#[tokio::test]
+async fn a_resend_is_not_a_reload_and_a_foreign_type_is_ignored() {
+    let cp = ControlPlane::start(None).await;
+    cp.set_snapshot(NODE, "4", &per_key(3));
+    let server = start(settings(&cp)).await;
+    generation_reaches(&server, 1).await;
+    let acks = || {
+        cp.received()
+            .iter()
+            .filter(|r| r.version == "4" && !r.nonce.is_empty() && r.error.is_none())
+            .count()
+    };
+    assert_eq!(acks(), 1);
+    for flap in 1..=3 {
+        cp.flap();
+        eventually(DEADLINE, "the resend is ACKed", async || acks() > flap).await;
+    }
+    assert_eq!(server.generation(), 1, "no rule set compiled again");
+    assert!(sample(&server.metrics().await, "sluice_xds_reconnects_total") >= 3.0);
+
+    cp.set_snapshot_typed(
+        NODE,
+        "5",
+        "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+        &per_key(1),
+    );
+    let sent = cp.responses_sent();
+    eventually(DEADLINE, "the foreign response is sent", async || {
+        cp.responses_sent() > sent
+    })
+    .await;
+    // Nothing answered it, so this control plane waits; the next stream brings proper rules.
+    cp.set_snapshot(NODE, "6", &per_key(2));
+    cp.flap();
+    generation_reaches(&server, 2).await;
+    let received = cp.received();
+    assert!(
+        !received
+            .iter()
+            .any(|r| r.version == "5" || r.error.is_some()),
+        "the foreign response was neither ACKed nor NACKed: {received:?}"
+    );
+    assert_eq!(
+        codes(&server, "a", 3).await,
+        [OK, OK, OVER],
+        "version 6's limit of 2, never the foreign 1"
+    );
+    server.stop().await;
+}
+
 /// Node metadata and extra stream headers reach the control plane.
 #[tokio::test]
 async fn node_metadata_and_stream_headers_reach_the_control_plane() {

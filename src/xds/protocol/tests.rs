@@ -33,6 +33,7 @@ fn response(version: &str, domain: &str, requests: u32) -> DiscoveryResponse {
             value: config.encode_to_vec().into(),
         }],
         nonce: format!("n{version}"),
+        type_url: TYPE_URL.into(),
         ..Default::default()
     }
 }
@@ -54,6 +55,8 @@ fn answer(protocol: &mut Protocol, response: &DiscoveryResponse) -> DiscoveryReq
         }
         Verdict::Undecodable(errors) => protocol.rejected(response, &errors),
         Verdict::Repeat { .. } => protocol.repeat_nack(response),
+        Verdict::Unchanged => protocol.accepted(response),
+        Verdict::Foreign => panic!("a foreign response has no answer"),
     }
 }
 
@@ -175,4 +178,40 @@ fn long_nack_messages_are_cut() {
         "{}",
         &message[message.len() - 30..]
     );
+}
+
+/// A response of another type than the subscribed one is not judged at all (neither ACK nor
+/// NACK), and leaves the version in force alone.
+#[test]
+fn responses_of_another_type_are_ignored() {
+    let mut protocol = Protocol::new("n", &[]);
+    answer(&mut protocol, &response("1", "a", 5));
+    let mut foreign = response("2", "b", 5);
+    foreign.type_url = "type.googleapis.com/envoy.config.cluster.v3.Cluster".into();
+    assert!(matches!(protocol.judge(&foreign), Verdict::Foreign));
+    foreign.type_url = String::new();
+    assert!(matches!(protocol.judge(&foreign), Verdict::Foreign));
+    assert_eq!(protocol.subscribe().version_info, "1");
+}
+
+/// The rules in force sent again (a reconnect) are ACKed without compiling; the same resources
+/// under a new version, or a new rule set under the same version, are compiled.
+#[test]
+fn the_rules_in_force_again_are_not_compiled_again() {
+    let mut protocol = Protocol::new("n", &[]);
+    let first = response("7", "a", 5);
+    answer(&mut protocol, &first);
+    let mut again = first.clone();
+    again.nonce = "n7-again".into();
+    assert!(matches!(protocol.judge(&again), Verdict::Unchanged));
+    let ack = protocol.accepted(&again);
+    assert_eq!(
+        (ack.version_info.as_str(), ack.response_nonce.as_str()),
+        ("7", "n7-again")
+    );
+    assert!(ack.error_detail.is_none());
+    let renamed = response("8", "a", 5);
+    assert!(matches!(protocol.judge(&renamed), Verdict::Compile(_)));
+    let changed = response("7", "a", 6);
+    assert!(matches!(protocol.judge(&changed), Verdict::Compile(_)));
 }
