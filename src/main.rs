@@ -24,6 +24,7 @@ fn main() -> ExitCode {
     let outcome = match invocation.command {
         Command::Check(args) => return exit_code(cli::check::run(&args)),
         Command::Explain(args) => cli::explain::run(&args, &mut std::io::stdout()),
+        Command::Counters(args) => cli::counters::run(&args, &mut std::io::stdout()),
         Command::Simulate(args) => simulate::run(&args, &mut std::io::stdout()).map_err(Into::into),
         Command::Bench(args) => bench::run(&args, &mut std::io::stdout()).map_err(Into::into),
         Command::UpstreamEnv => {

@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod check;
 pub mod compat;
+pub mod counters;
 pub mod explain;
 pub mod listeners;
 pub mod prepare;
@@ -49,6 +50,9 @@ pub enum Command {
     Simulate(crate::simulate::SimulateArgs),
     /// Load-test an Envoy RLS v3 server (sluice or another): calls/s and latency percentiles.
     Bench(crate::bench::BenchArgs),
+    /// Inspect or reset a descriptor's counters on a running server's admin listener
+    /// (`--admin-addr`).
+    Counters(counters::CountersArgs),
     /// Print envoyproxy/ratelimit's environment variables and what the `ratelimit`
     /// personality does with each (a Markdown table).
     UpstreamEnv,

@@ -1,6 +1,6 @@
 //! The binary's commands and the project's artefacts against real tools: `check`, `serve`,
-//! `bench`, `simulate`, the examples, the Helm chart, Prometheus, a headless browser, Envoy, the
-//! soak, and the fuzz corpus replayed on stable Rust.
+//! `counters`, `bench`, `simulate`, the examples, the Helm chart, Prometheus, a headless browser,
+//! Envoy, the soak, and the fuzz corpus replayed on stable Rust.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -8,6 +8,7 @@ mod common;
 mod bench;
 mod binary;
 mod browser;
+mod counters;
 mod envoy;
 mod examples;
 // The corpus replay is a file of its own so that a cargo feature can gate it alone.
