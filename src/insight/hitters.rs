@@ -1,13 +1,14 @@
 //! The keys limited most in the last minutes: a Space-Saving sketch (Metwally et al.) per
 //! one-minute window, a ring of the last few windows, sharded by key so that concurrent
-//! refusals rarely share a lock. Memory is fixed: `slots` keys per shard and window, each key
-//! cut to [`MAX_KEY_BYTES`].
+//! refusals rarely share a lock. Memory is fixed: `slots` keys per shard and window. A key is
+//! counted by a 128-bit hash of the whole descriptor, so distinct keys never merge however long
+//! they are; only the text kept to show it is cut to [`MAX_KEY_BYTES`], and marked so.
 //!
 //! Space-Saving keeps every key whose count exceeds total/slots, and overestimates a count by at
 //! most the `error` it reports (the count of the key it displaced).
 
 use std::collections::HashMap;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hash, Hasher};
 
 use parking_lot::Mutex;
 
@@ -19,16 +20,21 @@ pub(crate) const HITTER_WINDOWS: usize = 5;
 pub(super) const DEFAULT_SLOTS: usize = 256;
 /// Lock shards.
 const SHARDS: usize = 8;
-/// Longest key kept, in bytes (a descriptor may be up to 64 KiB of text).
+/// Longest key text kept to show, in bytes (a descriptor may be up to 64 KiB of text).
 const MAX_KEY_BYTES: usize = 256;
+/// What ends a key text that was cut.
+const CUT_MARK: &str = "…";
 
 /// One of the keys limited most.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitedKey {
     /// The domain.
     pub domain: String,
-    /// The descriptor, `key=value` entries joined by `, ` (cut to 256 bytes).
+    /// The descriptor, `key=value` entries joined by `, ` (cut to about 256 bytes, then ending
+    /// in `…`: see `shortened`).
     pub descriptor: String,
+    /// Whether `descriptor` was cut (the key it stands for is the whole descriptor).
+    pub shortened: bool,
     /// Refusals counted (an upper bound).
     pub count: u64,
     /// How much `count` may overestimate.
@@ -39,7 +45,8 @@ pub struct LimitedKey {
 #[derive(Debug)]
 pub struct TopKeys {
     shards: Box<[Mutex<Ring>]>,
-    hasher: foldhash::fast::RandomState,
+    /// Two independently seeded hashers: together, a 128-bit identity for a key.
+    hashers: [foldhash::quality::RandomState; 2],
     ticks: std::sync::atomic::AtomicU64,
 }
 
@@ -51,16 +58,31 @@ impl TopKeys {
             shards: (0..SHARDS)
                 .map(|_| Mutex::new(Ring::new(per_shard)))
                 .collect(),
-            hasher: foldhash::fast::RandomState::default(),
+            hashers: Default::default(),
             ticks: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
     /// Counts one refusal of `entries` in `domain`.
     pub fn offer(&self, domain: &str, entries: &[(String, String)]) {
-        let key = display_key(domain, entries);
-        let shard = (self.hasher.hash_one(&key) as usize) % self.shards.len();
-        self.shards[shard].lock().current().offer(key);
+        let id = self.identity(domain, entries);
+        let shard = (id as usize) % self.shards.len();
+        self.shards[shard]
+            .lock()
+            .current()
+            .offer(id, || display_key(domain, entries));
+    }
+
+    /// The key's identity: a hash of the whole domain and descriptor, in 128 bits so that
+    /// distinct keys effectively never share one.
+    fn identity(&self, domain: &str, entries: &[(String, String)]) -> u128 {
+        let half = |hasher: &foldhash::quality::RandomState| {
+            let mut state = hasher.build_hasher();
+            domain.hash(&mut state);
+            entries.hash(&mut state);
+            u128::from(state.finish())
+        };
+        (half(&self.hashers[0]) << 64) | half(&self.hashers[1])
     }
 
     /// One second passed; every minute the oldest window is dropped.
@@ -81,23 +103,21 @@ impl TopKeys {
         let mut all: Vec<LimitedKey> = Vec::new();
         for shard in self.shards.iter() {
             // A key lives in one shard, so the shards' sums never overlap.
-            let mut sums: HashMap<&str, (u64, u64)> = HashMap::new();
+            let mut sums: HashMap<u128, (&Shown, u64, u64)> = HashMap::new();
             let ring = shard.lock();
             for window in &ring.windows {
                 for entry in &window.entries {
-                    let sum = sums.entry(&entry.key).or_default();
-                    sum.0 += entry.count;
-                    sum.1 += entry.error;
+                    let sum = sums.entry(entry.id).or_insert((&entry.shown, 0, 0));
+                    sum.1 += entry.count;
+                    sum.2 += entry.error;
                 }
             }
-            all.extend(sums.into_iter().map(|(key, (count, error))| {
-                let (domain, descriptor) = key.split_once('\0').unwrap_or((key, ""));
-                LimitedKey {
-                    domain: domain.to_owned(),
-                    descriptor: descriptor.to_owned(),
-                    count,
-                    error,
-                }
+            all.extend(sums.into_values().map(|(shown, count, error)| LimitedKey {
+                domain: shown.domain.to_string(),
+                descriptor: shown.descriptor.to_string(),
+                shortened: shown.shortened,
+                count,
+                error,
             }));
         }
         all.sort_by(|a, b| {
@@ -110,30 +130,49 @@ impl TopKeys {
     }
 }
 
-/// `domain\0k=v, k2=v2`, cut to [`MAX_KEY_BYTES`] at a character boundary.
-fn display_key(domain: &str, entries: &[(String, String)]) -> Box<str> {
-    let mut key = String::with_capacity(64);
-    key.push_str(domain);
-    key.push('\0');
+/// How a key is shown: its domain and descriptor text, each cut to [`MAX_KEY_BYTES`].
+#[derive(Debug)]
+struct Shown {
+    domain: Box<str>,
+    descriptor: Box<str>,
+    shortened: bool,
+}
+
+/// The shown text of a key: `k=v, k2=v2`, cut at a character boundary and marked when longer
+/// than [`MAX_KEY_BYTES`] (so is the domain).
+fn display_key(domain: &str, entries: &[(String, String)]) -> Shown {
+    let mut descriptor = String::with_capacity(64);
     for (i, (k, v)) in entries.iter().enumerate() {
         if i > 0 {
-            key.push_str(", ");
+            descriptor.push_str(", ");
         }
-        key.push_str(k);
-        key.push('=');
-        key.push_str(v);
-        if key.len() > MAX_KEY_BYTES {
+        descriptor.push_str(k);
+        descriptor.push('=');
+        descriptor.push_str(v);
+        if descriptor.len() > MAX_KEY_BYTES {
             break;
         }
     }
-    if key.len() > MAX_KEY_BYTES {
-        let mut end = MAX_KEY_BYTES;
-        while !key.is_char_boundary(end) {
-            end -= 1;
-        }
-        key.truncate(end);
+    let (domain, domain_cut) = cut(domain);
+    let (descriptor, descriptor_cut) = cut(&descriptor);
+    Shown {
+        domain,
+        descriptor,
+        shortened: domain_cut || descriptor_cut,
     }
-    key.into_boxed_str()
+}
+
+/// `text` cut to [`MAX_KEY_BYTES`] at a character boundary with [`CUT_MARK`] after it, and
+/// whether it was cut.
+fn cut(text: &str) -> (Box<str>, bool) {
+    if text.len() <= MAX_KEY_BYTES {
+        return (text.into(), false);
+    }
+    let mut end = MAX_KEY_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (format!("{}{CUT_MARK}", &text[..end]).into_boxed_str(), true)
 }
 
 /// The windows of one shard, the current one last.
@@ -166,7 +205,8 @@ impl Ring {
 
 #[derive(Debug)]
 struct Entry {
-    key: Box<str>,
+    id: u128,
+    shown: Shown,
     count: u64,
     error: u64,
 }
@@ -176,7 +216,7 @@ struct Entry {
 struct SpaceSaving {
     slots: usize,
     entries: Vec<Entry>,
-    index: HashMap<Box<str>, usize, foldhash::fast::RandomState>,
+    index: HashMap<u128, usize, foldhash::fast::RandomState>,
 }
 
 impl SpaceSaving {
@@ -193,17 +233,19 @@ impl SpaceSaving {
         self.index.clear();
     }
 
-    /// Counts `key` once; when every slot is taken it replaces the key counted least, taking
-    /// over its count as the new key's possible overestimate.
-    fn offer(&mut self, key: Box<str>) {
-        if let Some(&at) = self.index.get(&key) {
+    /// Counts the key `id` once; when every slot is taken it replaces the key counted least,
+    /// taking over its count as the new key's possible overestimate. `shown` makes the key's
+    /// text, only for a key not held yet.
+    fn offer(&mut self, id: u128, shown: impl FnOnce() -> Shown) {
+        if let Some(&at) = self.index.get(&id) {
             self.entries[at].count += 1;
             return;
         }
         if self.entries.len() < self.slots {
-            self.index.insert(key.clone(), self.entries.len());
+            self.index.insert(id, self.entries.len());
             self.entries.push(Entry {
-                key,
+                id,
+                shown: shown(),
                 count: 1,
                 error: 0,
             });
@@ -221,13 +263,14 @@ impl SpaceSaving {
         let old = std::mem::replace(
             &mut self.entries[at],
             Entry {
-                key: key.clone(),
+                id,
+                shown: shown(),
                 count: least + 1,
                 error: least,
             },
         );
-        self.index.remove(&old.key);
-        self.index.insert(key, at);
+        self.index.remove(&old.id);
+        self.index.insert(id, at);
     }
 }
 
@@ -287,13 +330,46 @@ mod tests {
         assert!(top.top(1).is_empty());
     }
 
-    /// Huge descriptors are cut at a character boundary, never split inside one.
+    /// Huge descriptors are cut at a character boundary, never split inside one, and marked.
     #[test]
-    fn long_keys_are_cut() {
+    fn long_keys_are_cut_and_marked() {
         let top = TopKeys::new(8);
         top.offer("edge", &entries(&"é".repeat(1_000)));
         let key = &top.top(1)[0];
-        assert!(key.descriptor.len() + key.domain.len() < MAX_KEY_BYTES);
+        assert!(key.descriptor.len() <= MAX_KEY_BYTES + CUT_MARK.len());
         assert!(key.descriptor.starts_with("api_key=éé"));
+        assert!(
+            key.descriptor.ends_with(CUT_MARK) && key.shortened,
+            "{key:?}"
+        );
+        top.offer("edge", &entries("short"));
+        let short = top
+            .top(2)
+            .into_iter()
+            .find(|k| k.descriptor == "api_key=short");
+        assert!(!short.expect("the short key").shortened);
+    }
+
+    /// Distinct keys that share their first 256 bytes and more stay distinct: each is counted
+    /// on its own, none merges into a key limited many times.
+    #[test]
+    fn long_keys_sharing_a_prefix_are_not_merged() {
+        let top = TopKeys::new(64);
+        let prefix = "x".repeat(600);
+        for i in 0..2_000 {
+            top.offer("edge", &entries(&format!("{prefix}{i}")));
+        }
+        let found = top.top(10);
+        assert!(
+            found.iter().all(|k| k.count - k.error <= 1),
+            "no key is known to be limited more than once: {found:?}"
+        );
+        let heavy = format!("{prefix}heavy");
+        for _ in 0..50 {
+            top.offer("edge", &entries(&heavy));
+        }
+        let first = &top.top(1)[0];
+        assert!(first.count - first.error >= 50, "{first:?}");
+        assert!(first.shortened);
     }
 }

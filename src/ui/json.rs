@@ -133,6 +133,7 @@ pub(super) fn live(rates: &DecisionRates, top: &[LimitedKey]) -> Value {
             .map(|k| json!({
                 "domain": k.domain,
                 "descriptor": k.descriptor,
+                "shortened": k.shortened,
                 "count": k.count,
                 "error": k.error,
             }))

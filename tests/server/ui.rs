@@ -208,6 +208,39 @@ async fn live_figures_show_the_most_limited_keys_and_rates() {
     server.stop().await;
 }
 
+/// Keys longer than the text kept of them are still told apart: 300 distinct 600-byte keys,
+/// each refused once, never show as one key refused 300 times; the shown text is cut and
+/// marked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_keys_limited_once_each_stay_apart() {
+    let limit_zero = "domain: long\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 0 }\n";
+    let server = TestServer::start(limit_zero).await;
+    let mut client = server.client().await;
+    let prefix = "p".repeat(600);
+    for i in 0..300 {
+        let value = format!("{prefix}{i}");
+        let response = call(&mut client, one_descriptor("long", &[("k", &value)])).await;
+        assert_eq!(response.overall_code, OVER);
+    }
+    let (_, text) = http(server.http_addr, "GET", "/ui/api/live", "").await;
+    let live: Value = serde_json::from_str(&text).unwrap();
+    let top = live["top"].as_array().unwrap();
+    assert!(!top.is_empty(), "{live}");
+    for key in top {
+        let (count, error) = (
+            key["count"].as_u64().unwrap(),
+            key["error"].as_u64().unwrap(),
+        );
+        assert!(
+            count - error <= 1,
+            "a key known to be refused more than once: {key}"
+        );
+        assert_eq!(key["shortened"], true, "{key}");
+        assert!(key["descriptor"].as_str().unwrap().ends_with('…'), "{key}");
+    }
+    server.stop().await;
+}
+
 /// The page and its two assets come from the binary with a CSP that allows no inline code and
 /// nothing from elsewhere; the rules tree lists every domain's nodes with their limits.
 #[tokio::test]
