@@ -74,6 +74,7 @@ mod http;
 mod keepalive;
 mod reload;
 mod service;
+mod statsd;
 mod tls;
 mod ui;
 mod watch;

@@ -65,3 +65,5 @@ pub const LIMIT_HEADER: &str = crate::limiter::COMPAT_LIMIT_HEADER;
 pub const REMAINING_HEADER: &str = crate::limiter::COMPAT_REMAINING_HEADER;
 /// See [`LIMIT_HEADER`].
 pub const RESET_HEADER: &str = crate::limiter::COMPAT_RESET_HEADER;
+/// How often the statsd sink sends what changed (envoyproxy/ratelimit's `STATS_FLUSH_INTERVAL`).
+pub const STATSD_FLUSH_INTERVAL: Duration = crate::statsd::DEFAULT_FLUSH_INTERVAL;

@@ -6,7 +6,8 @@
 //! until the control plane sends them) and the certificates, builds the store (`store::build`)
 //! and the [`Limiter`], binds both listeners (`listen::Listeners::bind`) and spawns the tasks:
 //! the gRPC and HTTP servers (`listen::spawn`), the rule watcher or the xDS client, the
-//! certificate watcher, the store's background work, housekeeping (`tasks::sweep`), gRPC health
+//! certificate watcher, the store's background work, housekeeping (`tasks::sweep`), the statsd
+//! sink (`statsd::run`), gRPC health
 //! (`health::follow_store`) and the shutdown sequence (`shutdown`). [`Running::wait`] returns once
 //! the server has stopped and the store's last flush has run.
 
@@ -51,6 +52,7 @@ pub use self::settings::{
 };
 pub use crate::admin::TokenError as AdminTokenError;
 pub use crate::reload::{Reloader, RuleSource, WatchError};
+pub use crate::statsd::{Mogrifier, MogrifierError, StatsdFormat, StatsdProtocol, StatsdSettings};
 pub use crate::tls::{ReloadOutcome, ServerTls, TlsSettings, TlsStatus};
 pub use crate::xds::{Backoff, XdsSettings, XdsTls};
 
@@ -326,6 +328,13 @@ fn spawn_background(
         && let Some(watch) = parts.reloader.clone().watch(shutdown.clone())?
     {
         tasks.spawn(watch);
+    }
+    if let Some(statsd) = parts.settings.statsd.clone() {
+        tasks.spawn(crate::statsd::run(
+            statsd,
+            parts.metrics.clone(),
+            shutdown.clone(),
+        ));
     }
     if let Some(background) = parts.store.background(shutdown.clone()) {
         tasks.spawn(background);

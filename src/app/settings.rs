@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::defaults;
 use crate::limiter::LimiterOptions;
 use crate::rules::{CompatLayout, LoadOptions};
+use crate::statsd::StatsdSettings;
 use crate::store::{PersistSettings, RedisSettings};
 use crate::telemetry::TraceSettings;
 use crate::tls::TlsSettings;
@@ -75,6 +76,8 @@ pub struct AdminSettings {
     /// `default`); reloaded when the file changes. A file that cannot be read or holds no
     /// token stops the start.
     pub token_file: PathBuf,
+    /// envoyproxy/ratelimit's stats sent to a statsd or DogStatsD receiver; `None` sends none.
+    pub statsd: Option<StatsdSettings>,
 }
 
 /// What health reports as unhealthy besides draining and "no rules loaded yet".
@@ -155,6 +158,7 @@ impl Settings {
             grpc_max_connection_age_grace: defaults::GRPC_MAX_CONNECTION_AGE_GRACE,
             metrics_listener: None,
             admin: None,
+            statsd: None,
         }
     }
 }

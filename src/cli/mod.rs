@@ -16,6 +16,7 @@ pub mod redis;
 mod reference_docs_tests;
 pub mod response;
 pub mod serve;
+pub mod statsd;
 pub mod trace;
 pub mod xds;
 

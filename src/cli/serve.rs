@@ -18,6 +18,7 @@ use super::admin::AdminArgs;
 use super::listeners::ServingArgs;
 use super::redis::RedisArgs;
 use super::response::ResponseArgs;
+use super::statsd::StatsdArgs;
 use super::trace::TraceArgs;
 use super::xds::XdsArgs;
 use super::{LogFormat, RuleArgs};
@@ -88,6 +89,9 @@ pub struct ServeArgs {
     /// The admin listener.
     #[command(flatten)]
     pub admin: AdminArgs,
+    /// The statsd sink.
+    #[command(flatten)]
+    pub statsd: StatsdArgs,
 }
 
 /// Counter stores.
@@ -162,6 +166,7 @@ impl ServeArgs {
             store: self.store_settings(),
             tracing: self.trace.settings(),
             xds: self.xds.settings(),
+            statsd: self.statsd.settings(),
             ..Settings::new(self.rules.config.clone())
         };
         self.serving.apply(&mut settings);

@@ -75,12 +75,12 @@ pub(crate) fn split_hits(outcome: &HitOutcome, near_ratio: f64) -> HitSplit {
 pub(super) struct Compat {
     pub(super) series: Series,
     near_ratio: f64,
-    config_load_success: IntCounter,
-    config_load_error: IntCounter,
-    global_shadow_mode: IntCounter,
-    should_rate_limit_error: IntCounterVec,
-    total_requests: IntCounter,
-    response_time: Histogram,
+    pub(super) config_load_success: IntCounter,
+    pub(super) config_load_error: IntCounter,
+    pub(super) global_shadow_mode: IntCounter,
+    pub(super) should_rate_limit_error: IntCounterVec,
+    pub(super) total_requests: IntCounter,
+    pub(super) response_time: Histogram,
 }
 
 impl Compat {

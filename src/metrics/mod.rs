@@ -2,8 +2,8 @@
 //! envoyproxy/ratelimit's families and the hit split (`compat.rs`), the capped per-rule
 //! series (`series.rs`), sluice's own decision and rule figures (`decisions.rs`), the figures a
 //! store reports about itself (`store.rs`), the xDS stream's (`xds.rs`), the quota service's
-//! (`quota.rs`), the configured limits as gauges (`configured.rs`) and the admin listener's
-//! (`admin.rs`).
+//! (`quota.rs`), the configured limits as gauges (`configured.rs`), the admin listener's
+//! (`admin.rs`); envoyproxy/ratelimit's stats under their statsd names (`upstream.rs`).
 //!
 //! Recording goes through handles resolved once (a rule's series, a family's fixed label),
 //! never by formatting label strings per call.
@@ -17,6 +17,7 @@ mod names;
 mod quota;
 mod series;
 mod store;
+mod upstream;
 mod xds;
 
 use prometheus::core::Collector;
@@ -32,6 +33,7 @@ pub use decisions::StoreSeries;
 pub(crate) use names::{SERVICE_ERROR, STORE_ERROR};
 pub use quota::ReportedOutcome;
 pub use series::{RuleCounters, RuleSeries, SeriesSlot};
+pub use upstream::{TimerTotals, UpstreamStat, UpstreamValue};
 
 /// Latency buckets from 10 µs to 100 ms: a decision should take well under a millisecond.
 const LATENCY_BUCKETS: [f64; 13] = [
@@ -51,6 +53,7 @@ pub struct Metrics {
     quota: quota::QuotaFigures,
     configured: configured::ConfiguredLimits,
     admin: admin::AdminFigures,
+    statsd_send_errors: IntCounter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -84,6 +87,7 @@ impl Metrics {
             xds: xds::XdsFigures::new(&families),
             configured,
             admin: admin::AdminFigures::new(&families),
+            statsd_send_errors: upstream::send_errors(&families),
             registry,
         }
     }

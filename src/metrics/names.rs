@@ -132,3 +132,28 @@ pub const ADMIN_OUTCOMES: [&str; 5] = [
     "bad_request",
     "store_error",
 ];
+/// envoyproxy/ratelimit's stat names as its statsd sink sends them (gostats' dotted names):
+/// the prefix of the per-rule stats, `<prefix>.<domain>.<key path>.<stat>`.
+pub const STATSD_RULE_PREFIX: &str = "ratelimit.service.rate_limit";
+/// The per-rule stats, in the order of [`crate::metrics::RuleCounters`]' fields.
+pub const STATSD_RULE_STATS: [&str; 5] = [
+    "total_hits",
+    "over_limit",
+    "near_limit",
+    "within_limit",
+    "shadow_mode",
+];
+/// Rule sets loaded (statsd name).
+pub const STATSD_CONFIG_LOAD_SUCCESS: &str = "ratelimit.service.config_load_success";
+/// Rule sets that failed to load (statsd name).
+pub const STATSD_CONFIG_LOAD_ERROR: &str = "ratelimit.service.config_load_error";
+/// Calls whose OVER_LIMIT answer global shadow mode turned into OK (statsd name).
+pub const STATSD_GLOBAL_SHADOW_MODE: &str = "ratelimit.service.global_shadow_mode";
+/// The prefix of the failed calls, `<prefix>.redis_error` and `<prefix>.service_error`.
+pub const STATSD_CALL_ERRORS: &str = "ratelimit.service.call.should_rate_limit";
+/// gRPC `ShouldRateLimit` calls (statsd name).
+pub const STATSD_TOTAL_REQUESTS: &str = "ratelimit_server.ShouldRateLimit.total_requests";
+/// gRPC `ShouldRateLimit` latency, a timer in milliseconds (statsd name).
+pub const STATSD_RESPONSE_TIME: &str = "ratelimit_server.ShouldRateLimit.response_time";
+/// Flushes to the statsd receiver that failed to send (the receiver is absent or refused).
+pub const STATSD_SEND_ERRORS: &str = "sluice_statsd_send_errors_total";

@@ -86,6 +86,8 @@ pub(super) struct Series {
     created: RwLock<HashMap<Box<str>, Arc<RuleCounters>, foldhash::quality::RandomState>>,
     max_series: usize,
     folded: IntCounter,
+    /// The overflow series of each domain that has one, by domain (for the statsd names).
+    overflowed: parking_lot::Mutex<HashMap<Box<str>, Arc<RuleCounters>>>,
 }
 
 impl Series {
@@ -107,6 +109,7 @@ impl Series {
                 ),
             ],
             created: RwLock::new(HashMap::default()),
+            overflowed: parking_lot::Mutex::default(),
             max_series: max_series.max(1),
             folded: families.counter(
                 SERIES_FOLDED,
@@ -155,8 +158,26 @@ impl Series {
         let own = labels[1] != OVERFLOW_KEY;
         if own {
             created.insert(stats_key.into(), counters.clone());
+        } else {
+            let mut overflowed = self.overflowed.lock();
+            overflowed
+                .entry(domain.into())
+                .or_insert_with(|| counters.clone());
         }
         (counters, own)
+    }
+
+    /// Every series created so far with its stats key (an overflow series as
+    /// `<domain>._overflow_`), copied out so no lock is held while the caller reads them.
+    pub(super) fn all(&self) -> Vec<(Box<str>, Arc<RuleCounters>)> {
+        let mut all: Vec<_> = (self.created.read().iter())
+            .map(|(key, counters)| (key.clone(), counters.clone()))
+            .collect();
+        let overflowed = self.overflowed.lock();
+        all.extend(overflowed.iter().map(|(domain, counters)| {
+            (format!("{domain}.{OVERFLOW_KEY}").into(), counters.clone())
+        }));
+        all
     }
 }
 

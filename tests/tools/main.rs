@@ -28,3 +28,4 @@ mod prometheus;
 mod signals;
 mod simulate;
 mod soak;
+mod statsd;
