@@ -65,6 +65,8 @@ pub struct Settings {
     pub metrics_listener: Option<MetricsListener>,
     /// The admin listener (counters inspected and reset); `None`, the default, serves none.
     pub admin: Option<AdminSettings>,
+    /// envoyproxy/ratelimit's stats sent to a statsd or DogStatsD receiver; `None` sends none.
+    pub statsd: Option<StatsdSettings>,
 }
 
 /// The admin listener (`--admin-addr`, `--admin-token-file`).
@@ -76,8 +78,6 @@ pub struct AdminSettings {
     /// `default`); reloaded when the file changes. A file that cannot be read or holds no
     /// token stops the start.
     pub token_file: PathBuf,
-    /// envoyproxy/ratelimit's stats sent to a statsd or DogStatsD receiver; `None` sends none.
-    pub statsd: Option<StatsdSettings>,
 }
 
 /// What health reports as unhealthy besides draining and "no rules loaded yet".
