@@ -279,3 +279,44 @@ fn a_real_statsd_daemon_counts_upstream_names() {
         "nothing sent for counters at 0: {counters}"
     );
 }
+
+/// The `ratelimit` personality's DogStatsD variables, as a Datadog deployment sets them: the
+/// mogrifier turns the per-rule names into one name with `domain` and `descriptor` tags, after
+/// EXTRA_TAGS.
+#[test]
+fn the_personality_sends_mogrified_dogstatsd() {
+    let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = receiver.local_addr().unwrap().port().to_string();
+    let mut sluice = Serve::new()
+        .rules(RULES)
+        .args(["--upstream-env", "--store", "memory"])
+        .env("USE_STATSD", "false")
+        .env("USE_DOG_STATSD", "true")
+        .env("STATSD_HOST", "127.0.0.1")
+        .env("STATSD_PORT", &port)
+        .env("EXTRA_TAGS", "env:test")
+        .env("USE_DOG_STATSD_MOGRIFIERS", "RULE")
+        .env(
+            "DOG_STATSD_MOGRIFIER_RULE_PATTERN",
+            r"^ratelimit\.service\.rate_limit\.([^.]+)\.(.+)\.([^.]+)$",
+        )
+        .env(
+            "DOG_STATSD_MOGRIFIER_RULE_NAME",
+            "ratelimit.service.rate_limit.$3",
+        )
+        .env("DOG_STATSD_MOGRIFIER_RULE_TAGS", "domain:$1,descriptor:$2")
+        .start();
+    calls(&sluice);
+    assert!(sluice.stop().success());
+    let lines = drain(&receiver);
+    for expected in [
+        "ratelimit.service.rate_limit.total_hits:3|c|#env:test,domain:edge,descriptor:api_key",
+        "ratelimit.service.rate_limit.total_hits:1|c|#env:test,domain:edge,descriptor:plan_free.path",
+        "ratelimit.service.config_load_success:1|c|#env:test",
+    ] {
+        assert!(
+            lines.iter().any(|l| l == expected),
+            "{expected} in {lines:#?}"
+        );
+    }
+}

@@ -275,6 +275,8 @@ fn check_types(env: &Env) -> Result<(), EnvError> {
 }
 
 #[cfg(test)]
+mod stats_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod xds_tests;

@@ -1,13 +1,19 @@
-//! Statistics: the Prometheus listener (`USE_PROMETHEUS`, `PROMETHEUS_ADDR`,
-//! `PROMETHEUS_PATH`); the statsd, DogStatsD and tuning variables sluice does not honour
-//! (its metrics are always served as Prometheus text).
+//! Statistics: the statsd and DogStatsD sinks (`USE_STATSD`, on by default as upstream, to
+//! `STATSD_HOST:STATSD_PORT` over `STATSD_PROTOCOL`; `USE_DOG_STATSD` with its mogrifiers;
+//! `EXTRA_TAGS`, `STATS_FLUSH_INTERVAL`, `DISABLE_STATS`), with upstream's fatal combinations of
+//! sinks; the Prometheus listener (`USE_PROMETHEUS`, `PROMETHEUS_ADDR`, `PROMETHEUS_PATH`).
 
-use super::env::Env;
+use sluice::app::Mogrifier;
+use sluice::clock::duration;
+
+use super::env::{Env, go_map};
 use super::listeners::listen_address;
 use super::{EnvError, Group, Handling, Kind, Target, Var};
+use crate::cli::statsd::{FormatArg, ProtocolArg};
 
-const NO_STATSD: &str = "no statsd sink: Prometheus metrics are on PORT's /metrics";
-const ALWAYS_ON: &str = "metrics are always kept and served on /metrics";
+const NO_SINK: &str = "no effect without a statsd sink (USE_STATSD or USE_DOG_STATSD), as upstream";
+const DOG_ONLY: &str = "no effect without USE_DOG_STATSD=true, as upstream";
+const MOGRIFIER_PREFIX: &str = "DOG_STATSD_MOGRIFIER_";
 
 /// The statistics variables.
 pub const GROUP: Group = Group {
@@ -17,39 +23,53 @@ pub const GROUP: Group = Group {
             name: "USE_STATSD",
             kind: Kind::Bool,
             default: "true",
-            handling: Handling::Differently(
-                "no statsd sink: `false` is what sluice does; `true`, when set, is named in the warning",
+            handling: Handling::Honoured(
+                "`--statsd-addr STATSD_HOST:STATSD_PORT`; a receiver that is absent does not stop the start and costs calls nothing",
             ),
         },
         Var {
             name: "STATSD_HOST",
             kind: Kind::Str,
             default: "localhost",
-            handling: Handling::Ignored(NO_STATSD),
+            handling: Handling::Honoured("`--statsd-addr`"),
         },
         Var {
             name: "STATSD_PORT",
             kind: Kind::Int,
             default: "8125",
-            handling: Handling::Ignored(NO_STATSD),
+            handling: Handling::Honoured("`--statsd-addr`"),
+        },
+        Var {
+            name: "STATSD_PROTOCOL",
+            kind: Kind::Str,
+            default: "tcp",
+            handling: Handling::Honoured(
+                "`--statsd-protocol` (gostats' variable: `tcp` or `udp`; DogStatsD is always UDP)",
+            ),
         },
         Var {
             name: "USE_DOG_STATSD",
             kind: Kind::Bool,
             default: "false",
-            handling: Handling::Ignored(NO_STATSD),
+            handling: Handling::Honoured(
+                "`--statsd-format dogstatsd`, over UDP to STATSD_HOST:STATSD_PORT; with USE_STATSD or USE_PROMETHEUS also true the start fails, as upstream",
+            ),
         },
         Var {
             name: "USE_DOG_STATSD_MOGRIFIERS",
             kind: Kind::List,
             default: "",
-            handling: Handling::Ignored(NO_STATSD),
+            handling: Handling::Honoured(
+                "each name's `DOG_STATSD_MOGRIFIER_<NAME>_*`, tried in order; environment only",
+            ),
         },
         Var {
             name: "DOG_STATSD_MOGRIFIER_*",
             kind: Kind::Str,
             default: "",
-            handling: Handling::Ignored(NO_STATSD),
+            handling: Handling::Honoured(
+                "`_PATTERN` (a regular expression), `_NAME` and `_TAGS` (`k:v,...`) with `$1`…; a missing pattern or name stops the start",
+            ),
         },
         Var {
             name: "USE_PROMETHEUS",
@@ -91,37 +111,220 @@ pub const GROUP: Group = Group {
             name: "EXTRA_TAGS",
             kind: Kind::Map,
             default: "",
-            handling: Handling::Ignored(
-                "add labels in the Prometheus scrape configuration instead",
+            handling: Handling::Differently(
+                "`--statsd-tags` on every statsd or DogStatsD stat; the Prometheus families do not carry them (add labels in the scrape configuration)",
             ),
         },
         Var {
             name: "STATS_FLUSH_INTERVAL",
             kind: Kind::Duration,
             default: "10s",
-            handling: Handling::Ignored("Prometheus pulls: nothing is flushed"),
+            handling: Handling::Honoured("`--statsd-flush-interval` (10ms to 1h)"),
         },
         Var {
             name: "DISABLE_STATS",
             kind: Kind::Bool,
             default: "false",
-            handling: Handling::Ignored(ALWAYS_ON),
+            handling: Handling::Differently(
+                "no statsd sink and no Prometheus listener, as upstream; /metrics on PORT is still served",
+            ),
         },
     ],
     apply,
 };
 
+/// The sink upstream would start: DISABLE_STATS, else DogStatsD, else statsd, else none (its
+/// Prometheus sink is the listener, applied apart; its stdout logging sink has no counterpart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sink {
+    Disabled,
+    DogStatsd,
+    Statsd,
+    None,
+}
+
 fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
-    if env.is_set("USE_STATSD") && env.bool("USE_STATSD", true)? {
-        target.note("USE_STATSD", NO_STATSD);
+    let sink = sink(env)?;
+    match sink {
+        Sink::Statsd | Sink::DogStatsd => apply_sink(env, target, sink)?,
+        Sink::Disabled | Sink::None => {
+            for name in [
+                "STATSD_HOST",
+                "STATSD_PORT",
+                "STATSD_PROTOCOL",
+                "EXTRA_TAGS",
+            ]
+            .into_iter()
+            .chain(["STATS_FLUSH_INTERVAL"])
+            .filter(|n| env.is_set(n))
+            {
+                target.note(name, NO_SINK);
+            }
+        }
     }
+    if sink != Sink::DogStatsd {
+        for name in mogrifier_names(env) {
+            target.note(&name, DOG_ONLY);
+        }
+    }
+    apply_prometheus(env, target, sink == Sink::Disabled)
+}
+
+/// Which sink the variables choose; two of them at once is upstream's fatal error.
+fn sink(env: &Env) -> Result<Sink, EnvError> {
+    if env.bool("DISABLE_STATS", false)? {
+        return Ok(Sink::Disabled);
+    }
+    let statsd = env.bool("USE_STATSD", true)?;
+    let dog = env.bool("USE_DOG_STATSD", false)?;
+    let prometheus = env.bool("USE_PROMETHEUS", false)?;
+    if [statsd, dog, prometheus].iter().filter(|on| **on).count() > 1 {
+        let name = if dog {
+            "USE_DOG_STATSD"
+        } else {
+            "USE_PROMETHEUS"
+        };
+        return Err(env.error(
+            name,
+            "unable to use more than one stats sink at the same time: set only one of USE_DOG_STATSD, USE_STATSD, USE_PROMETHEUS (USE_STATSD is true unless set to false), as upstream",
+        ));
+    }
+    Ok(match (dog, statsd) {
+        (true, _) => Sink::DogStatsd,
+        (false, true) => Sink::Statsd,
+        (false, false) => Sink::None,
+    })
+}
+
+/// The statsd flags from the variables, each unless its flag was given.
+fn apply_sink(env: &Env, target: &mut Target<'_>, sink: Sink) -> Result<(), EnvError> {
+    let addr_vars = ["USE_STATSD", "USE_DOG_STATSD", "STATSD_HOST", "STATSD_PORT"];
+    target.unless_explicit(env, "statsd_addr", &addr_vars, |args| {
+        let host = env.string("STATSD_HOST", "localhost");
+        let port = env.int("STATSD_PORT", 8125)?;
+        let port = u16::try_from(port).map_err(|_| {
+            env.error_in("STATSD_PORT", &port.to_string(), "not a port (0 to 65535)")
+        })?;
+        let host = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]")
+        } else {
+            host.to_owned()
+        };
+        if host.is_empty() {
+            return Err(env.error("STATSD_HOST", "must not be empty"));
+        }
+        args.statsd.statsd_addr = Some(format!("{host}:{port}"));
+        Ok(())
+    })?;
+    target.unless_explicit(env, "statsd_format", &["USE_DOG_STATSD"], |args| {
+        args.statsd.statsd_format = match sink {
+            Sink::DogStatsd => FormatArg::Dogstatsd,
+            _ => FormatArg::Statsd,
+        };
+        Ok(())
+    })?;
+    if sink == Sink::DogStatsd {
+        if env.is_set("STATSD_PROTOCOL") {
+            target.note("STATSD_PROTOCOL", "DogStatsD is sent over UDP, as upstream");
+        }
+        if !target.explicit("statsd_protocol") {
+            target.args.statsd.statsd_protocol = ProtocolArg::Udp;
+        }
+        target.args.statsd.mogrifiers = mogrifiers(env)?;
+    } else {
+        target.unless_explicit(env, "statsd_protocol", &["STATSD_PROTOCOL"], |args| {
+            args.statsd.statsd_protocol = protocol(env)?;
+            Ok(())
+        })?;
+    }
+    target.unless_explicit(env, "statsd_tags", &["EXTRA_TAGS"], |args| {
+        let tags = env.parsed("EXTRA_TAGS", go_map)?.unwrap_or_default();
+        args.statsd.statsd_tags = tags
+            .into_iter()
+            .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+            .collect();
+        Ok(())
+    })?;
+    target.unless_explicit(
+        env,
+        "statsd_flush_interval",
+        &["STATS_FLUSH_INTERVAL"],
+        |args| {
+            let parsed = env.parsed("STATS_FLUSH_INTERVAL", |text| {
+                duration::parse_in(
+                    text,
+                    std::time::Duration::from_millis(10)..=std::time::Duration::from_secs(3_600),
+                )
+                .map_err(|e| e.problem.to_string())
+            })?;
+            if let Some(interval) = parsed {
+                args.statsd.statsd_flush_interval = duration::GoDuration(interval);
+            }
+            Ok(())
+        },
+    )
+}
+
+/// gostats' STATSD_PROTOCOL: `tcp` (its default) or `udp`, with the address family variants.
+fn protocol(env: &Env) -> Result<ProtocolArg, EnvError> {
+    match env.string("STATSD_PROTOCOL", "tcp") {
+        "tcp" | "tcp4" | "tcp6" => Ok(ProtocolArg::Tcp),
+        "udp" | "udp4" | "udp6" => Ok(ProtocolArg::Udp),
+        _ => Err(env.error("STATSD_PROTOCOL", "not a protocol (tcp or udp)")),
+    }
+}
+
+/// The mogrifiers USE_DOG_STATSD_MOGRIFIERS names, in its order.
+fn mogrifiers(env: &Env) -> Result<Vec<Mogrifier>, EnvError> {
+    let list = env.string("USE_DOG_STATSD_MOGRIFIERS", "");
+    let mut built = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let var = |part: &str| format!("{MOGRIFIER_PREFIX}{name}_{part}");
+        let (pattern, template) = (var("PATTERN"), var("NAME"));
+        let Some(regex) = env.get(&pattern).filter(|p| !p.is_empty()) else {
+            return Err(env.error_in(
+                &pattern,
+                "",
+                format!("no PATTERN specified for mogrifier {name}"),
+            ));
+        };
+        let Some(new_name) = env.get(&template).filter(|p| !p.is_empty()) else {
+            return Err(env.error_in(
+                &template,
+                "",
+                format!("no NAME specified for mogrifier {name}"),
+            ));
+        };
+        let tags = env.parsed(&var("TAGS"), go_map)?.unwrap_or_default();
+        let mogrifier = Mogrifier::new(regex, new_name, tags)
+            .map_err(|e| env.error(&pattern, format!("mogrifier {name}: {e}")))?;
+        built.push(mogrifier);
+    }
+    Ok(built)
+}
+
+/// The `DOG_STATSD_MOGRIFIER_*` variables and the list that are set.
+fn mogrifier_names(env: &Env) -> Vec<String> {
+    env.names()
+        .filter(|n| n.starts_with(MOGRIFIER_PREFIX) || *n == "USE_DOG_STATSD_MOGRIFIERS")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The Prometheus listener: USE_PROMETHEUS (not with DISABLE_STATS, as upstream).
+fn apply_prometheus(env: &Env, target: &mut Target<'_>, disabled: bool) -> Result<(), EnvError> {
     let listener = ["USE_PROMETHEUS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH"];
-    if !env.bool("USE_PROMETHEUS", false)? {
+    if disabled || !env.bool("USE_PROMETHEUS", false)? {
+        let why = if disabled {
+            "no effect with DISABLE_STATS=true, as upstream"
+        } else {
+            "no effect without USE_PROMETHEUS=true, as upstream"
+        };
         for name in ["PROMETHEUS_ADDR", "PROMETHEUS_PATH"]
             .into_iter()
             .filter(|n| env.is_set(n))
         {
-            target.note(name, "no effect without USE_PROMETHEUS=true, as upstream");
+            target.note(name, why);
         }
         return Ok(());
     }

@@ -154,7 +154,8 @@ fn flags_win_over_upstream_variables() {
 fn one_warning_names_what_is_not_honoured() {
     let env = [
         ("REDIS_SOCKET_TYPE", "tcp"),
-        ("USE_STATSD", "true"),
+        ("USE_STATSD", "false"),
+        ("STATSD_PORT", "9125"),
         ("DEBUG_PORT", "6070"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
         ("GRPC_SERVER_TLS_CA_CERT", "/certs/ca.crt"),
@@ -166,7 +167,7 @@ fn one_warning_names_what_is_not_honoured() {
     let warning = outcome.warning.unwrap();
     assert!(!warning.contains('\n'));
     for name in [
-        "USE_STATSD (no statsd sink",
+        "STATSD_PORT (no effect without a statsd sink",
         "DEBUG_PORT (no debug listener",
         "OTEL_EXPORTER_OTLP_ENDPOINT (no effect without TRACING_ENABLED=true",
         "GRPC_SERVER_TLS_CA_CERT (not an envoyproxy/ratelimit variable",
@@ -237,7 +238,7 @@ fn malformed_values_are_errors() {
     ] {
         let mut env = vec![("REDIS_SOCKET_TYPE", "tcp"), (name, value)];
         match name {
-            "PROMETHEUS_PATH" => env.push(("USE_PROMETHEUS", "true")),
+            "PROMETHEUS_PATH" => env.extend([("USE_PROMETHEUS", "true"), ("USE_STATSD", "false")]),
             "REDIS_TLS_CLIENT_CERT" => env.push(("REDIS_TLS", "true")),
             "LIMIT_LIMIT_HEADER" | "LIMIT_RESET_HEADER" => {
                 env.push(("LIMIT_RESPONSE_HEADERS_ENABLED", "true"));
@@ -315,6 +316,7 @@ fn variables_land_on_their_flags() {
         ("GRPC_CLIENT_TLS_CACERT", "/certs/ca.crt"),
         ("GRPC_CLIENT_TLS_SAN", "envoy.example"),
         ("USE_PROMETHEUS", "1"),
+        ("USE_STATSD", "false"),
         ("PROMETHEUS_ADDR", ":19001"),
         ("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true"),
         ("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "True"),
