@@ -1,10 +1,12 @@
 //! sluice on a real Redis: faults (kill and restart under load), the local over-limit cache,
-//! several `sluice serve` processes sharing one Redis, and Redis Cluster.
+//! several `sluice serve` processes sharing one Redis, Redis Cluster, and the admin listener's
+//! counters read and reset on each kind of Redis.
 //! Every test starts its own redis-server(s) on free loopback ports (scripts/test installs them).
 
 #[path = "../common/mod.rs"]
 mod common;
 
+mod admin;
 mod batched_runs;
 mod cluster;
 mod compat_keys;
