@@ -52,6 +52,7 @@ pub use self::settings::{
 };
 pub use crate::admin::TokenError as AdminTokenError;
 pub use crate::reload::{Reloader, RuleSource, WatchError};
+pub use crate::statsd::mapper::MapperError;
 pub use crate::statsd::{Mogrifier, MogrifierError, StatsdFormat, StatsdProtocol, StatsdSettings};
 pub use crate::tls::{ReloadOutcome, ServerTls, TlsSettings, TlsStatus};
 pub use crate::xds::{Backoff, XdsSettings, XdsTls};
@@ -105,6 +106,9 @@ pub enum AppError {
     /// A start-up task (restoring the embedded store) panicked or was cancelled.
     #[error("start-up task failed: {0}")]
     Task(tokio::task::JoinError),
+    /// The statsd_exporter mapping file did not load (its error names file:line:column).
+    #[error("prometheus mapper: {0}")]
+    Mapper(crate::statsd::mapper::MapperError),
     /// Tracing was asked for but its exporter could not be built.
     #[error(transparent)]
     Tracing(#[from] TraceError),
@@ -189,6 +193,10 @@ async fn start_inner(
         settings.near_limit_ratio,
         settings.max_metric_series,
     ));
+    if let Some(path) = &settings.prometheus_mapper {
+        let mapper = crate::statsd::mapper::Mapper::load(path).map_err(AppError::Mapper)?;
+        metrics.expose_upstream_with(Arc::new(mapper));
+    }
     let xds = (settings.xds.clone())
         .map(|xds| XdsSource::new(xds, settings.load))
         .transpose()

@@ -67,6 +67,9 @@ pub struct Settings {
     pub admin: Option<AdminSettings>,
     /// envoyproxy/ratelimit's stats sent to a statsd or DogStatsD receiver; `None` sends none.
     pub statsd: Option<StatsdSettings>,
+    /// A statsd_exporter mapping file (envoyproxy/ratelimit's `PROMETHEUS_MAPPER_YAML`): its
+    /// families replace the built-in `ratelimit_service_*` ones on `/metrics`.
+    pub prometheus_mapper: Option<PathBuf>,
 }
 
 /// The admin listener (`--admin-addr`, `--admin-token-file`).
@@ -159,6 +162,7 @@ impl Settings {
             metrics_listener: None,
             admin: None,
             statsd: None,
+            prometheus_mapper: None,
         }
     }
 }

@@ -167,6 +167,7 @@ impl ServeArgs {
             tracing: self.trace.settings(),
             xds: self.xds.settings(),
             statsd: self.statsd.settings(),
+            prometheus_mapper: self.statsd.prometheus_mapper.clone(),
             ..Settings::new(self.rules.config.clone())
         };
         self.serving.apply(&mut settings);

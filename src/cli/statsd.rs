@@ -24,6 +24,11 @@ pub struct StatsdArgs {
     /// How often what changed is sent (e.g. 10s, 500ms).
     #[arg(long, env = "SLUICE_STATSD_FLUSH_INTERVAL", default_value_t = GoDuration(defaults::STATSD_FLUSH_INTERVAL), value_parser = parse_flush_interval)]
     pub statsd_flush_interval: GoDuration,
+    /// A statsd_exporter mapping file (envoyproxy/ratelimit PROMETHEUS_MAPPER_YAML): applied to the
+    /// statsd names, it makes the `ratelimit_service_*` families on /metrics instead of the
+    /// built-in ones; an invalid file stops the start with its line and column.
+    #[arg(long, env = "SLUICE_PROMETHEUS_MAPPER")]
+    pub prometheus_mapper: Option<std::path::PathBuf>,
     /// DogStatsD mogrifiers, from the `ratelimit` personality's variables only.
     #[arg(skip)]
     pub mogrifiers: Vec<Mogrifier>,

@@ -33,7 +33,7 @@ pub use decisions::StoreSeries;
 pub(crate) use names::{SERVICE_ERROR, STORE_ERROR};
 pub use quota::ReportedOutcome;
 pub use series::{RuleCounters, RuleSeries, SeriesSlot};
-pub use upstream::{TimerTotals, UpstreamStat, UpstreamValue};
+pub use upstream::{TimerTotals, UpstreamExposition, UpstreamStat, UpstreamValue};
 
 /// Latency buckets from 10 µs to 100 ms: a decision should take well under a millisecond.
 const LATENCY_BUCKETS: [f64; 13] = [
@@ -54,6 +54,8 @@ pub struct Metrics {
     configured: configured::ConfiguredLimits,
     admin: admin::AdminFigures,
     statsd_send_errors: IntCounter,
+    /// A statsd_exporter mapping that makes envoyproxy/ratelimit's families instead.
+    exposition: std::sync::OnceLock<std::sync::Arc<dyn UpstreamExposition>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -88,6 +90,7 @@ impl Metrics {
             configured,
             admin: admin::AdminFigures::new(&families),
             statsd_send_errors: upstream::send_errors(&families),
+            exposition: std::sync::OnceLock::new(),
             registry,
         }
     }
@@ -100,12 +103,28 @@ impl Metrics {
         limits.len() - kept
     }
 
-    /// The Prometheus text exposition of every metric.
+    /// The Prometheus text exposition of every metric; with a mapping installed
+    /// ([`Metrics::expose_upstream_with`]), envoyproxy/ratelimit's families as it makes them.
     pub fn render(&self) -> String {
+        let mut families = self.registry.gather();
+        let exposition = self.exposition.get();
+        if exposition.is_some() {
+            families.retain(|f| !names::UPSTREAM_FAMILIES.contains(&f.name()));
+        }
         let mut out = Vec::new();
         // Encoding into a Vec cannot fail for the text format.
-        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
-        String::from_utf8(out).unwrap_or_default()
+        let _ = TextEncoder::new().encode(&families, &mut out);
+        let mut text = String::from_utf8(out).unwrap_or_default();
+        if let Some(exposition) = exposition {
+            text.push_str(&exposition.render(&self.upstream_stats()));
+        }
+        text
+    }
+
+    /// Makes envoyproxy/ratelimit's families on `/metrics` with `exposition` (a statsd_exporter
+    /// mapping of the statsd names) instead of the built-in ones; the first one installed stays.
+    pub fn expose_upstream_with(&self, exposition: std::sync::Arc<dyn UpstreamExposition>) {
+        let _ = self.exposition.set(exposition);
     }
 }
 

@@ -157,3 +157,19 @@ pub const STATSD_TOTAL_REQUESTS: &str = "ratelimit_server.ShouldRateLimit.total_
 pub const STATSD_RESPONSE_TIME: &str = "ratelimit_server.ShouldRateLimit.response_time";
 /// Flushes to the statsd receiver that failed to send (the receiver is absent or refused).
 pub const STATSD_SEND_ERRORS: &str = "sluice_statsd_send_errors_total";
+
+/// The families made from envoyproxy/ratelimit's stats: left out of `/metrics` when a
+/// statsd_exporter mapping (`--prometheus-mapper`) makes them from the statsd names instead.
+pub const UPSTREAM_FAMILIES: [&str; 11] = [
+    RULE_TOTAL_HITS,
+    RULE_OVER_LIMIT,
+    RULE_NEAR_LIMIT,
+    RULE_WITHIN_LIMIT,
+    RULE_SHADOW_MODE,
+    GLOBAL_SHADOW_MODE,
+    CONFIG_LOAD_SUCCESS,
+    CONFIG_LOAD_ERROR,
+    SHOULD_RATE_LIMIT_ERROR,
+    TOTAL_REQUESTS,
+    RESPONSE_TIME,
+];

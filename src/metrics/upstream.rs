@@ -12,6 +12,13 @@ use super::names::{
     STATSD_SEND_ERRORS, STATSD_TOTAL_REQUESTS, STORE_ERROR,
 };
 
+/// Turns the stats into Prometheus text in place of the built-in `ratelimit_service_*` families
+/// (a statsd_exporter mapping does).
+pub trait UpstreamExposition: Send + Sync {
+    /// The text exposition of `stats`.
+    fn render(&self, stats: &[UpstreamStat]) -> String;
+}
+
 /// One stat as envoyproxy/ratelimit names it, with its value since the start.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamStat {

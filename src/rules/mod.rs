@@ -17,7 +17,7 @@ mod document;
 mod duration;
 mod error;
 mod explain;
-mod file;
+pub(crate) mod file;
 mod matcher;
 mod view;
 

@@ -8,6 +8,7 @@
 //! once-logged send error per flush and nothing else.
 
 mod lines;
+pub mod mapper;
 mod mogrify;
 mod send;
 

@@ -320,3 +320,77 @@ fn the_personality_sends_mogrified_dogstatsd() {
         );
     }
 }
+
+/// `/metrics` of a server, as text.
+fn scrape(sluice: &Sluice) -> String {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (status, text) = runtime.block_on(common::http(sluice.http_addr, "GET", "/metrics", ""));
+    assert_eq!(status, 200, "{text}");
+    text
+}
+
+/// Envoy Gateway's environment for metrics (USE_PROMETHEUS with its mapping file): `/metrics`
+/// carries the families its dashboard reads, made by its mapping from the statsd names, with
+/// the response time in milliseconds as its mapping leaves it.
+#[test]
+fn envoy_gateways_mapping_makes_its_dashboard_names() {
+    let mapping = repo_path("tests/fixtures/envoy-gateway/statsd_conf.yaml");
+    let sluice = Serve::new()
+        .rules(RULES)
+        .args(["--upstream-env", "--store", "memory"])
+        .env("USE_STATSD", "false")
+        .env("USE_PROMETHEUS", "true")
+        .env("PROMETHEUS_ADDR", "127.0.0.1:0")
+        .env("PROMETHEUS_MAPPER_YAML", &mapping)
+        .start();
+    calls(&sluice);
+    let text = scrape(&sluice);
+    for line in [
+        r#"ratelimit_service_rate_limit_total_hits{domain="edge",key1="api_key"} 3"#,
+        r#"ratelimit_service_rate_limit_over_limit{domain="edge",key1="api_key"} 1"#,
+        r#"ratelimit_service_rate_limit_near_limit{domain="edge",key1="api_key"} 1"#,
+        r#"ratelimit_service_rate_limit_total_hits{domain="edge",key1="plan_free",key2="path"} 1"#,
+        r#"ratelimit_service_total_requests{grpc_method="ShouldRateLimit"} 4"#,
+        r#"ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="+Inf"} 4"#,
+        r#"ratelimit_service_response_time_seconds_count{grpc_method="ShouldRateLimit"} 4"#,
+        "ratelimit_service_config_load_success 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+    }
+    assert_eq!(
+        text.matches("# TYPE ratelimit_service_rate_limit_total_hits ")
+            .count(),
+        1,
+        "one family, the mapping's"
+    );
+    // Milliseconds: the bucket bounds run from 0.01 to 100.
+    assert!(
+        text.contains(r#"ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="100"}"#),
+        "{text}"
+    );
+    assert!(text.contains("process_resident_memory_bytes"), "{text}");
+}
+
+/// A broken mapping stops the start with the file, line and column of the mistake.
+#[test]
+fn an_invalid_mapping_stops_the_start_at_its_position() {
+    let dir = common::process::temp_dir(&[(
+        "mapping.yaml",
+        "mappings:\n  - match: ratelimit.*\n    name: x\n    lables: { a: b }\n",
+    )]);
+    let file = dir.path().join("mapping.yaml");
+    let out = Serve::new()
+        .rules(RULES)
+        .args(["--prometheus-mapper".as_ref(), file.as_os_str()])
+        .output();
+    assert_eq!(out.code(), Some(1), "{}", out.stderr);
+    let expected = format!("{}:4:5: unknown key \"lables\"", file.display());
+    assert!(
+        out.stderr.contains(&expected),
+        "{expected} in {}",
+        out.stderr
+    );
+}

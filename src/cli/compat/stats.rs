@@ -97,8 +97,8 @@ pub const GROUP: Group = Group {
             name: "PROMETHEUS_MAPPER_YAML",
             kind: Kind::Str,
             default: "",
-            handling: Handling::Ignored(
-                "sluice exports the names of upstream's default mapping; a custom mapping is not applied",
+            handling: Handling::Differently(
+                "`--prometheus-mapper` (with USE_PROMETHEUS=true, as upstream): its families replace the built-in ones on /metrics; a file that cannot be read or is invalid stops the start with its line and column (upstream starts with no mappings)",
             ),
         },
         Var {
@@ -314,20 +314,32 @@ fn mogrifier_names(env: &Env) -> Vec<String> {
 /// The Prometheus listener: USE_PROMETHEUS (not with DISABLE_STATS, as upstream).
 fn apply_prometheus(env: &Env, target: &mut Target<'_>, disabled: bool) -> Result<(), EnvError> {
     let listener = ["USE_PROMETHEUS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH"];
+    let mapper = ["PROMETHEUS_MAPPER_YAML"];
     if disabled || !env.bool("USE_PROMETHEUS", false)? {
         let why = if disabled {
             "no effect with DISABLE_STATS=true, as upstream"
         } else {
             "no effect without USE_PROMETHEUS=true, as upstream"
         };
-        for name in ["PROMETHEUS_ADDR", "PROMETHEUS_PATH"]
-            .into_iter()
-            .filter(|n| env.is_set(n))
+        for name in [
+            "PROMETHEUS_ADDR",
+            "PROMETHEUS_PATH",
+            "PROMETHEUS_MAPPER_YAML",
+        ]
+        .into_iter()
+        .filter(|n| env.is_set(n))
         {
             target.note(name, why);
         }
         return Ok(());
     }
+    target.unless_explicit(env, "prometheus_mapper", &mapper, |args| {
+        // Empty, as upstream's default, means no mapping file.
+        if let Some(path) = env.get("PROMETHEUS_MAPPER_YAML").filter(|p| !p.is_empty()) {
+            args.statsd.prometheus_mapper = Some(path.into());
+        }
+        Ok(())
+    })?;
     target.unless_explicit(env, "metrics_addr", &listener[..2], |args| {
         let addr = env.string("PROMETHEUS_ADDR", ":9090");
         let addr = listen_address(addr).map_err(|p| env.error("PROMETHEUS_ADDR", p))?;

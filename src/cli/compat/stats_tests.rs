@@ -164,3 +164,29 @@ fn bad_statsd_variables_are_errors() {
         assert!(error.problem.contains(says), "{error}");
     }
 }
+
+/// Envoy Gateway's PROMETHEUS_MAPPER_YAML becomes `--prometheus-mapper` with USE_PROMETHEUS;
+/// without it the variable is named as having no effect, as upstream.
+#[test]
+fn the_mapper_file_follows_use_prometheus() {
+    let env = [
+        TCP_REDIS,
+        ("USE_STATSD", "false"),
+        ("USE_PROMETHEUS", "true"),
+        ("PROMETHEUS_ADDR", ":19001"),
+        ("PROMETHEUS_MAPPER_YAML", "/etc/statsd-exporter/conf.yaml"),
+    ];
+    let (args, _) = personality(&[], &env).unwrap();
+    assert_eq!(
+        args.statsd.prometheus_mapper.as_deref(),
+        Some(std::path::Path::new("/etc/statsd-exporter/conf.yaml"))
+    );
+    let (args, outcome) = personality(&[], &[env[0], env[1], env[4]]).unwrap();
+    assert!(args.statsd.prometheus_mapper.is_none());
+    assert!(
+        outcome
+            .warning
+            .unwrap()
+            .contains("PROMETHEUS_MAPPER_YAML (no effect without USE_PROMETHEUS=true")
+    );
+}

@@ -11,8 +11,8 @@
 //! module runs pass 1 and `extract.rs` pass 2.
 
 mod extract;
-mod scalar;
-mod yaml;
+pub(crate) mod scalar;
+pub(crate) mod yaml;
 
 use std::path::Path;
 
@@ -21,7 +21,7 @@ use scalar::Value;
 use yaml::{Kind, Yaml};
 
 /// A 1-based line and column.
-pub(super) type Pos = (usize, usize);
+pub(crate) type Pos = (usize, usize);
 
 /// envoyproxy/ratelimit's allow-list, applied at every depth (except inside `metadata`).
 const UPSTREAM_KEYS: [&str; 16] = [

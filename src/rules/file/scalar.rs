@@ -4,7 +4,7 @@
 
 /// A scalar as written.
 #[derive(Debug, Clone)]
-pub(super) struct Scalar {
+pub(crate) struct Scalar {
     /// The text (quotes and escapes already processed).
     pub text: String,
     /// Plain (unquoted, not a block scalar): only plain scalars resolve to null/bool/int/float.
@@ -16,7 +16,7 @@ pub(super) struct Scalar {
 
 /// A resolved scalar.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) enum Value<'a> {
+pub(crate) enum Value<'a> {
     /// `~`, `null`, or nothing at all.
     Null,
     /// YAML 1.1 booleans (`true`, `yes`, `on`, ...).

@@ -24,7 +24,7 @@ pub(super) const MAX_TREE_BYTES: usize = 64 << 20;
 
 /// One YAML node and where it starts.
 #[derive(Debug, Clone)]
-pub(super) struct Yaml {
+pub(crate) struct Yaml {
     /// Where the node starts (for a block map: its first key).
     pub pos: Pos,
     /// What it is.
@@ -33,7 +33,7 @@ pub(super) struct Yaml {
 
 /// The shape of a node.
 #[derive(Debug, Clone)]
-pub(super) enum Kind {
+pub(crate) enum Kind {
     /// Key/value pairs in file order (`<<` merges already applied).
     Map(Vec<(Yaml, Yaml)>),
     /// A list.
@@ -44,7 +44,7 @@ pub(super) enum Kind {
 
 /// A YAML syntax error: envoyproxy/ratelimit's message text and where the parser stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct SyntaxError {
+pub(crate) struct SyntaxError {
     /// Where.
     pub pos: Pos,
     /// The message, e.g. `error loading config file: yaml: line 2: ...`.
@@ -150,7 +150,7 @@ struct Builder {
 }
 
 /// Parses every document of `text`. An empty stream gives no documents.
-pub(super) fn parse(text: &str) -> Result<Vec<Yaml>, SyntaxError> {
+pub(crate) fn parse(text: &str) -> Result<Vec<Yaml>, SyntaxError> {
     // Defence in depth: a parser bug must become a load error, never take the server down.
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parse_inner(text))).unwrap_or_else(
         |_| {
@@ -376,7 +376,7 @@ fn apply_merges(pairs: &mut Vec<(Yaml, Yaml)>) -> Result<(), Pos> {
 }
 
 /// A scalar node's text.
-pub(super) fn scalar_text(node: &Yaml) -> Option<&str> {
+pub(crate) fn scalar_text(node: &Yaml) -> Option<&str> {
     match &node.kind {
         Kind::Scalar(s) => Some(&s.text),
         _ => None,
