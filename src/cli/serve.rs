@@ -137,6 +137,10 @@ pub struct MemoryArgs {
     /// Sync every journal write to disk (fsync), so even power loss loses at most one interval.
     #[arg(long, env = "SLUICE_PERSIST_SYNC")]
     pub persist_sync: bool,
+    /// Refuse to start when the data directory's fingerprint key is damaged, instead of setting
+    /// it aside with the data files it names (whose counts are then lost) and making a new one.
+    #[arg(long, env = "SLUICE_STRICT_DATA_DIR")]
+    pub strict_data_dir: bool,
     /// Most counters held; past it, a call that needs a new counter is refused (OVER_LIMIT)
     /// until idle counters are reclaimed.
     #[arg(long, env = "SLUICE_MAX_COUNTERS", default_value_t = defaults::MAX_COUNTERS, value_parser = parse_max_counters)]
@@ -206,6 +210,7 @@ impl MemoryArgs {
         let persist = (!self.no_persist).then(|| PersistSettings {
             interval: self.persist_interval.into(),
             sync: self.persist_sync,
+            strict: self.strict_data_dir,
             ..PersistSettings::new(&self.data_dir)
         });
         MemorySettings {

@@ -63,6 +63,9 @@ pub const PERSIST_SNAPSHOTS: &str = "sluice_persist_snapshots_total";
 /// 1 while the data directory misses changes because writes fail (a full disk); the
 /// embedded store retries a snapshot every second until one is written.
 pub const PERSIST_FAILING: &str = "sluice_persist_failing";
+/// Files of `--data-dir` set aside as `*.bad`: a damaged fingerprint key with the data files
+/// it named (their counts are lost), files that are not this sluice's.
+pub const PERSIST_SET_ASIDE: &str = "sluice_persist_set_aside_files_total";
 /// Counters restored from `--data-dir` at start.
 pub const PERSIST_RESTORED: &str = "sluice_persist_restored_counters";
 /// Rule set generation (1 = the rules loaded at start; +1 per successful reload).

@@ -10,7 +10,8 @@ use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec};
 use super::names::{
     ACTIVE_COUNTERS, CIRCUIT_OPEN, COUNTERS_REFUSED, LEASE_ANSWERED, LEASED_COUNTERS,
     LOCAL_CACHE_ENTRIES, LOCAL_CACHE_HITS, MAX_COUNTERS, PERSIST_BYTES, PERSIST_ERRORS,
-    PERSIST_FAILING, PERSIST_FLUSHES, PERSIST_RECORDS, PERSIST_RESTORED, PERSIST_SNAPSHOTS,
+    PERSIST_FAILING, PERSIST_FLUSHES, PERSIST_RECORDS, PERSIST_RESTORED, PERSIST_SET_ASIDE,
+    PERSIST_SNAPSHOTS,
 };
 use super::{Families, Metrics};
 use crate::store::StoreStats;
@@ -21,7 +22,7 @@ pub(super) struct StoreFigures {
     max_counters: IntGaugeVec,
     counters_refused: IntCounter,
     /// Flushes, records, bytes, errors, snapshots.
-    persist: [IntCounter; 5],
+    persist: [IntCounter; 6],
     persist_restored: IntGauge,
     persist_failing: IntGauge,
     local_cache_hits: IntCounterVec,
@@ -52,6 +53,10 @@ impl StoreFigures {
                 families.counter(PERSIST_BYTES, "Bytes written to the journal."),
                 families.counter(PERSIST_ERRORS, "Failed journal or snapshot writes."),
                 families.counter(PERSIST_SNAPSHOTS, "Snapshots written by compaction."),
+                families.counter(
+                    PERSIST_SET_ASIDE,
+                    "Files of the data directory set aside as *.bad.",
+                ),
             ],
             persist_restored: families.gauge(PERSIST_RESTORED, "Counters restored at start."),
             persist_failing: families.gauge(
@@ -107,7 +112,14 @@ impl Metrics {
         }
         catch_up(&figures.counters_refused, stats.refused);
         if let Some(p) = stats.persist {
-            let totals = [p.flushes, p.records, p.bytes, p.errors, p.snapshots];
+            let totals = [
+                p.flushes,
+                p.records,
+                p.bytes,
+                p.errors,
+                p.snapshots,
+                p.set_aside,
+            ];
             for (counter, total) in figures.persist.iter().zip(totals) {
                 catch_up(counter, total);
             }

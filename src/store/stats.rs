@@ -38,6 +38,9 @@ pub struct PersistStats {
     pub snapshots: u64,
     /// Counters restored at start.
     pub restored: u64,
+    /// Files of the data directory set aside as `*.bad` (a damaged key with its data files,
+    /// files that are not this sluice's).
+    pub set_aside: u64,
     /// The data directory misses changes (writes failed; a snapshot is being retried).
     pub failing: bool,
 }

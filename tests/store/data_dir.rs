@@ -292,6 +292,169 @@ async fn a_fifo_or_directory_in_place_of_the_lock_is_set_aside() {
     }
 }
 
+/// Issue 30: a damaged `FINGERPRINT_KEY` (truncated, empty, binary, a symlink to nowhere or
+/// to a directory) stopped every start. It is set aside with the data files it named, loudly
+/// and counted, and a new key is made: the start goes on (the old counts are lost, as the
+/// warning says); the next start keeps the new key and its counts.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_damaged_fingerprint_key_is_set_aside_with_its_data() {
+    type Damage = fn(&Path);
+    let damages: [(&str, Damage); 5] = [
+        ("truncated", |p| {
+            std::fs::write(p, "0123456789abcdef").unwrap()
+        }),
+        ("empty", |p| std::fs::write(p, "").unwrap()),
+        ("binary", |p| {
+            std::fs::write(p, [0xff_u8, 0, 0xfe, 7, 0x80]).unwrap()
+        }),
+        ("a dangling symlink", |p| {
+            std::os::unix::fs::symlink("/nonexistent/sluice-key", p).unwrap()
+        }),
+        ("a symlink to a directory", |p| {
+            std::os::unix::fs::symlink("/", p).unwrap()
+        }),
+    ];
+    for (what, damage) in damages {
+        let mut server = Serve::new().rules(RULES).start();
+        hits(&server, "a", 3).await;
+        assert_eq!(server.stop().code(), Some(0));
+        let key = server.data_dir().join("FINGERPRINT_KEY");
+        std::fs::remove_file(&key).unwrap();
+        damage(&key);
+        let mut server = server.restart(&[]);
+        let log = server.log();
+        assert!(
+            log.contains("the fingerprint key is damaged") && log.contains("lost"),
+            "{what}: {log}"
+        );
+        assert_eq!(
+            remaining_after_hit(&server, "a").await,
+            49,
+            "{what}: a fresh start with a new key"
+        );
+        assert!(
+            metric(&server, "sluice_persist_set_aside_files_total").await >= 2.0,
+            "{what}: the key and at least one data file"
+        );
+        let files = names(&server.data_dir());
+        assert!(
+            files.contains(&"FINGERPRINT_KEY.bad".to_owned()),
+            "{what}: {files:?}"
+        );
+        assert!(
+            files
+                .iter()
+                .any(|f| f.ends_with(".journal.bad") || f.ends_with(".snapshot.bad")),
+            "{what}: the data it named is kept aside: {files:?}"
+        );
+        assert_eq!(server.stop().code(), Some(0));
+        let mut server = server.restart(&[]);
+        assert_eq!(
+            remaining_after_hit(&server, "a").await,
+            48,
+            "{what}: the new key holds"
+        );
+        assert_eq!(server.stop().code(), Some(0));
+    }
+}
+
+/// With `--strict-data-dir` a damaged key refuses the start instead, saying why and what the
+/// flag does; nothing is moved.
+#[tokio::test(flavor = "multi_thread")]
+async fn strict_data_dir_refuses_a_damaged_key() {
+    let data = tempfile::tempdir().unwrap();
+    let key = data.path().join("FINGERPRINT_KEY");
+    std::fs::write(&key, "damaged").unwrap();
+    let out = Serve::new()
+        .rules(RULES)
+        .data_dir(data.path())
+        .args(["--strict-data-dir"])
+        .output();
+    assert_eq!(out.code(), Some(1), "{}", out.stderr);
+    assert!(out.stderr.contains("FINGERPRINT_KEY"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("--strict-data-dir refuses"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(std::fs::read_to_string(&key).unwrap(), "damaged");
+}
+
+/// A `--data-dir` that is a regular file or a dangling symlink is refused with a message that
+/// says so (it used to be `File exists (os error 17)`).
+#[test]
+fn a_data_dir_that_is_no_directory_is_named_precisely() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("data-file");
+    std::fs::write(&file, "x").unwrap();
+    let dangling = dir.path().join("data-link");
+    std::os::unix::fs::symlink(dir.path().join("gone"), &dangling).unwrap();
+    for (path, said) in [
+        (&file, "it is a regular file, not a directory".to_owned()),
+        (
+            &dangling,
+            format!(
+                "it is a symbolic link to {}, which does not exist",
+                dir.path().join("gone").display()
+            ),
+        ),
+    ] {
+        let out = Serve::new().rules(RULES).data_dir(path).output();
+        assert_eq!(out.code(), Some(1), "{}", out.stderr);
+        assert!(out.stderr.contains(&said), "{}", out.stderr);
+        assert!(!out.stderr.contains("os error 17"), "{}", out.stderr);
+    }
+}
+
+/// A file named like a snapshot that this sluice did not write (another program's, or a newer
+/// format's) is set aside at start, and one dropped in while serving is set aside by the next
+/// compaction: neither is ever deleted.
+#[tokio::test(flavor = "multi_thread")]
+async fn foreign_files_named_like_data_files_are_set_aside_not_deleted() {
+    let data = tempfile::tempdir().unwrap();
+    let foreign = data.path().join("0000000000000001.snapshot");
+    std::fs::write(&foreign, b"somebody else's precious file").unwrap();
+    let newer = data.path().join("0000000000000002.snapshot");
+    std::fs::write(&newer, b"SLUICES\x09 a newer format").unwrap();
+    let mut server = Serve::new().rules(RULES).data_dir(data.path()).start();
+    hits(&server, "a", 2).await;
+    let files = names(data.path());
+    for aside in [
+        "0000000000000001.snapshot.bad",
+        "0000000000000002.snapshot.bad",
+    ] {
+        assert!(
+            files.contains(&aside.to_owned()),
+            "{files:?}\n{}",
+            server.log()
+        );
+    }
+    assert_eq!(
+        std::fs::read(data.path().join("0000000000000001.snapshot.bad")).unwrap(),
+        b"somebody else's precious file"
+    );
+    // Dropped in while serving, below the next snapshot's number: the restart's compaction
+    // (a start with data files compacts soon) must not delete it.
+    assert_eq!(server.stop().code(), Some(0));
+    let dropped = data.path().join("0000000000000003.snapshot");
+    std::fs::write(&dropped, b"dropped in later").unwrap();
+    let mut server = server.restart(&[]);
+    wait_metric(
+        &server,
+        "sluice_persist_snapshots_total",
+        "a compaction",
+        |n| n >= 1.0,
+    )
+    .await;
+    let files = names(data.path());
+    assert!(
+        files.contains(&"0000000000000003.snapshot.bad".to_owned()),
+        "{files:?}"
+    );
+    assert_eq!(remaining_after_hit(&server, "a").await, 47);
+    assert_eq!(server.stop().code(), Some(0));
+}
+
 /// A zero-filled data file (sparse, 1 GiB, with a valid header) does not make the start read
 /// a gigabyte of empty frames.
 #[tokio::test(flavor = "multi_thread")]

@@ -165,17 +165,23 @@ fn write_snapshot(shared: &Shared, path: &Path, now: Nanos) -> io::Result<u64> {
     Ok(bytes)
 }
 
-/// Deletes the data files older than `seq` (superseded by snapshot `seq`).
+/// Deletes the data files older than `seq` (superseded by snapshot `seq`). A file named like
+/// one that this sluice did not write (another program's, a newer format's, one dropped in
+/// while serving) is set aside instead: deleting is only for what is known to be superseded.
 fn remove_older(dir: &Path, seq: u64) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        if Kind::parse(&name.to_string_lossy()).is_some_and(|(_, s)| s < seq)
-            && let Err(e) = std::fs::remove_file(entry.path())
-        {
-            tracing::warn!(file = %entry.path().display(), error = %e, "cannot delete an old data file");
+        let Some((kind, _)) = Kind::parse(&name.to_string_lossy()).filter(|(_, s)| *s < seq) else {
+            continue;
+        };
+        let path = entry.path();
+        if !super::file::is_ours(&path, kind) {
+            super::restore::set_aside(&path, "not a data file this sluice wrote");
+        } else if let Err(e) = std::fs::remove_file(&path) {
+            tracing::warn!(file = %path.display(), error = %e, "cannot delete an old data file");
         }
     }
 }

@@ -110,6 +110,8 @@ impl FrameBuf {
 pub struct ReadReport {
     /// Frames read and checked.
     pub frames: u64,
+    /// The header is not one this sluice writes: another program's file, or a newer format.
+    pub foreign: bool,
     /// Why reading stopped before the end, with the offset and the bytes left unread.
     pub problem: Option<String>,
 }
@@ -137,6 +139,7 @@ pub fn read_from(
     let mut header = [0u8; 8];
     if read_full(&mut input, &mut header)? < header.len() || header[..6] != MAGIC[..] {
         report.problem = Some("not a sluice data file (bad header)".into());
+        report.foreign = true;
         return Ok(report);
     }
     if header[6] != kind.tag() || header[7] != VERSION {
@@ -144,6 +147,7 @@ pub fn read_from(
             "unsupported kind {:?} or version {} (this sluice reads version {VERSION})",
             header[6] as char, header[7]
         ));
+        report.foreign = true;
         return Ok(report);
     }
     let mut offset = header.len() as u64;
@@ -184,6 +188,20 @@ pub fn read_from(
         report.frames += 1;
         offset += (FRAME_HEADER + len) as u64;
     }
+}
+
+/// Whether `path` is a regular file starting with the header this sluice writes for `kind`:
+/// only such a file may be deleted as superseded (anything else is set aside).
+pub fn is_ours(path: &Path, kind: Kind) -> bool {
+    let Ok((file, _)) = crate::files::open(path) else {
+        return false;
+    };
+    let mut header = [0u8; 8];
+    let mut input = file;
+    matches!(read_full(&mut input, &mut header), Ok(8))
+        && header[..6] == MAGIC[..]
+        && header[6] == kind.tag()
+        && header[7] == VERSION
 }
 
 /// Reads until `buf` is full or the input ends; returns the bytes read.
@@ -250,6 +268,7 @@ mod tests {
             report,
             ReadReport {
                 frames: 3,
+                foreign: false,
                 problem: None
             }
         );

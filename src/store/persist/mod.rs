@@ -60,6 +60,9 @@ pub struct PersistSettings {
     /// Compact once the journal holds this many bytes (and at least as many as the last
     /// snapshot): restore time stays bounded by about twice the active state.
     pub compact_after: u64,
+    /// Refuse to start on a damaged fingerprint key instead of setting it aside with its data
+    /// (`--strict-data-dir`).
+    pub strict: bool,
 }
 
 impl PersistSettings {
@@ -70,6 +73,7 @@ impl PersistSettings {
             interval: DEFAULT_INTERVAL,
             sync: false,
             compact_after: 16 << 20,
+            strict: false,
         }
     }
 }
@@ -92,6 +96,59 @@ pub enum PersistError {
         .0.display()
     )]
     Locked(PathBuf),
+    /// `--data-dir` names something that is not a directory.
+    #[error("--data-dir {}: {what}, not a directory", path.display())]
+    NotADirectory {
+        /// The path given.
+        path: PathBuf,
+        /// What it is instead.
+        what: String,
+    },
+    /// The fingerprint key is damaged and `--strict-data-dir` asks not to set it aside.
+    #[error(
+        "data directory {}: {error}; --strict-data-dir refuses to start on a damaged key (without it the key and the data files it names are set aside and a new key is made)",
+        path.display()
+    )]
+    DamagedKey {
+        /// The key file.
+        path: PathBuf,
+        /// What is wrong with it.
+        error: std::io::Error,
+    },
+}
+
+/// Refuses a `--data-dir` that exists as something other than a directory (a regular file, a
+/// dangling symbolic link), saying which, before anything tries to create it.
+fn check_is_directory(dir: &std::path::Path) -> Result<(), PersistError> {
+    let not_a_directory = |what: String| PersistError::NotADirectory {
+        path: dir.to_path_buf(),
+        what,
+    };
+    let Ok(link) = std::fs::symlink_metadata(dir) else {
+        return Ok(());
+    };
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(meta) => Err(not_a_directory(format!(
+            "it is a {}",
+            if meta.is_file() {
+                "regular file"
+            } else {
+                crate::files::describe(&meta.file_type())
+            }
+        ))),
+        Err(_) if link.file_type().is_symlink() => {
+            let target = std::fs::read_link(dir).unwrap_or_default();
+            Err(not_a_directory(format!(
+                "it is a symbolic link to {}, which does not exist",
+                target.display()
+            )))
+        }
+        Err(e) => Err(PersistError::Io {
+            path: dir.to_path_buf(),
+            error: e,
+        }),
+    }
 }
 
 /// Running totals behind [`PersistStats`].
@@ -103,6 +160,7 @@ struct Totals {
     errors: AtomicU64,
     snapshots: AtomicU64,
     restored: AtomicU64,
+    set_aside: AtomicU64,
 }
 
 /// The state shared by flushes and the compaction thread.
@@ -148,10 +206,24 @@ impl PersistentStore {
             let path = path.to_path_buf();
             move |error| PersistError::Io { path, error }
         };
+        check_is_directory(&dir)?;
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         let lock = restore::lock(&dir)?;
         let key_file = dir.join(secret::FILE);
-        let (fingerprint_key, unwritten_key) = secret::load_or_new(&dir).map_err(io(&key_file))?;
+        let (fingerprint_key, unwritten_key, key_set_aside) = match secret::load_or_new(&dir) {
+            Ok((key, unwritten)) => (key, unwritten, 0),
+            Err(error) if settings.strict => {
+                return Err(PersistError::DamagedKey {
+                    path: key_file,
+                    error,
+                });
+            }
+            Err(error) => {
+                let moved = restore::set_aside_damaged_key(&dir, &error);
+                let (key, unwritten) = secret::new_key(&dir);
+                (key, unwritten, moved)
+            }
+        };
         let memory = Arc::new(MemoryStore::with_options(MemoryOptions {
             journal: true,
             fingerprint_key: Some(fingerprint_key),
@@ -194,6 +266,10 @@ impl PersistentStore {
             .totals
             .restored
             .store(restored.counters as u64, Ordering::Relaxed);
+        shared.totals.set_aside.store(
+            (key_set_aside + restored.set_aside) as u64,
+            Ordering::Relaxed,
+        );
         Ok(Self {
             shared: Arc::new(shared),
         })
@@ -313,6 +389,7 @@ impl PersistentStore {
             errors: get(&t.errors),
             snapshots: get(&t.snapshots),
             restored: get(&t.restored),
+            set_aside: get(&t.set_aside),
             failing: self.shared.failure.behind(),
         }
     }

@@ -6,7 +6,9 @@
 //!
 //! Nothing found there can stop or hang a start: a data file that is not a regular file (a
 //! FIFO, a directory), or whose sequence number no sluice reaches, is set aside as
-//! `<name>.bad` with a warning; so is a `LOCK` that is not a regular file.
+//! `<name>.bad` with a warning; so is a `LOCK` that is not a regular file, a file named like a
+//! data file that another program (or a newer sluice) wrote, and a damaged fingerprint key
+//! together with the data files it named.
 
 use std::fs::File;
 use std::io;
@@ -56,18 +58,60 @@ pub fn lock(dir: &Path) -> Result<File, PersistError> {
     }
 }
 
-/// Renames `path` to `<name>.bad` so no later start reads it, with a warning saying why.
-fn set_aside(path: &Path, why: &str) {
+/// Renames `path` to `<name>.bad` so no later start reads it, with a warning saying why;
+/// whether it was moved.
+pub(super) fn set_aside(path: &Path, why: &str) -> bool {
     match crate::files::set_aside(path) {
-        Some(aside) => tracing::warn!(
-            file = %path.display(), moved_to = %aside.display(),
-            "data directory: {why}; set aside"
-        ),
-        None => tracing::warn!(
-            file = %path.display(),
-            "data directory: {why}; skipped (it could not be renamed)"
-        ),
+        Some(aside) => {
+            tracing::warn!(
+                file = %path.display(), moved_to = %aside.display(),
+                "data directory: {why}; set aside"
+            );
+            true
+        }
+        None => {
+            tracing::warn!(
+                file = %path.display(),
+                "data directory: {why}; skipped (it could not be renamed)"
+            );
+            false
+        }
     }
+}
+
+/// A damaged fingerprint key (`error` says how): the key file and every data file, whose
+/// counters it named and no new key can find again, are set aside together, with one loud
+/// warning saying what is lost. Returns how many files were set aside.
+pub(super) fn set_aside_damaged_key(dir: &Path, error: &io::Error) -> usize {
+    let key = dir.join(super::secret::FILE);
+    let mut moved = usize::from(
+        std::fs::symlink_metadata(&key).is_ok()
+            && set_aside(&key, "the fingerprint key is damaged"),
+    );
+    let data_files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| Kind::parse(&entry.file_name().to_string_lossy()).is_some())
+        .map(|entry| entry.path())
+        .collect();
+    for path in &data_files {
+        moved += usize::from(set_aside(
+            path,
+            "its counters are named by the damaged fingerprint key",
+        ));
+    }
+    tracing::error!(
+        dir = %dir.display(),
+        key = %key.display(),
+        %error,
+        data_files_set_aside = data_files.len(),
+        "data directory: the fingerprint key is damaged, so the counts saved under it cannot be \
+         found again: they are lost (hits they held may be admitted again until their windows \
+         pass); the key and its data files are set aside as *.bad and a new key is made \
+         (--strict-data-dir refuses to start instead)"
+    );
+    moved
 }
 
 /// Restores the records of one frame's payload; returns how many were read and whether the
@@ -122,6 +166,8 @@ pub struct Restored {
     pub counters: usize,
     /// Records read (a counter may have several).
     pub records: u64,
+    /// Files set aside as `*.bad` (not regular, out of range, or not this sluice's).
+    pub set_aside: usize,
 }
 
 /// Reads every data file in `dir` into `memory`, skipping counters idle at `now`. Problems
@@ -132,17 +178,20 @@ pub fn restore(dir: &Path, memory: &MemoryStore, now: Nanos) -> Result<Restored,
         error,
     };
     let mut found: Vec<(u64, Kind, PathBuf)> = Vec::new();
+    let mut aside = 0;
     for entry in std::fs::read_dir(dir).map_err(io)? {
         let entry = entry.map_err(io)?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
         match Kind::parse(&name) {
-            Some((_, seq)) if seq > MAX_SEQ => set_aside(
-                &entry.path(),
-                &format!(
-                    "sequence number {seq:#x} is past the last one sluice uses ({MAX_SEQ:#x})"
-                ),
-            ),
+            Some((_, seq)) if seq > MAX_SEQ => {
+                aside += usize::from(set_aside(
+                    &entry.path(),
+                    &format!(
+                        "sequence number {seq:#x} is past the last one sluice uses ({MAX_SEQ:#x})"
+                    ),
+                ));
+            }
             Some((kind, seq)) => found.push((seq, kind, entry.path())),
             None if name.ends_with(".tmp") => {
                 // A snapshot whose writing was interrupted: never renamed, so never complete.
@@ -152,7 +201,10 @@ pub fn restore(dir: &Path, memory: &MemoryStore, now: Nanos) -> Result<Restored,
         }
     }
     found.sort_by_key(|(seq, kind, _)| (*seq, *kind == Kind::Journal));
-    let mut restored = Restored::default();
+    let mut restored = Restored {
+        set_aside: aside,
+        ..Restored::default()
+    };
     for (seq, kind, path) in &found {
         restored.last_seq = restored.last_seq.max(*seq);
         restored.files += 1;
@@ -163,12 +215,20 @@ pub fn restore(dir: &Path, memory: &MemoryStore, now: Nanos) -> Result<Restored,
             bad_records += u64::from(bad);
         };
         match file::read(path, *kind, &mut visit) {
+            // Another program's file, or a newer sluice's: kept for whoever it belongs to,
+            // never left where a compaction would delete it.
+            Ok(report) if report.foreign => {
+                let why = report.problem.unwrap_or_default();
+                restored.set_aside += usize::from(set_aside(path, &why));
+            }
             Ok(report) => {
                 if let Some(problem) = report.problem {
                     tracing::warn!(file = %path.display(), frames_kept = report.frames, "data file: {problem}");
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::InvalidInput => set_aside(path, &e.to_string()),
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+                restored.set_aside += usize::from(set_aside(path, &e.to_string()));
+            }
             Err(e) => {
                 tracing::warn!(file = %path.display(), error = %e, "data file unreadable; skipped")
             }

@@ -22,8 +22,18 @@ pub fn load(dir: &Path) -> io::Result<Option<[u8; 16]>> {
                 format!("{FILE} does not hold 32 hexadecimal digits"),
             )
         }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
+        // A symbolic link to nothing is a key that was there and is gone, not a first start.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => match std::fs::read_link(&path) {
+            Ok(target) => Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "{FILE} is a symbolic link to {}, which does not exist",
+                    target.display()
+                ),
+            )),
+            Err(_) => Ok(None),
+        },
+        Err(e) => Err(io::Error::new(e.kind(), format!("{FILE}: {e}"))),
     }
 }
 
@@ -46,12 +56,20 @@ pub fn create(dir: &Path, key: &[u8; 16]) -> io::Result<()> {
 /// The key kept in `dir`, or a new one with whether it still has to be written: a full disk
 /// must not stop the start, so a key that cannot be written yet is kept in memory and written
 /// before the first data file (see `compact`).
+/// An error is a key file that is there but damaged (not 32 hexadecimal digits, not a regular
+/// file, unreadable): the caller decides whether to set it aside or refuse.
 pub fn load_or_new(dir: &Path) -> io::Result<([u8; 16], Option<io::Error>)> {
-    if let Some(key) = load(dir)? {
-        return Ok((key, None));
+    match load(dir)? {
+        Some(key) => Ok((key, None)),
+        None => Ok(new_key(dir)),
     }
+}
+
+/// A new random key, written into `dir` if the disk takes it (else the error, and the key is
+/// written later).
+pub fn new_key(dir: &Path) -> ([u8; 16], Option<io::Error>) {
     let key = random_key();
-    Ok((key, create(dir, &key).err()))
+    (key, create(dir, &key).err())
 }
 
 fn owner_only() -> std::fs::OpenOptions {
