@@ -33,9 +33,10 @@ fn rules(requests: u32, extra: Vec<wire::RateLimitDescriptor>) -> Vec<wire::Rate
 /// its order), with the Redis `redis`. What a test on one machine must change is changed and
 /// nothing else: the ports (`HOST`/`PORT`/`GRPC_HOST`/`GRPC_PORT`, which Envoy Gateway leaves at
 /// their defaults, on loopback port 0, and `PROMETHEUS_ADDR` on port 0); `/certs` is a temporary
-/// directory; the control plane's address is a loopback port, so the name in its certificate,
-/// `envoy-gateway`, is given by envoyproxy/ratelimit's `CONFIG_GRPC_XDS_SERVER_TLS_SAN` (the test
-/// cannot make `envoy-gateway` resolve).
+/// directory, and the statsd_exporter mapping is read from the fixtures; the control plane's
+/// address is a loopback port, so the name in its certificate, `envoy-gateway`, is given by
+/// envoyproxy/ratelimit's `CONFIG_GRPC_XDS_SERVER_TLS_SAN` (the test cannot make
+/// `envoy-gateway` resolve).
 fn start_as_envoy_gateway(certs: &EgCerts, cp: &ControlPlane, redis: &RedisServer) -> Binary {
     let path = |name: &str| certs.path(name).display().to_string();
     let (server, redis) = (cp.addr.to_string(), format!("127.0.0.1:{}", redis.port));
@@ -62,9 +63,13 @@ fn start_as_envoy_gateway(certs: &EgCerts, cp: &ControlPlane, redis: &RedisServe
         ("REDIS_URL", redis),
         ("USE_PROMETHEUS", "true".into()),
         ("PROMETHEUS_ADDR", ":0".into()),
+        // Envoy Gateway mounts its mapping ConfigMap here; the test reads the same file from the
+        // fixtures (sluice applies it, and a file that does not load stops the start).
         (
             "PROMETHEUS_MAPPER_YAML",
-            "/etc/statsd-exporter/conf.yaml".into(),
+            repo_path("tests/fixtures/envoy-gateway/statsd_conf.yaml")
+                .display()
+                .to_string(),
         ),
         // The test's changes: free loopback ports, and the control plane's certificate name.
         ("HOST", "127.0.0.1".into()),
