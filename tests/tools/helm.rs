@@ -11,8 +11,9 @@ use serde_json::{Value, json};
 
 const CI_VALUES: &str = "helm/sluice/ci/redis-hpa-servicemonitor-values.yaml";
 
-/// Values that turn every optional flag on (TLS, tracing, Redis with its CA).
-const ALL_FLAGS: [&str; 16] = [
+/// Values that turn every optional flag on (TLS, tracing, Redis with its CA, the admin
+/// listener).
+const ALL_FLAGS: [&str; 20] = [
     "--set",
     "store.type=redis",
     "--set",
@@ -29,6 +30,10 @@ const ALL_FLAGS: [&str; 16] = [
     "tracing.enabled=true",
     "--set",
     "tracing.endpoint=http://otel:4317",
+    "--set",
+    "admin.enabled=true",
+    "--set",
+    "admin.tokens.existingSecret=sluice-admin",
 ];
 
 /// The rendered manifests of `helm template sluice helm/sluice <args>`, or helm's error.
@@ -856,4 +861,136 @@ fn upstream_env_with_xds_sets_the_xds_variables() {
             .iter()
             .any(|m| m["mountPath"] == "/etc/sluice/xds-tls")
     );
+}
+
+/// The admin listener: off by default (no flag, no port, no Secret); on, it listens on the
+/// pod's loopback with the token file mounted from a Secret as a directory (so an update
+/// reaches sluice, which reloads it) that only the pod's group reads; `tokens.value` makes the
+/// Secret, `tokens.existingSecret` uses one; no tokens at all fails to render and says why. The
+/// `ratelimit` personality gets the same through sluice's own variables.
+#[test]
+#[ignore = "needs helm (scripts/test installs it)"]
+fn admin_listener_values() {
+    let off = rendered(&[]);
+    assert!(!args(&off).iter().any(|a| a.starts_with("--admin")));
+    assert!(
+        !off.iter()
+            .any(|m| m["metadata"]["name"] == "sluice-admin-tokens")
+    );
+
+    let tokens = "alice:0123456789abcdef0123456789abcdef0123456789abcdef";
+    let on = rendered(&[
+        "--set",
+        "admin.enabled=true",
+        "--set",
+        &format!("admin.tokens.value={tokens}"),
+    ]);
+    let on_args = args(&on);
+    assert!(
+        on_args.contains(&"--admin-addr=127.0.0.1:9901"),
+        "{on_args:?}"
+    );
+    assert!(
+        on_args.contains(&"--admin-token-file=/etc/sluice/admin/tokens"),
+        "{on_args:?}"
+    );
+    let secret = on
+        .iter()
+        .find(|m| m["kind"] == "Secret" && m["metadata"]["name"] == "sluice-admin-tokens")
+        .expect("the token Secret");
+    let encoded = secret["data"]["tokens"].as_str().expect("tokens key");
+    let decoded = Command::new("base64")
+        .args(["-d"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(encoded.as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("base64 -d");
+    assert_eq!(String::from_utf8_lossy(&decoded.stdout), tokens);
+    let pod = &find(&on, "Deployment")["spec"]["template"]["spec"];
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "admin-tokens")
+        .expect("admin-tokens volume");
+    assert_eq!(volume["secret"]["secretName"], "sluice-admin-tokens");
+    assert_eq!(volume["secret"]["defaultMode"], 0o440);
+    let mount = container(&on)["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "admin-tokens")
+        .expect("admin-tokens mount");
+    assert_eq!(
+        (&mount["mountPath"], mount.get("subPath")),
+        (&json!("/etc/sluice/admin"), None)
+    );
+    let ports = container(&on)["ports"].as_array().unwrap().clone();
+    assert!(
+        ports
+            .iter()
+            .any(|p| p["name"] == "admin" && p["containerPort"] == 9901)
+    );
+    let service = find(&on, "Service");
+    assert!(
+        !service["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["port"] == 9901),
+        "no Service exposes the admin listener"
+    );
+
+    let existing = rendered(&[
+        "--set",
+        "admin.enabled=true",
+        "--set",
+        "admin.tokens.existingSecret=ops-tokens",
+        "--set",
+        "admin.tokens.existingSecretKey=file",
+        "--set",
+        "admin.bindAddress=0.0.0.0",
+    ]);
+    assert!(
+        !existing
+            .iter()
+            .any(|m| m["metadata"]["name"] == "sluice-admin-tokens"),
+        "no Secret made for an existing one"
+    );
+    let existing_args = args(&existing);
+    assert!(existing_args.contains(&"--admin-addr=0.0.0.0:9901"));
+    assert!(existing_args.contains(&"--admin-token-file=/etc/sluice/admin/file"));
+
+    let error = render(&["--set", "admin.enabled=true"]).unwrap_err();
+    assert!(
+        error.contains("admin.enabled needs its bearer tokens"),
+        "{error}"
+    );
+
+    let personality = rendered(&[
+        "--set",
+        "upstreamEnv.enabled=true",
+        "--set",
+        "store.type=redis",
+        "--set",
+        "store.redis.url=redis://redis:6379",
+        "--set",
+        "admin.enabled=true",
+        "--set",
+        "admin.tokens.existingSecret=ops-tokens",
+    ]);
+    let env = container(&personality)["env"].as_array().unwrap().clone();
+    let value = |name: &str| {
+        env.iter()
+            .find(|e| e["name"] == name)
+            .map(|e| e["value"].clone())
+            .unwrap_or_else(|| panic!("no {name} in {env:?}"))
+    };
+    assert_eq!(value("SLUICE_ADMIN_ADDR"), "127.0.0.1:9901");
+    assert_eq!(value("SLUICE_ADMIN_TOKEN_FILE"), "/etc/sluice/admin/tokens");
 }

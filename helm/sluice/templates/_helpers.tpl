@@ -57,6 +57,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- default (printf "%s-redis" (include "sluice.fullname" .)) .Values.store.redis.existingSecret }}
 {{- end }}
 
+{{/* The Secret holding the admin listener's token file. */}}
+{{- define "sluice.adminSecret" -}}
+{{- default (printf "%s-admin-tokens" (include "sluice.fullname" .)) .Values.admin.tokens.existingSecret }}
+{{- end }}
+
+{{/* The admin listener's token file, as mounted in the pod. */}}
+{{- define "sluice.adminTokenFile" -}}
+/etc/sluice/admin/{{ .Values.admin.tokens.existingSecretKey }}
+{{- end }}
+
 {{/* The PersistentVolumeClaim of the memory store, when persistence is on. */}}
 {{- define "sluice.dataClaim" -}}
 {{- default (printf "%s-data" (include "sluice.fullname" .)) .Values.store.memory.persistence.existingClaim }}
@@ -100,6 +110,9 @@ several replicas would each admit the full limit.
 {{- end }}
 {{- if and .Values.tracing.enabled (not .Values.tracing.endpoint) }}
 {{- fail "tracing.enabled needs tracing.endpoint (the OTLP/gRPC collector, e.g. http://otel-collector:4317)." }}
+{{- end }}
+{{- if and .Values.admin.enabled (not .Values.admin.tokens.existingSecret) (not .Values.admin.tokens.value) }}
+{{- fail "admin.enabled needs its bearer tokens: admin.tokens.existingSecret (a Secret holding the token file) or admin.tokens.value (the file's text: name:token lines). sluice refuses to start the admin listener without a token." }}
 {{- end }}
 {{- if and .Values.tls.enabled (not .Values.tls.secretName) }}
 {{- fail "tls.enabled needs tls.secretName (a kubernetes.io/tls Secret)." }}
