@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 const CI_VALUES: &str = "helm/sluice/ci/redis-hpa-servicemonitor-values.yaml";
 
 /// Values that turn every optional flag on (TLS, tracing, Redis with its CA, the admin
-/// listener).
-const ALL_FLAGS: [&str; 20] = [
+/// listener, the statsd sink).
+const ALL_FLAGS: [&str; 24] = [
     "--set",
     "store.type=redis",
     "--set",
@@ -34,6 +34,10 @@ const ALL_FLAGS: [&str; 20] = [
     "admin.enabled=true",
     "--set",
     "admin.tokens.existingSecret=sluice-admin",
+    "--set",
+    "statsd.addr=$(HOST_IP):8125",
+    "--set",
+    "statsd.tags.env=prod",
 ];
 
 /// The rendered manifests of `helm template sluice helm/sluice <args>`, or helm's error.
@@ -993,4 +997,82 @@ fn admin_listener_values() {
     };
     assert_eq!(value("SLUICE_ADMIN_ADDR"), "127.0.0.1:9901");
     assert_eq!(value("SLUICE_ADMIN_TOKEN_FILE"), "/etc/sluice/admin/tokens");
+}
+
+/// `statsd.addr` wires the sink's flags (or, in the personality, sluice's own SLUICE_STATSD_*
+/// variables beside USE_STATSD=false), with the node's address in HOST_IP for `$(HOST_IP)`; off
+/// by default; a protocol the sink does not speak is refused by the schema.
+#[test]
+#[ignore = "needs helm (scripts/test installs it)"]
+fn statsd_values_wire_the_sink() {
+    assert!(
+        !args(&rendered(&[]))
+            .iter()
+            .any(|a| a.starts_with("--statsd"))
+    );
+    let values = [
+        "--set",
+        "statsd.addr=$(HOST_IP):8125",
+        "--set",
+        "statsd.format=dogstatsd",
+        "--set",
+        "statsd.tags.env=prod",
+        "--set",
+        "statsd.tags.app=edge",
+    ];
+    let on = rendered(&values);
+    let on_args = args(&on);
+    for flag in [
+        "--statsd-addr=$(HOST_IP):8125",
+        "--statsd-protocol=udp",
+        "--statsd-format=dogstatsd",
+        "--statsd-flush-interval=10s",
+        "--statsd-tags=app=edge,env=prod",
+    ] {
+        assert!(on_args.contains(&flag), "{flag}: {on_args:?}");
+    }
+    let host_ip = |manifests: &[Value]| {
+        container(manifests)["env"]
+            .as_array()
+            .expect("env")
+            .iter()
+            .any(|e| {
+                e["name"] == "HOST_IP" && e["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
+            })
+    };
+    assert!(host_ip(&on));
+    let upstream = rendered(
+        &[
+            &values[..],
+            &[
+                "--set",
+                "upstreamEnv.enabled=true",
+                "--set",
+                "store.type=redis",
+                "--set",
+                "store.redis.url=redis://redis:6379",
+            ],
+        ]
+        .concat(),
+    );
+    let env = container(&upstream)["env"].as_array().unwrap();
+    let value = |name: &str| {
+        env.iter()
+            .find(|e| e["name"] == name)
+            .map(|e| e["value"].clone())
+    };
+    assert_eq!(value("USE_STATSD"), Some(json!("false")));
+    assert_eq!(value("SLUICE_STATSD_ADDR"), Some(json!("$(HOST_IP):8125")));
+    assert_eq!(
+        value("SLUICE_STATSD_TAGS"),
+        Some(json!("app=edge,env=prod"))
+    );
+    let names: Vec<&str> = env.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    let position = |name: &str| names.iter().position(|n| *n == name).unwrap();
+    assert!(
+        position("HOST_IP") < position("SLUICE_STATSD_ADDR"),
+        "HOST_IP is defined before it is used: {names:?}"
+    );
+    let bad = render(&["--set", "statsd.protocol=sctp"]).expect_err("schema");
+    assert!(bad.contains("statsd"), "{bad}");
 }

@@ -67,6 +67,23 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 /etc/sluice/admin/{{ .Values.admin.tokens.existingSecretKey }}
 {{- end }}
 
+{{/* statsd.tags as --statsd-tags wants them: k=v,k2=v2, in key order. */}}
+{{- define "sluice.statsdTags" -}}
+{{- $tags := list }}
+{{- range $key := keys .Values.statsd.tags | sortAlpha }}
+{{- $tags = append $tags (printf "%s=%v" $key (index $.Values.statsd.tags $key)) }}
+{{- end }}
+{{- join "," $tags }}
+{{- end }}
+
+{{/* The pod's node address, for a statsd agent on each node ($(HOST_IP) in statsd.addr). */}}
+{{- define "sluice.hostIpEnv" -}}
+- name: HOST_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.hostIP
+{{- end }}
+
 {{/* The PersistentVolumeClaim of the memory store, when persistence is on. */}}
 {{- define "sluice.dataClaim" -}}
 {{- default (printf "%s-data" (include "sluice.fullname" .)) .Values.store.memory.persistence.existingClaim }}
