@@ -342,6 +342,7 @@ fn spawn_background(
             statsd,
             parts.metrics.clone(),
             shutdown.clone(),
+            parts.settings.shutdown_delay,
         ));
     }
     if let Some(background) = parts.store.background(shutdown.clone()) {

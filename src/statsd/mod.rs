@@ -74,12 +74,13 @@ pub enum StatsdFormat {
     DogStatsd,
 }
 
-/// Flushes every interval until `shutdown`, then once more, so the last interval's counts
-/// are sent too.
+/// Flushes every interval until `shutdown`, then once more after `drain` (the shutdown delay,
+/// while the listeners still take calls), so the last calls' counts are sent too.
 pub(crate) async fn run(
     settings: StatsdSettings,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
+    drain: Duration,
 ) {
     let mut ticks = tokio::time::interval(settings.flush_interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -90,7 +91,10 @@ pub(crate) async fn run(
     loop {
         let last = tokio::select! {
             _ = ticks.tick() => false,
-            () = shutdown.cancelled() => true,
+            () = shutdown.cancelled() => {
+                tokio::time::sleep(drain).await;
+                true
+            }
         };
         let batch = lines.changed(&metrics.upstream_stats());
         if !batch.is_empty() && !sender.send(&batch).await {

@@ -164,7 +164,15 @@ impl StatsdDaemon {
             "SLUICE_STATSD_DAEMON",
             "tests/statsd/node_modules/statsd/bin/statsd",
         );
-        let (port, mgmt) = (free_port(), free_port());
+        // Both taken at once: two calls of `free_port` may return the same port.
+        let (port, mgmt) = {
+            let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            (
+                a.local_addr().unwrap().port(),
+                b.local_addr().unwrap().port(),
+            )
+        };
         // Flushing once an hour keeps every count in the daemon until the test reads it.
         let config = format!(
             r#"{{ mgmt_address: "127.0.0.1", mgmt_port: {mgmt}, flushInterval: 3600000,
