@@ -57,6 +57,11 @@ pub const XDS_BACKOFF_RANDOM_FACTOR: f64 = crate::xds::DEFAULT_BACKOFF_RANDOM_FA
 pub const GRPC_MAX_CONNECTION_AGE: Duration = Duration::from_secs(24 * 3_600);
 /// In-flight calls of an aged connection may take this long (`GRPC_MAX_CONNECTION_AGE_GRACE`).
 pub const GRPC_MAX_CONNECTION_AGE_GRACE: Duration = Duration::from_secs(3_600);
+/// The most gRPC connections open at once. Sized for a pod: a mesh's Envoys open one or a few
+/// each (per worker thread), so thousands of sidecars fit, while a client that opens
+/// connections without end cannot take every file descriptor and the memory their HTTP/2
+/// state and buffers hold.
+pub const GRPC_MAX_CONNECTIONS: usize = 4096;
 /// The path of the separate metrics listener.
 pub const METRICS_PATH: &str = "/metrics";
 /// The names of envoyproxy/ratelimit's own rate-limit headers (`--response-headers upstream`).

@@ -5,20 +5,24 @@
 //! and so envoyproxy/ratelimit, moves each connection's age by a random ±10 % so that connections
 //! opened together do not close together), its grace replaces the graceful close by a hard one,
 //! and without a grace it polls its finished age timer again and panics ("`async fn` resumed after
-//! completion"). Serving each connection here keeps all three decisions in one place.
+//! completion"). Serving each connection here keeps all three decisions in one place, and the
+//! cap on open connections (`--grpc-max-connections`) with them.
 
 use std::error::Error;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::server::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::Semaphore;
 use tokio_stream::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::routes::GrpcRoutes;
+use crate::metrics::ConnectionFigures;
 
 /// The most calls in flight on one connection (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`); Envoy
 /// opens another connection when it needs more.
@@ -26,6 +30,18 @@ const MAX_STREAMS: u32 = 1024;
 /// How long to pause accepting after an accept error that is not about one connection (out of
 /// file descriptors, out of memory): retrying at once would spin until one is freed.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(250);
+/// The least time between two warnings of refused connections (a flood must not flood the log).
+const REFUSAL_WARNING_EVERY: Duration = Duration::from_secs(60);
+
+/// How many connections may be open at once, and what counts them.
+#[derive(Clone, Debug)]
+pub(super) struct ConnectionCap {
+    /// Past this many open connections a new one is closed as soon as it is accepted, so the
+    /// established ones keep their file descriptors, memory and CPU.
+    pub max: usize,
+    /// Open and refused connections.
+    pub figures: ConnectionFigures,
+}
 
 /// How long connections live.
 #[derive(Clone, Copy, Debug)]
@@ -55,6 +71,7 @@ pub(super) async fn serve<S, IO, E>(
     incoming: S,
     routes: GrpcRoutes,
     lifetime: ConnectionAge,
+    cap: ConnectionCap,
     close: CancellationToken,
     tasks: TaskTracker,
 ) where
@@ -63,6 +80,8 @@ pub(super) async fn serve<S, IO, E>(
     E: Into<Box<dyn Error + Send + Sync>>,
 {
     let builder = builder();
+    let slots = Arc::new(Semaphore::new(cap.max));
+    let mut refusals = Refusals::default();
     let mut incoming = std::pin::pin!(incoming);
     loop {
         let next = tokio::select! {
@@ -72,6 +91,16 @@ pub(super) async fn serve<S, IO, E>(
         match next {
             None => break,
             Some(Ok(io)) => {
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    // Dropping it closes it: the peer sees a reset and retries, or goes to
+                    // another replica; the connections already open are not touched.
+                    drop(io);
+                    cap.figures.refused();
+                    refusals.note(cap.max);
+                    continue;
+                };
+                let figures = cap.figures.clone();
+                figures.opened();
                 let connection = serve_connection(
                     io,
                     routes.clone(),
@@ -80,9 +109,38 @@ pub(super) async fn serve<S, IO, E>(
                     lifetime.grace,
                     close.clone(),
                 );
-                tasks.spawn(connection);
+                tasks.spawn(async move {
+                    connection.await;
+                    figures.closed();
+                    drop(slot);
+                });
             }
             Some(Err(error)) => accept_failed(error.into()).await,
+        }
+    }
+}
+
+/// Warns of refused connections at most once a minute, with how many were refused since.
+#[derive(Default)]
+struct Refusals {
+    last_warning: Option<std::time::Instant>,
+    since: u64,
+}
+
+impl Refusals {
+    fn note(&mut self, max: usize) {
+        self.since += 1;
+        let due = self
+            .last_warning
+            .is_none_or(|at| at.elapsed() >= REFUSAL_WARNING_EVERY);
+        if due {
+            tracing::warn!(
+                max_connections = max,
+                refused = self.since,
+                "gRPC connection refused: --grpc-max-connections are open"
+            );
+            self.last_warning = Some(std::time::Instant::now());
+            self.since = 0;
         }
     }
 }

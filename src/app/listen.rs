@@ -113,6 +113,8 @@ pub(super) struct Serving {
     /// gRPC connections are closed gracefully after about this age (±10 %, see `grpc`), then
     /// forcibly after the grace.
     pub connection_age: ConnectionAge,
+    /// The most gRPC connections open at once.
+    pub grpc_max_connections: usize,
     /// The admin listener's tokens, when it is on.
     pub admin: Option<Tokens>,
     /// Cancelled when the listeners should stop accepting.
@@ -187,14 +189,22 @@ async fn serve_grpc<H: HealthApi>(
     let others = Routes::new(health).add_service(serving.quota.clone().into_server());
     let routes = GrpcRoutes::new(service.into_server(), others);
     let lifetime = serving.connection_age;
+    let cap = grpc::ConnectionCap {
+        max: serving.grpc_max_connections,
+        figures: serving.limiter.metrics().grpc_connections(),
+    };
     let close = serving.close.clone();
     match incoming {
         GrpcIncoming::Plain(incoming) => {
             let incoming = incoming.map(|accepted| accepted.inspect(keepalive::detect_dead_peer));
-            grpc::serve(incoming, routes, lifetime, close, tasks).await
+            grpc::serve(incoming, routes, lifetime, cap, close, tasks).await
         }
-        GrpcIncoming::Tls(incoming) => grpc::serve(incoming, routes, lifetime, close, tasks).await,
-        GrpcIncoming::Unix(incoming) => grpc::serve(incoming, routes, lifetime, close, tasks).await,
+        GrpcIncoming::Tls(incoming) => {
+            grpc::serve(incoming, routes, lifetime, cap, close, tasks).await
+        }
+        GrpcIncoming::Unix(incoming) => {
+            grpc::serve(incoming, routes, lifetime, cap, close, tasks).await
+        }
     }
 }
 

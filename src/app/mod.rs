@@ -299,6 +299,7 @@ async fn launch(
             age: parts.settings.grpc_max_connection_age,
             grace: parts.settings.grpc_max_connection_age_grace,
         },
+        grpc_max_connections: parts.settings.grpc_max_connections,
         admin: parts.admin.clone(),
         close: lifecycle.close,
         shutdown: shutdown.clone(),

@@ -61,6 +61,8 @@ pub struct Settings {
     pub grpc_max_connection_age: Duration,
     /// After the age, how long in-flight calls of a closing connection may take.
     pub grpc_max_connection_age_grace: Duration,
+    /// The most gRPC connections open at once; past it new ones are closed on accept.
+    pub grpc_max_connections: usize,
     /// A listener of its own serving only Prometheus metrics.
     pub metrics_listener: Option<MetricsListener>,
     /// The admin listener (counters inspected and reset); `None`, the default, serves none.
@@ -159,6 +161,7 @@ impl Settings {
             grpc_socket: None,
             grpc_max_connection_age: defaults::GRPC_MAX_CONNECTION_AGE,
             grpc_max_connection_age_grace: defaults::GRPC_MAX_CONNECTION_AGE_GRACE,
+            grpc_max_connections: defaults::GRPC_MAX_CONNECTIONS,
             metrics_listener: None,
             admin: None,
             statsd: None,

@@ -27,6 +27,10 @@ pub struct ServingArgs {
     /// closed.
     #[arg(long, env = "SLUICE_GRPC_MAX_CONNECTION_AGE_GRACE", default_value_t = GoDuration(defaults::GRPC_MAX_CONNECTION_AGE_GRACE))]
     pub grpc_max_connection_age_grace: GoDuration,
+    /// The most gRPC connections open at once; past it a new connection is closed as soon as it
+    /// is accepted, leaving the established ones alone.
+    #[arg(long, env = "SLUICE_GRPC_MAX_CONNECTIONS", default_value_t = defaults::GRPC_MAX_CONNECTIONS, value_parser = parse_max_connections)]
+    pub grpc_max_connections: usize,
     /// Also serve Prometheus metrics on a listener of their own (e.g. 0.0.0.0:19001).
     #[arg(long, env = "SLUICE_METRICS_ADDR")]
     pub metrics_addr: Option<SocketAddr>,
@@ -49,6 +53,7 @@ impl ServingArgs {
         settings.grpc_socket = self.grpc_socket.clone();
         settings.grpc_max_connection_age = self.grpc_max_connection_age.0;
         settings.grpc_max_connection_age_grace = self.grpc_max_connection_age_grace.0;
+        settings.grpc_max_connections = self.grpc_max_connections;
         settings.metrics_listener = self.metrics_addr.map(|addr| MetricsListener {
             addr,
             path: self.metrics_path.clone(),
@@ -66,5 +71,12 @@ pub fn parse_path(text: &str) -> Result<String, String> {
         Ok(text.to_string())
     } else {
         Err(format!("'{text}' is not a path (it must start with /)"))
+    }
+}
+
+fn parse_max_connections(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("'{text}' is not a whole number of at least 1")),
     }
 }

@@ -12,6 +12,7 @@ mod admin;
 mod capped;
 mod compat;
 mod configured;
+mod connections;
 mod decisions;
 mod names;
 mod quota;
@@ -29,6 +30,7 @@ use prometheus::{
 pub use admin::AdminOutcome;
 pub use compat::{HitOutcome, HitSplit};
 pub use configured::ConfiguredLimit;
+pub use connections::ConnectionFigures;
 pub use decisions::StoreSeries;
 pub(crate) use names::{SERVICE_ERROR, STORE_ERROR};
 pub use quota::ReportedOutcome;
@@ -53,6 +55,7 @@ pub struct Metrics {
     quota: quota::QuotaFigures,
     configured: configured::ConfiguredLimits,
     admin: admin::AdminFigures,
+    connections: connections::ConnectionFigures,
     statsd_send_errors: IntCounter,
     /// A statsd_exporter mapping that makes envoyproxy/ratelimit's families instead.
     exposition: std::sync::OnceLock<std::sync::Arc<dyn UpstreamExposition>>,
@@ -89,6 +92,7 @@ impl Metrics {
             xds: xds::XdsFigures::new(&families),
             configured,
             admin: admin::AdminFigures::new(&families),
+            connections: connections::ConnectionFigures::new(&families),
             statsd_send_errors: upstream::send_errors(&families),
             exposition: std::sync::OnceLock::new(),
             registry,

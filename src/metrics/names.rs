@@ -66,6 +66,10 @@ pub const PERSIST_FAILING: &str = "sluice_persist_failing";
 /// Files of `--data-dir` set aside as `*.bad`: a damaged fingerprint key with the data files
 /// it named (their counts are lost), files that are not this sluice's.
 pub const PERSIST_SET_ASIDE: &str = "sluice_persist_set_aside_files_total";
+/// gRPC connections open.
+pub const GRPC_CONNECTIONS: &str = "sluice_grpc_connections";
+/// gRPC connections closed at once because `--grpc-max-connections` were open.
+pub const GRPC_CONNECTIONS_REFUSED: &str = "sluice_grpc_connections_refused_total";
 /// Counters restored from `--data-dir` at start.
 pub const PERSIST_RESTORED: &str = "sluice_persist_restored_counters";
 /// Rule set generation (1 = the rules loaded at start; +1 per successful reload).

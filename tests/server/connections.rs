@@ -140,3 +140,58 @@ async fn a_body_that_never_arrives_is_answered_408() {
     let _ = stream.read_to_string(&mut reply);
     assert!(reply.starts_with("HTTP/1.1 408"), "{reply:?}");
 }
+
+/// `--grpc-max-connections 3`: three clients are served; fifty more connections are each closed
+/// as soon as they are accepted and counted, while the three go on being answered; once one of
+/// the three goes, a new client gets its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_connections_past_the_cap_are_refused_alone() {
+    let server = Serve::new()
+        .rules(RULES)
+        .args(["--no-persist", "--grpc-max-connections", "3"])
+        .start();
+    let addr = server.grpc_addr;
+    let mut clients = Vec::new();
+    for i in 0..3 {
+        let mut client = connect(addr).await;
+        let who = format!("u{i}");
+        let response = call(&mut client, one_descriptor("test", &[("user", &who)])).await;
+        assert_eq!(response.overall_code, OK);
+        clients.push(client);
+    }
+    let gauge = async || {
+        let metrics = http(server.http_addr, "GET", "/metrics", "").await.1;
+        (
+            sample(&metrics, "sluice_grpc_connections"),
+            sample(&metrics, "sluice_grpc_connections_refused_total"),
+        )
+    };
+    assert_eq!(gauge().await, (3.0, 0.0));
+
+    let mut refused: Vec<TcpStream> = (0..50)
+        .map(|_| TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect"))
+        .collect();
+    poll(
+        Duration::from_secs(30),
+        "every connection past the cap closed",
+        || refused.iter_mut().all(closed_by_server).then_some(()),
+    );
+    for (i, client) in clients.iter_mut().enumerate() {
+        let who = format!("u{i}");
+        let response = call(client, one_descriptor("test", &[("user", &who)])).await;
+        assert_eq!(response.overall_code, OK, "an established connection kept");
+    }
+    assert_eq!(gauge().await, (3.0, 50.0));
+
+    drop(clients.pop());
+    eventually(
+        Duration::from_secs(30),
+        "the dropped client's place is free",
+        async || gauge().await.0 == 2.0,
+    )
+    .await;
+    let mut newcomer = connect(addr).await;
+    let response = call(&mut newcomer, one_descriptor("test", &[("user", "new")])).await;
+    assert_eq!(response.overall_code, OK);
+    drop(server);
+}
