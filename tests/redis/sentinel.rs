@@ -1,14 +1,14 @@
 //! Redis Sentinel for real: a master, a replica and three sentinels (tests/common/sentinel.rs),
 //! sluice on `redis+sentinel://` with the nodes' and the sentinels' passwords, and a failover
 //! under load, by killing the master and by `SENTINEL FAILOVER` of a master the sentinels
-//! cannot demote (as when they are cut off from it while clients are not). During the switch
-//! every call is answered by its rule's `failure_mode` within the timeout; once sluice counts
-//! on the new master no call meets a broken connection, and counting goes on where the replica
-//! left it.
+//! cannot demote (as when they are cut off from it while clients are not). Judged by counts
+//! and order, never by a clock: every call returns, answered by Redis or by its rule's
+//! `failure_mode`; once sluice counts on the new master, a worker's first call decided by Redis
+//! is followed only by calls decided by Redis; and counting goes on where the replica left it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sluice::algorithm::Algorithm;
 use sluice::clock::SECOND;
@@ -36,11 +36,14 @@ descriptors:
 
 /// The call timeout under test.
 const TIMEOUT: Duration = Duration::from_millis(100);
-/// Calls each load worker must have had answered while the master switched. A worker whose
-/// calls waited on the switch itself gets one or two answers in those seconds; one answered
-/// within the call timeout gets ten or more a second. A count, not a clock: a loaded machine
-/// slows every call alike and cannot fail it.
-const ANSWERED_DURING_SWITCH: usize = 3;
+/// Load workers.
+const WORKERS: usize = 4;
+/// Calls each worker must have answered once sluice counts on the new master, before the
+/// load stops: enough to show the order of what follows the switch.
+const CALLS_AFTER_SWITCH: usize = 20;
+/// How long a worker may take to answer its last call once told to stop: a bound on a hang
+/// (a call that never returns), not on speed.
+const HANG: Duration = Duration::from_secs(30);
 
 /// A store on `set` through its sentinels, with four pooled connections (so a stale one
 /// would be met) and the sentinels' password `sentinel_password`.
@@ -57,12 +60,24 @@ async fn store(set: &SentinelSet, sentinel_password: &str) -> Arc<RedisStore> {
     Arc::new(RedisStore::connect(settings).await.expect("store"))
 }
 
-/// What a load worker saw.
+/// What a load worker saw: for each call in order, whether its rule's failure_mode decided
+/// it (true) or Redis (false).
 #[derive(Debug, Default)]
 struct Seen {
-    calls: usize,
-    degraded: usize,
-    slowest: Duration,
+    degraded: Vec<bool>,
+}
+
+impl Seen {
+    /// Calls decided by failure_mode.
+    fn degraded(&self) -> usize {
+        self.degraded.iter().filter(|d| **d).count()
+    }
+
+    /// Runs of consecutive calls decided by failure_mode.
+    fn degraded_runs(&self) -> usize {
+        self.degraded.windows(2).filter(|w| w[1] && !w[0]).count()
+            + usize::from(self.degraded.first() == Some(&true))
+    }
 }
 
 /// Calls `open` and `closed` (new values each time) until `stop`; checks each answer: from
@@ -76,13 +91,10 @@ async fn load(
     let mut client = connect(addr).await;
     let mut seen = Seen::default();
     while !stop.load(Ordering::Relaxed) {
-        let key = ["open", "closed"][seen.calls % 2];
-        let value = format!("w{id}-{}", seen.calls);
-        let started = Instant::now();
+        let n = seen.degraded.len();
+        let key = ["open", "closed"][n % 2];
+        let value = format!("w{id}-{n}");
         let r = call(&mut client, one_descriptor("sentinel", &[(key, &value)])).await;
-        seen.slowest = seen.slowest.max(started.elapsed());
-        seen.calls += 1;
-        answered[id].fetch_add(1, Ordering::Relaxed);
         match header(&r, "x-ratelimit-mode") {
             None => assert_eq!(r.overall_code, OK, "{key} from redis"),
             Some("degraded") if key == "open" => assert_eq!(r.overall_code, OK),
@@ -92,7 +104,8 @@ async fn load(
             }
             Some(other) => panic!("mode {other}"),
         }
-        seen.degraded += usize::from(header(&r, "x-ratelimit-mode").is_some());
+        seen.degraded.push(header(&r, "x-ratelimit-mode").is_some());
+        answered[id].fetch_add(1, Ordering::Relaxed);
     }
     seen
 }
@@ -131,10 +144,9 @@ async fn failover_under_load(switch: Switch) {
     set.wait_replicated();
 
     let load = Load::start(server.grpc_addr).await;
-    let switched_at = Instant::now();
     let before_switch = load.counts();
     let new = switch_master(&mut set, switch, old).await;
-    wait_counting_on(&set, &mut client, new, switch).await;
+    wait_counting_on(&set, &mut client, new).await;
     if let Switch::FailoverCommand = switch {
         let role = set.node(old).cli(&["ROLE"]);
         assert!(
@@ -142,26 +154,51 @@ async fn failover_under_load(switch: Switch) {
             "the old master is still one: {role}"
         );
     }
+    let mut probes = 0;
     eventually(Duration::from_secs(20), "Redis decides again", async || {
+        probes += 1;
         let r = call(
             &mut client,
-            one_descriptor("sentinel", &[("open", "probe")]),
+            one_descriptor("sentinel", &[("open", &format!("probe-{probes}"))]),
         )
         .await;
         header(&r, "x-ratelimit-mode").is_none()
     })
     .await;
+    let counting_on_new = load.counts();
     println!(
-        "{switch:?}: decisions from the new master {:?} after the switch began",
-        switched_at.elapsed()
+        "{switch:?}: calls answered per worker from the switch until Redis decided again: {:?}",
+        since(&counting_on_new, &before_switch)
     );
-    load.check_answered_since(&before_switch, switch);
-    let degraded = load.stop(switch).await;
-    if let Switch::KillMaster = switch {
-        assert!(degraded > 0, "calls went on while no master was reachable");
+    load.wait_answered_since(&counting_on_new, CALLS_AFTER_SWITCH)
+        .await;
+    let seen = load.stop(switch).await;
+    for (id, seen) in seen.iter().enumerate() {
+        let after = &seen.degraded[counting_on_new[id]..];
+        let first_by_redis = after.iter().position(|d| !d).unwrap_or_else(|| {
+            panic!("worker {id}: no call decided by Redis after the switch: {after:?}")
+        });
+        assert!(
+            after[first_by_redis..].iter().all(|d| !d),
+            "worker {id}: a call decided by failure_mode after one decided by the new master \
+             (call {}): {after:?}",
+            counting_on_new[id] + first_by_redis
+        );
+        if let Switch::KillMaster = switch {
+            assert!(
+                seen.degraded[before_switch[id]..].iter().any(|d| *d),
+                "worker {id}: no call answered by failure_mode while no master was reachable: \
+                 its calls waited the switch out"
+            );
+        }
     }
     counting_goes_on(&set, &mut client, new).await;
     server.stop().await;
+}
+
+/// Per worker, `now` minus `before`.
+fn since(now: &[usize], before: &[usize]) -> Vec<usize> {
+    now.iter().zip(before).map(|(a, b)| a - b).collect()
 }
 
 /// The descriptor counted before, during and after the switch.
@@ -169,7 +206,7 @@ fn kept() -> sluice::proto::RateLimitRequest {
     one_descriptor("sentinel", &[("kept", "k")])
 }
 
-/// Four load workers and what each had answered.
+/// Load workers and what each had answered.
 struct Load {
     stop: Arc<AtomicBool>,
     answered: Arc<Vec<AtomicUsize>>,
@@ -177,12 +214,12 @@ struct Load {
 }
 
 impl Load {
-    /// Starts the workers against `addr` and waits until they are running.
+    /// Starts the workers against `addr` and waits until each is running.
     async fn start(addr: std::net::SocketAddr) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let answered: Arc<Vec<AtomicUsize>> =
-            Arc::new((0..4).map(|_| AtomicUsize::new(0)).collect());
-        let workers = (0..4)
+            Arc::new((0..WORKERS).map(|_| AtomicUsize::new(0)).collect());
+        let workers = (0..WORKERS)
             .map(|id| tokio::spawn(load(addr, id, stop.clone(), answered.clone())))
             .collect();
         let started = Load {
@@ -190,10 +227,7 @@ impl Load {
             answered,
             workers,
         };
-        eventually(Duration::from_secs(10), "load is running", async || {
-            started.counts().iter().sum::<usize>() >= 40
-        })
-        .await;
+        started.wait_answered_since(&[0; WORKERS], 10).await;
         started
     }
 
@@ -205,38 +239,34 @@ impl Load {
             .collect()
     }
 
-    /// Every worker had calls answered since `before`: none waited on the switch.
-    fn check_answered_since(&self, before: &[usize], switch: Switch) {
-        let during: Vec<usize> = self
-            .counts()
-            .iter()
-            .zip(before)
-            .map(|(a, b)| a - b)
-            .collect();
-        println!("{switch:?}: calls answered per worker while the master switched: {during:?}");
-        for (id, answered) in during.iter().enumerate() {
-            assert!(
-                *answered >= ANSWERED_DURING_SWITCH,
-                "worker {id} had {answered} calls answered while the master switched: calls waited on it"
-            );
-        }
+    /// Waits until every worker has answered `n` calls more than `before` (a worker whose
+    /// call never returns fails it).
+    async fn wait_answered_since(&self, before: &[usize], n: usize) {
+        eventually(HANG, "every worker's calls are answered", async || {
+            since(&self.counts(), before).iter().all(|d| *d >= n)
+        })
+        .await;
     }
 
-    /// Stops the workers; the calls decided by failure_mode.
-    async fn stop(self, switch: Switch) -> usize {
-        let calls_during = self.counts().iter().sum::<usize>();
+    /// Stops the workers; what each saw. Every call returned.
+    async fn stop(self, switch: Switch) -> Vec<Seen> {
         self.stop.store(true, Ordering::Relaxed);
-        let mut degraded = 0;
+        let mut all = Vec::new();
         for worker in self.workers {
-            let seen = worker.await.expect("every call was answered");
-            println!(
-                "{switch:?}: the slowest call of a worker took {:?}",
-                seen.slowest
-            );
-            degraded += seen.degraded;
+            let seen = tokio::time::timeout(HANG, worker)
+                .await
+                .expect("the worker's last call returned")
+                .expect("every call was answered as its rule says");
+            all.push(seen);
         }
-        println!("{switch:?}: {calls_during} calls under load, {degraded} decided by failure_mode");
-        degraded
+        let calls: usize = all.iter().map(|s| s.degraded.len()).sum();
+        let degraded: Vec<usize> = all.iter().map(Seen::degraded).collect();
+        let runs: Vec<usize> = all.iter().map(Seen::degraded_runs).collect();
+        println!(
+            "{switch:?}: {calls} calls under load; decided by failure_mode per worker {degraded:?}, \
+             in runs {runs:?}"
+        );
+        all
     }
 }
 
@@ -267,17 +297,17 @@ async fn switch_master(set: &mut SentinelSet, switch: Switch, old: u16) -> u16 {
 }
 
 /// Waits until calls write to the master at `new`.
-async fn wait_counting_on(set: &SentinelSet, client: &mut Client, new: u16, switch: Switch) {
-    let named_at = Instant::now();
+async fn wait_counting_on(set: &SentinelSet, client: &mut Client, new: u16) {
     let before = set.node(new).dbsize();
+    let mut tries = 0;
     eventually(
         Duration::from_secs(20),
         "calls count on the new master",
         async || {
-            let value = format!("moved-{}", named_at.elapsed().as_nanos());
+            tries += 1;
             call(
                 &mut *client,
-                one_descriptor("sentinel", &[("open", &value)]),
+                one_descriptor("sentinel", &[("open", &format!("moved-{tries}"))]),
             )
             .await;
             let now: u64 = set.node(new).cli(&["DBSIZE"]).trim().parse().unwrap_or(0);
@@ -285,10 +315,6 @@ async fn wait_counting_on(set: &SentinelSet, client: &mut Client, new: u16, swit
         },
     )
     .await;
-    println!(
-        "{switch:?}: counting on the new master {:?} after the sentinels named it",
-        named_at.elapsed()
-    );
 }
 
 /// After the switch no call meets a broken connection, and `kept` counts on from the
