@@ -28,9 +28,20 @@ use sluice::algorithm::Algorithm;
 use sluice::app::defaults;
 use sluice::rules::LoadOptions;
 
+/// What `--version` prints after the name: the version, the commit and the cargo profile built
+/// (set by build.rs; the commit is "unknown" when built outside a git checkout).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("SLUICE_COMMIT"),
+    ", ",
+    env!("SLUICE_PROFILE"),
+    ")"
+);
+
 /// sluice: an Envoy-compatible external rate-limit server.
 #[derive(Debug, Parser)]
-#[command(name = "sluice", version, about)]
+#[command(name = "sluice", version = VERSION, about)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -79,7 +90,7 @@ pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Invocation {
     if name.is_some_and(|n| n == PERSONALITY) {
         let command = serve::ServeArgs::augment_args(
             clap::Command::new(PERSONALITY)
-                .version(env!("CARGO_PKG_VERSION"))
+                .version(VERSION)
                 .about("sluice as envoyproxy/ratelimit: configured by its environment variables"),
         );
         let matches = command.get_matches_from(argv);

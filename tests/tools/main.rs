@@ -1,6 +1,6 @@
 //! The binary's commands and the project's artefacts against real tools: `check`, `serve`,
 //! `counters`, `bench`, `simulate`, the examples, the Helm chart, Prometheus, a headless browser,
-//! Envoy, the soak, and the fuzz corpus replayed on stable Rust.
+//! Envoy, the soak, the fuzz corpus replayed on stable Rust, and one version everywhere.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -29,3 +29,4 @@ mod signals;
 mod simulate;
 mod soak;
 mod statsd;
+mod version;
