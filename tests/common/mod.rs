@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod admin;
+pub mod cluster;
 pub mod envoy;
 pub mod http1;
 pub mod otlp;

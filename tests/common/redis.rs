@@ -142,6 +142,11 @@ impl RedisServer {
             .sum()
     }
 
+    /// Whether the server is running (not killed).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
     /// Kills the server (SIGKILL: no shutdown courtesy) and waits for it to exit.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -173,16 +178,31 @@ impl Drop for RedisServer {
     }
 }
 
-/// Three masters in cluster mode, created with `redis-cli --cluster create`.
+/// A Redis Cluster created with `redis-cli --cluster create`: three masters, with or without a
+/// replica each. How a test changes it under load (failovers, a slot migrated) is in
+/// `common/cluster.rs`.
 pub struct RedisCluster {
     /// The nodes.
     pub nodes: Vec<RedisServer>,
 }
 
 impl RedisCluster {
-    /// Starts three cluster-enabled nodes, joins them and waits until the cluster is ok.
+    /// Starts three cluster-enabled masters, joins them and waits until the cluster is ok.
     pub fn start() -> Self {
-        let nodes: Vec<RedisServer> = (0..3)
+        Self::create(0, 2000)
+    }
+
+    /// Three masters and a replica of each (six nodes), with a node timeout of one second, so
+    /// a killed master's replica takes over within a few seconds; waits until every replica
+    /// follows its master.
+    pub fn start_with_replicas() -> Self {
+        Self::create(1, 1000)
+    }
+
+    /// Three masters with `replicas` replicas each, and `cluster-node-timeout` in ms.
+    fn create(replicas: usize, node_timeout_ms: u64) -> Self {
+        let timeout = node_timeout_ms.to_string();
+        let nodes: Vec<RedisServer> = (0..3 * (1 + replicas))
             .map(|_| {
                 RedisServer::start_with(&[
                     "--cluster-enabled",
@@ -190,7 +210,7 @@ impl RedisCluster {
                     "--cluster-config-file",
                     "nodes.conf",
                     "--cluster-node-timeout",
-                    "2000",
+                    &timeout,
                 ])
             })
             .collect();
@@ -201,19 +221,24 @@ impl RedisCluster {
         let created = Command::new(binary("redis-cli"))
             .args(["--cluster", "create"])
             .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
             .expect("run redis-cli --cluster create");
         assert!(created.success(), "redis-cli --cluster create failed");
         poll(
-            Duration::from_secs(20),
-            "cluster_state:ok on every node",
+            Duration::from_secs(30),
+            "cluster_state:ok on every node, every replica in sync",
             || {
                 nodes
                     .iter()
-                    .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+                    .all(|n| {
+                        let replication = n.cli(&["INFO", "replication"]);
+                        n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok")
+                            && (replication.contains("role:master")
+                                || replication.contains("master_link_status:up"))
+                    })
                     .then_some(())
             },
         );

@@ -9,6 +9,8 @@ mod common;
 mod admin;
 mod batched_runs;
 mod cluster;
+mod cluster_load;
+mod cluster_migration;
 mod compat_keys;
 mod faults;
 mod leases;

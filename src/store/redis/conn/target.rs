@@ -55,8 +55,8 @@ impl Target {
                 let mut builder = ClusterClient::builder(nodes)
                     .tcp_settings(tcp())
                     .connection_timeout(settings.connect_timeout)
-                    .response_timeout(settings.timeout)
-                    .retries(1);
+                    .response_timeout(settings.timeout);
+                builder = cluster_retries(builder, settings.timeout);
                 if let Some(tls) = &tls {
                     builder = builder
                         .certs(tls.certificates.clone())
@@ -100,6 +100,31 @@ impl Target {
             Self::Sentinel(sentinel) => sentinel.connect_master(timeout).await.map(Conn::Single),
         }
     }
+}
+
+/// Retries of one cluster command. A slot being migrated answers `ASK` (and `MOVED` once
+/// moved), and `TRYAGAIN` to a script whose keys the migration has split, until the rest
+/// follow, a few milliseconds later; a failover answers `CLUSTERDOWN` until a replica takes
+/// over. Each of those takes a retry, so one retry (sluice's old setting) failed a call that met
+/// two of them. The command as a whole, retries included, stays bounded by the call timeout:
+/// redis-rs's overall response timeout is the response timeout unless set apart, so more
+/// retries never make a call on a dead node wait longer.
+const CLUSTER_RETRIES: u32 = 16;
+
+/// Retries of a cluster command, waiting 1 ms, then up to 2^n ms for the n-th, never more
+/// than a quarter of `timeout`: redis-rs's own wait before retrying a `TRYAGAIN` is at least
+/// 1.28 s, far past any call's timeout, so a call that met one always fell to its
+/// `failure_mode`.
+fn cluster_retries(
+    builder: redis::cluster::ClusterClientBuilder,
+    timeout: Duration,
+) -> redis::cluster::ClusterClientBuilder {
+    let most_ms = (timeout.as_millis() / 4).clamp(2, u128::from(u32::MAX)) as u64;
+    builder
+        .retries(CLUSTER_RETRIES)
+        .min_retry_wait(1)
+        .max_retry_wait(most_ms)
+        .retry_wait_formula(1, 2)
 }
 
 /// One live connection.
