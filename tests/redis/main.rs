@@ -22,6 +22,7 @@ mod recovery;
 mod replicas;
 mod secure;
 mod sentinel;
+mod sentinel_admissions;
 mod shared_runs;
 mod unix;
 
