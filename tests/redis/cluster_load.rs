@@ -28,6 +28,9 @@ pub struct Tally {
     pub errors: AtomicU64,
     /// The slowest answer, in microseconds.
     pub slowest_us: AtomicU64,
+    /// When the last answer decided by `failure_mode` came, in microseconds since the load
+    /// started (0: none yet).
+    pub last_degraded_us: AtomicU64,
 }
 
 /// A copy of a [`Tally`] at one moment.
@@ -81,6 +84,7 @@ impl Tally {
 
 /// Clients calling in a loop until stopped.
 pub struct Load {
+    started: Instant,
     tally: Arc<Tally>,
     stop: Arc<AtomicBool>,
     workers: Vec<JoinHandle<()>>,
@@ -93,6 +97,7 @@ impl Load {
         per_replica: usize,
         request: RateLimitRequest,
     ) -> Self {
+        let load_started = Instant::now();
         let tally = Arc::new(Tally::default());
         let stop = Arc::new(AtomicBool::new(false));
         let mut workers = Vec::new();
@@ -120,11 +125,18 @@ impl Load {
                             Err(_) => &tally.errors,
                         };
                         bin.fetch_add(1, Ordering::AcqRel);
+                        if std::ptr::eq(bin, &tally.degraded_ok)
+                            || std::ptr::eq(bin, &tally.degraded_over)
+                        {
+                            let at = load_started.elapsed().as_micros() as u64;
+                            tally.last_degraded_us.fetch_max(at, Ordering::AcqRel);
+                        }
                     }
                 }));
             }
         }
         Self {
+            started: load_started,
             tally,
             stop,
             workers,
@@ -136,6 +148,14 @@ impl Load {
         self.tally.snapshot()
     }
 
+    /// When the last answer decided by `failure_mode` came, if one did.
+    pub fn last_degraded(&self) -> Option<Instant> {
+        match self.tally.last_degraded_us.load(Ordering::Acquire) {
+            0 => None,
+            us => Some(self.started + Duration::from_micros(us)),
+        }
+    }
+
     /// Waits until `more` further calls were answered.
     pub async fn until_more(&self, more: u64) {
         let target = self.counts().answered() + more;
@@ -143,6 +163,28 @@ impl Load {
             Duration::from_secs(60),
             &format!("{more} more calls answered"),
             async || self.counts().answered() >= target,
+        )
+        .await;
+    }
+
+    /// Waits until `more` further calls were admitted by Redis's count.
+    pub async fn until_admitted(&self, more: u64) {
+        let target = self.counts().counted_ok + more;
+        eventually(
+            Duration::from_secs(60),
+            &format!("{more} more calls admitted by redis"),
+            async || self.counts().counted_ok >= target,
+        )
+        .await;
+    }
+
+    /// Waits until `more` further calls were refused by Redis's count.
+    pub async fn until_refused(&self, more: u64) {
+        let target = self.counts().counted_over + more;
+        eventually(
+            Duration::from_secs(60),
+            &format!("{more} more calls refused by redis"),
+            async || self.counts().counted_over >= target,
         )
         .await;
     }

@@ -9,6 +9,7 @@ mod common;
 mod admin;
 mod batched_runs;
 mod cluster;
+mod cluster_failover;
 mod cluster_load;
 mod cluster_migration;
 mod compat_keys;

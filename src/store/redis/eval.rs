@@ -60,23 +60,49 @@ pub async fn run_command(pool: &Arc<Pool>, cmd: &redis::Cmd) -> Result<Value, St
         .map_err(StoreError::from)
 }
 
+/// How many times a script refused by a cluster master that a failover demoted is sent
+/// again (after the first, the demoted node redirects it to the new master).
+const DEMOTED_RESENDS: usize = 2;
+
 /// Runs a script once: `command(verb, script)` builds its command, sent as `EVALSHA` of `sha`,
 /// then as `EVAL` of `source` if Redis does not hold the script (first use on a server, after
 /// a restart or `SCRIPT FLUSH`; `EVAL` loads it). A reply that shows the connection lost drops
 /// its generation. Every script of the store runs this way.
+///
+/// On a cluster, a script refused with `READONLY` reached a master a failover demoted (see
+/// [`Conn::refuse_replica_reads`]): a replica refuses every write, so the script stopped at its
+/// first and wrote nothing. That node is told to redirect such commands and the script is sent
+/// again: it meets `MOVED` and runs on the new master, within the call's deadline as ever.
 pub async fn run_script(
     pool: &Arc<Pool>,
     sha: &str,
     source: &str,
     command: impl Fn(&str, &str) -> redis::Cmd,
 ) -> Result<Value, StoreError> {
-    let (generation, mut conn, reply) = send(pool, &command("EVALSHA", sha)).await?;
-    let reply = match reply {
-        Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-            conn.query(&command("EVAL", source)).await
-        }
-        other => other,
+    let (generation, mut conn, mut reply) = send(pool, &command("EVALSHA", sha)).await?;
+    let mut resends = if pool.is_cluster() {
+        DEMOTED_RESENDS
+    } else {
+        0
     };
+    loop {
+        reply = match reply {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                conn.query(&command("EVAL", source)).await
+            }
+            Err(e) if resends > 0 && is_demoted(&e) => {
+                resends -= 1;
+                let again = command("EVALSHA", sha);
+                reply = match conn.refuse_replica_reads(&again).await {
+                    Ok(()) => conn.query(&again).await,
+                    Err(e) => Err(e),
+                };
+                continue;
+            }
+            other => other,
+        };
+        break;
+    }
     reply
         .inspect_err(|e| {
             if conn::is_lost(e) {
@@ -84,6 +110,11 @@ pub async fn run_script(
             }
         })
         .map_err(StoreError::from)
+}
+
+/// Whether `error` is a write refused by a replica (a master demoted by a failover).
+fn is_demoted(error: &redis::RedisError) -> bool {
+    error.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
 }
 
 /// Runs the script once for `jobs`, in order; returns each job's outcomes.

@@ -149,6 +149,11 @@ impl Pool {
         }
     }
 
+    /// Whether the target is a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.target.is_cluster()
+    }
+
     /// The sentinels, when the target is the master they name.
     pub fn sentinel(&self) -> Option<&Sentinel> {
         match &self.target {

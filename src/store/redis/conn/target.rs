@@ -10,7 +10,8 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Client, Cmd, RedisConnectionInfo, RedisError, RedisResult, Value};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::{Arg, Client, Cmd, RedisConnectionInfo, RedisError, RedisResult, Value};
 
 use super::node::{NodeTemplate, Tls, credentials, open, tcp, within};
 use super::sentinel::Sentinel;
@@ -151,6 +152,28 @@ impl Conn {
             Attempt::Answered(reply) => reply,
             Attempt::Unsent(e) => Err(e),
         }
+    }
+
+    /// Makes the node a cluster script command `script` (`EVALSHA sha numkeys key …`) is
+    /// routed to refuse it unless it serves the slot of its first key as master (`READWRITE`). redis-rs sends `READONLY` on every connection to a
+    /// cluster node, and Redis runs a script (`EVALSHA`, not marked as a write command) on a
+    /// replica of the slot's master from such a client: a master demoted by a failover then
+    /// runs sluice's scripts, each refused at its first write, and never answers `MOVED`, so
+    /// redis-rs keeps routing there. Once it is `READWRITE` the demoted node redirects to the
+    /// new master (and redis-rs refreshes its slots). Nothing to do for one Redis.
+    pub async fn refuse_replica_reads(&mut self, script: &Cmd) -> RedisResult<()> {
+        let Conn::Cluster(c) = self else {
+            return Ok(());
+        };
+        let Some(Arg::Simple(key)) = script.args_iter().nth(3) else {
+            return Ok(());
+        };
+        let route = Route::with_key(key, SlotAddr::Master);
+        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
+        c.route_command(redis::cmd("READWRITE"), routing)
+            .await
+            .and_then(Value::extract_error)
+            .map(drop)
     }
 
     /// As [`Conn::query`], telling a connection that was already dead apart: a multiplexed
