@@ -1,6 +1,7 @@
 //! One version everywhere: Cargo.toml (and Cargo.lock), the chart's `version` and `appVersion`,
-//! the CHANGELOG's newest released section and `sluice --version` say the same; the chart's
-//! default image and the examples name the registry path releases publish to, at that version.
+//! the CHANGELOG's newest released section, the image's labels and `sluice --version` say the
+//! same; the chart's default image and the examples name the registry path the release workflow
+//! publishes to, at that version.
 
 use std::path::Path;
 use std::process::Command;
@@ -17,6 +18,9 @@ const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Where releases push the image (the release workflow's `IMAGE` environment).
 const REGISTRY_IMAGE: &str = "ghcr.io/sluice-rs/sluice";
+
+/// The repository, as Cargo.toml and the image's source label name it.
+const SOURCE: &str = "https://github.com/sluice-rs/sluice";
 
 fn read(relative: &str) -> String {
     std::fs::read_to_string(repo_path(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"))
@@ -100,6 +104,53 @@ fn checkout_commit() -> String {
     own.then(|| git(&["rev-parse", "--short", "HEAD"]))
         .flatten()
         .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// The release workflow names the registry once, in its `IMAGE` environment: the path the chart
+/// and the examples name.
+#[test]
+fn the_release_workflow_pushes_where_the_chart_pulls() {
+    let workflow = document(&read(".github/workflows/release.yml"));
+    assert_eq!(workflow["env"]["IMAGE"], REGISTRY_IMAGE);
+    let text = read(".github/workflows/release.yml");
+    let registry = REGISTRY_IMAGE.split('/').next().unwrap();
+    let named: Vec<&str> = text
+        .lines()
+        .filter(|line| line.contains(registry))
+        .collect();
+    assert_eq!(named.len(), 1, "the registry is named once: {named:?}");
+    assert_eq!(env!("CARGO_PKG_REPOSITORY"), SOURCE);
+}
+
+/// The image scripts/image builds is labelled with this version and the repository: the
+/// context it stages (`--context-only`, around the test binary) holds the Containerfile with
+/// its build arguments filled in.
+#[test]
+fn the_image_is_labelled_with_the_version() {
+    let out = tempfile::tempdir().expect("temp dir");
+    let staged = Command::new(repo_path("scripts/image"))
+        .args(["--context-only", "--binary", BIN, "--out"])
+        .arg(out.path())
+        .output()
+        .expect("run scripts/image");
+    let stderr = String::from_utf8_lossy(&staged.stderr);
+    assert!(staged.status.success(), "scripts/image: {stderr}");
+    let containerfile = std::fs::read_to_string(out.path().join("context/Containerfile"))
+        .expect("the staged Containerfile");
+    let lines: Vec<&str> = containerfile.lines().map(str::trim).collect();
+    assert!(
+        lines.contains(&format!("ARG VERSION={VERSION}").as_str()),
+        "{containerfile}"
+    );
+    for label in [
+        "org.opencontainers.image.version=\"${VERSION}\"",
+        &format!("org.opencontainers.image.source=\"{SOURCE}\""),
+    ] {
+        assert!(
+            lines.iter().any(|line| line.contains(label)),
+            "no {label} in {containerfile}"
+        );
+    }
 }
 
 /// The chart deploys the published image by default, its tag the chart's appVersion.
