@@ -16,6 +16,7 @@ mod compat_keys;
 mod faults;
 mod leases;
 mod netns;
+mod netns_leases;
 mod pool;
 mod quota_exchange;
 mod quota_replicas;

@@ -55,7 +55,7 @@ fn run(program: &str, args: &[&str]) {
 
 /// A network namespace joined to the host by a veth pair: `10.232.<n>.1` here,
 /// `10.232.<n>.2` there.
-struct Network {
+pub struct Network {
     ns: String,
     host_if: String,
     ns_if: String,
@@ -63,7 +63,7 @@ struct Network {
 }
 
 impl Network {
-    fn create() -> Self {
+    pub fn create() -> Self {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let n = (std::process::id() + NEXT.fetch_add(1, Ordering::SeqCst) * 7) % 250;
         let net = Self {
@@ -131,14 +131,14 @@ impl Network {
     }
 
     /// Drops every packet both ways (a queue of length 0).
-    fn partition(&self) {
+    pub fn partition(&self) {
         self.tc_both(&[
             "qdisc", "replace", "dev", "DEV", "root", "pfifo", "limit", "0",
         ]);
     }
 
     /// Drops `percent` of the packets both ways, at random.
-    fn lose(&self, percent: u64) {
+    pub fn lose(&self, percent: u64) {
         let threshold = (u64::from(u32::MAX) * percent / 100).to_string();
         // ld rand; jge threshold -> no match; match -> class 1:20 (a queue of length 0).
         let program = format!("4,32 0 0 4294963256,53 1 0 {threshold},6 0 0 4294967295,6 0 0 0");
@@ -163,7 +163,7 @@ impl Network {
     }
 
     /// Back to a plain link.
-    fn heal(&self) {
+    pub fn heal(&self) {
         self.tc_both(&["qdisc", "del", "dev", "DEV", "root"]);
     }
 }
@@ -178,14 +178,15 @@ impl Drop for Network {
 }
 
 /// `redis-server` inside the namespace, on `<redis_ip>:6379`.
-struct NsRedis {
+pub struct NsRedis {
     child: Child,
-    addr: SocketAddr,
+    /// Where it listens, across the veth.
+    pub addr: SocketAddr,
     _dir: tempfile::TempDir,
 }
 
 impl NsRedis {
-    fn start(net: &Network) -> Self {
+    pub fn start(net: &Network) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let child = Command::new("ip")
             .args([
@@ -232,7 +233,7 @@ impl Drop for NsRedis {
 
 /// A relay on the host side that holds the bytes going to Redis for `delay` (answers come
 /// back at once): `delay` more per round trip, as `tc netem delay` on the host side would add.
-async fn delay_relay(upstream: SocketAddr, delay: Duration) -> SocketAddr {
+pub async fn delay_relay(upstream: SocketAddr, delay: Duration) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
