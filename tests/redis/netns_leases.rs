@@ -1,7 +1,8 @@
 //! Leases (`lease: N`) on a real network (Redis in its own namespace, netns.rs): three replicas
 //! under steady load on one leased limit, with 50 ms added to every round trip, with 10 % of
 //! packets lost, and with one replica cut off from Redis for ten seconds while the others go
-//! on. Every window admits at most the limit, across the replicas, whatever the link does.
+//! on; and with 50 ms on Redis's own clock. Every window admits at most the limit, across the
+//! replicas, whatever the link does.
 //!
 //! Windows are counted, not timed: each replica's clock is the test's (`RedisClock::Caller`
 //! and a manual clock), set to the same instant for a round of calls and moved on between
@@ -383,4 +384,80 @@ async fn held_copy(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let _ = to.shutdown().await;
+}
+
+/// Redis's clock, in whole seconds, as `TIME` says.
+fn redis_second(redis: &NsRedis) -> u64 {
+    let out = std::process::Command::new("redis-cli")
+        .args(["-h", &redis.addr.ip().to_string(), "-p", "6379", "TIME"])
+        .output()
+        .expect("redis-cli");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .next()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("TIME: {text}"))
+}
+
+/// 50 ms added to every round trip, on Redis's clock and the replicas' own monotonic clocks
+/// (where a slow reply shortens a lease by its delay): steady load of about twice the limit
+/// from three replicas for several seconds admits at most the limit times the windows Redis's
+/// clock went through, counted from `TIME` before the first call and after the last answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root and iproute2"]
+async fn leases_hold_the_limit_on_redis_clock_with_50ms_latency() {
+    let net = Network::create();
+    let redis = NsRedis::start(&net);
+    let relay = delay_relay(redis.addr, Duration::from_millis(50)).await;
+    let mut servers = Vec::new();
+    for _ in 0..REPLICAS {
+        let settings = RedisSettings {
+            clock: RedisClock::Server,
+            timeout: Duration::from_secs(2),
+            unhealthy_after: Duration::from_secs(600),
+            ..RedisSettings::new(format!("redis://{relay}"))
+        };
+        let store = Arc::new(RedisStore::connect(settings).await.expect("store"));
+        servers.push(TestServer::start_on(RULES, store).await);
+    }
+    let first = redis_second(&redis);
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for server in &servers {
+        for _ in 0..CLIENTS {
+            let (mut client, stop) = (server.client().await, stop.clone());
+            workers.push(tokio::spawn(async move {
+                let mut got = Got::default();
+                while !stop.load(Ordering::SeqCst) {
+                    let (back, round) = calls(client).await;
+                    client = back;
+                    got.add(round);
+                }
+                got
+            }));
+        }
+    }
+    // Steady load for several of Redis's windows.
+    while redis_second(&redis) < first + 6 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    let mut got = Got::default();
+    for worker in workers {
+        got.add(worker.await.expect("every call answered as its rule says"));
+    }
+    let windows = redis_second(&redis) - first + 1;
+    println!(
+        "50 ms latency, Redis's clock: {got:?} over {windows} windows (at most {} admitted)",
+        LIMIT * windows
+    );
+    assert!(
+        got.admitted <= LIMIT * windows,
+        "{} admitted in {windows} windows of {LIMIT}",
+        got.admitted
+    );
+    assert!(
+        got.refused > 0,
+        "the load asked past the limit, so the bound was tested"
+    );
 }
