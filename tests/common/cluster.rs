@@ -178,6 +178,15 @@ impl RedisCluster {
         });
     }
 
+    /// `CONFIG SET name value` on every running node.
+    pub fn set_config(&self, name: &str, value: &str) {
+        for node in self.running() {
+            let reply: String =
+                self.run(node, redis::cmd("CONFIG").arg("SET").arg(name).arg(value));
+            assert_eq!(reply, "OK");
+        }
+    }
+
     /// SIGKILLs the master at index `master`.
     pub fn kill(&mut self, master: usize) {
         self.nodes[master].kill();

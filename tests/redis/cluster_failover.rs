@@ -164,3 +164,64 @@ async fn a_manual_failover_loses_no_admission_and_refuses_no_call() {
     assert!(run.on_new_master >= run.admitted, "no admission lost");
     assert!(run.admitted <= LIMIT, "{} admitted", run.admitted);
 }
+
+/// With `cluster-require-full-coverage no` the cluster keeps serving the slots it still covers
+/// while a master is down: a master SIGKILLed under load leaves the counters on the other
+/// masters counted throughout (no call on them by `failure_mode`: the calls on the dead
+/// master's slot fail, not the store).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn a_killed_master_leaves_the_other_masters_counting() {
+    let mut cluster = RedisCluster::start_with_replicas();
+    cluster.set_config("cluster-require-full-coverage", "no");
+    let mut servers = Vec::new();
+    for _ in 0..3 {
+        let store = crate::store(&cluster.url()).await;
+        servers.push(TestServer::start_on(RULES, store).await);
+    }
+    let mut client = servers[0].client().await;
+    let hot = one_descriptor("failover", &[("user", "hot")]);
+    assert_eq!(call(&mut client, hot.clone()).await.overall_code, OK);
+    let (master, key) = cluster
+        .running()
+        .into_iter()
+        .find_map(|n| Some((n, cluster.keys_on(n).pop()?)))
+        .expect("a master holds the counter");
+    let (slot, replica) = (cluster.slot_of(&key), cluster.replica_of(master));
+    // A counter on another master: the first whose key did not land beside the hot one.
+    let mut bystander = None;
+    for i in 0..64 {
+        let request = one_descriptor("failover", &[("user", &format!("bystander-{i}"))]);
+        let beside = cluster.keys_on(master).len();
+        assert_eq!(call(&mut client, request.clone()).await.overall_code, OK);
+        if cluster.keys_on(master).len() == beside {
+            bystander = Some(request);
+            break;
+        }
+    }
+    let bystander = bystander.expect("a counter on another master");
+
+    let addrs: Vec<_> = servers.iter().map(|s| s.grpc_addr).collect();
+    let load = Load::start(&addrs, 2, hot).await;
+    let others = Load::start(&addrs, 2, bystander).await;
+    load.until_more(100).await;
+    others.until_more(100).await;
+    let before = others.counts();
+    tokio::task::block_in_place(|| cluster.kill(master));
+    tokio::task::block_in_place(|| cluster.wait_settled(replica, slot));
+    load.until_admitted(1).await;
+    let during = others.counts().since(&before);
+    let hot = load.stop().await;
+    let others = others.stop().await;
+    println!(
+        "the dead master's counter: {hot:?}; the other master's, during the outage: {during:?}, in all: {others:?}"
+    );
+    assert_eq!(hot.errors, 0, "{hot:?}");
+    assert!(
+        during.answered() > 0,
+        "the other counter was called meanwhile"
+    );
+    assert_eq!((others.degraded(), others.errors), (0, 0), "{others:?}");
+    let admitted = others.counted_ok + 1;
+    assert_eq!(admitted, (others.answered() + 1).min(LIMIT), "{others:?}");
+}
