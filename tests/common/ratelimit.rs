@@ -1,13 +1,14 @@
 //! The `ratelimit` personality as a child process: the sluice binary behind a symlink named
 //! `ratelimit` (as the image's `/bin/ratelimit`), no arguments, only the environment given; and
-//! rule directories laid out as kubelet mounts a ConfigMap.
+//! rule directories laid out as kubelet mounts a ConfigMap; Istio's sample container spec and rules.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
-use super::process::BIN;
+use super::process::{BIN, repo_path};
+use super::yaml::documents;
 
 /// A directory laid out as kubelet mounts a ConfigMap: `<dir>/..<version>/<files>`, `..data`
 /// linking to it, and each file a link through `..data`.
@@ -129,4 +130,44 @@ pub fn unix_now() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .expect("after 1970")
         .as_secs()
+}
+
+/// Istio's sample rules (istio.io rate-limit task), in its ConfigMap's `config.yaml`.
+pub const ISTIO_RULES: &str = r#"domain: ratelimit
+descriptors:
+  - key: PATH
+    value: "/productpage"
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1
+  - key: PATH
+    rate_limit:
+      unit: minute
+      requests_per_unit: 100
+"#;
+
+/// The container of `examples/istio/ratelimit-service.yaml` (Istio's sample Deployment with
+/// sluice's image): its command, its variables in order, and where its ConfigMap is mounted.
+pub fn istio_container() -> (Vec<String>, Vec<(String, String)>, String) {
+    let text = std::fs::read_to_string(repo_path("examples/istio/ratelimit-service.yaml")).unwrap();
+    let deployment = documents(&text)
+        .into_iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("a Deployment");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let strings = |v: &serde_json::Value| v.as_str().unwrap().to_string();
+    let command = container["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(strings)
+        .collect();
+    let env = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (strings(&e["name"]), strings(&e["value"])))
+        .collect();
+    let mount = strings(&container["volumeMounts"][0]["mountPath"]);
+    (command, env, mount)
 }

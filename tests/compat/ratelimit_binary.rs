@@ -12,50 +12,9 @@ use std::time::Duration;
 
 use common::envoy::{self, Envoy};
 use common::http1::{self, Upstream};
-use common::process::{BIN, poll, repo_path};
-use common::ratelimit::{ConfigMap, Ratelimit, room_in_window};
+use common::process::{BIN, poll};
+use common::ratelimit::{ConfigMap, ISTIO_RULES, Ratelimit, istio_container, room_in_window};
 use common::redis::{RedisServer, free_port};
-use common::yaml::documents;
-
-/// Istio's sample rules (istio.io rate-limit task), in its ConfigMap's `config.yaml`.
-const ISTIO_RULES: &str = r#"domain: ratelimit
-descriptors:
-  - key: PATH
-    value: "/productpage"
-    rate_limit:
-      unit: minute
-      requests_per_unit: 1
-  - key: PATH
-    rate_limit:
-      unit: minute
-      requests_per_unit: 100
-"#;
-
-/// The container of `examples/istio/ratelimit-service.yaml` (Istio's sample Deployment with
-/// sluice's image): its command, its variables in order, and where its ConfigMap is mounted.
-fn istio_container() -> (Vec<String>, Vec<(String, String)>, String) {
-    let text = std::fs::read_to_string(repo_path("examples/istio/ratelimit-service.yaml")).unwrap();
-    let deployment = documents(&text)
-        .into_iter()
-        .find(|d| d["kind"] == "Deployment")
-        .expect("a Deployment");
-    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
-    let strings = |v: &serde_json::Value| v.as_str().unwrap().to_string();
-    let command = container["command"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(strings)
-        .collect();
-    let env = container["env"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| (strings(&e["name"]), strings(&e["value"])))
-        .collect();
-    let mount = strings(&container["volumeMounts"][0]["mountPath"]);
-    (command, env, mount)
-}
 
 /// The sample's environment for a test: `/data` is a temporary directory, Redis is the test's,
 /// and `PORT=0 GRPC_PORT=0` are added so that parallel tests never collide on 8080/8081 (the

@@ -1,6 +1,7 @@
 //! The binary's commands and the project's artefacts against real tools: `check`, `serve`,
-//! `counters`, `bench`, `simulate`, the examples, the Helm chart, Prometheus, a headless browser,
-//! Envoy, the soak, the fuzz corpus replayed on stable Rust, and one version everywhere.
+//! `counters`, `bench`, `simulate`, the examples, the Helm chart, the container image,
+//! Prometheus, a headless browser, Envoy, the soak, the fuzz corpus replayed on stable Rust, and
+//! one version everywhere.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -24,6 +25,7 @@ fn fuzz_corpus_needs_the_fuzzing_feature() {
     panic!("run with --features fuzzing to replay the fuzz corpus");
 }
 mod helm;
+mod image;
 mod prometheus;
 mod signals;
 mod simulate;
