@@ -1,9 +1,11 @@
-//! Redis dies under load and comes back: every rule's failure_mode decides meanwhile, no call
-//! waits past the timeout budget, and decisions return to Redis without a restart.
+//! Redis dies under load and comes back: every rule's failure_mode decides meanwhile, the open
+//! breaker keeps calls from a hung Redis, and decisions return to Redis without a restart.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use sluice::store::{Store, StoreError};
+use sluice::store::{RedisStore, Store, StoreError};
 
 use crate::common::redis::RedisServer;
 use crate::common::{
@@ -195,40 +197,55 @@ async fn a_hung_redis_gets_no_calls_once_the_breaker_opens() {
 /// earliest deadline among its calls, and a queue's runs go in the order its calls joined.
 /// With one run slot, the first call's run hangs until its deadline; the calls that queued
 /// 50 ms later then go out together and are answered by the first of their deadlines. A run
-/// bounded from when it starts would hold them ~1.95 timeouts.
+/// bounded from when it starts would hold them ~1.95 timeouts. Judged by order, not by a
+/// clock: a witness call on a second store, sent half a timeout after the first, is answered
+/// (at its own deadline, 1.5 timeouts in) after every queued call (1.05 in; a run bounded
+/// from its start would end at 1.95).
 #[tokio::test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
 async fn queued_calls_on_a_hung_redis_wait_at_most_the_timeout() {
     let redis = RedisServer::start();
     let timeout = Duration::from_secs(1);
     let store = crate::one_run_slot_store(&redis.url(), timeout).await;
+    let witness = crate::one_run_slot_store(&redis.url(), timeout).await;
     let charge = crate::hourly_charge("queued", "t", 1_000);
-    let answered = store.apply(std::slice::from_ref(&charge), 0).await;
-    assert!(answered.expect("redis answers")[0].verdict.admitted);
+    for store in [&store, &witness] {
+        let answered = store.apply(std::slice::from_ref(&charge), 0).await;
+        assert!(answered.expect("redis answers")[0].verdict.admitted);
+    }
     redis.signal("STOP");
-    let spawn_call = || {
-        let (store, charge) = (store.clone(), charge.clone());
+    let answered = Arc::new(AtomicUsize::new(0));
+    let spawn_call = |store: &Arc<RedisStore>| {
+        let (store, charge, answered) = (store.clone(), charge.clone(), answered.clone());
         tokio::spawn(async move {
-            let started = Instant::now();
             let outcome = store.apply(std::slice::from_ref(&charge), 0).await;
-            (outcome, started.elapsed())
+            (outcome, answered.fetch_add(1, Ordering::SeqCst))
         })
     };
-    let first = spawn_call();
+    let first = spawn_call(&store);
     // Lets the first call's run go out (and hang) before the others queue behind it.
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let queued: Vec<_> = (0..20).map(|_| spawn_call()).collect();
+    tokio::time::sleep(timeout / 20).await;
+    let queued: Vec<_> = (0..20).map(|_| spawn_call(&store)).collect();
+    tokio::time::sleep(timeout / 2 - timeout / 20).await;
+    let witness = spawn_call(&witness);
+    let mut last_queued = 0;
     for call in std::iter::once(first).chain(queued) {
-        let (outcome, waited) = call.await.expect("call task");
+        let (outcome, order) = call.await.expect("call task");
         assert!(
             matches!(outcome, Err(StoreError::Timeout(_))),
             "a call on a hung Redis: {outcome:?}"
         );
-        assert!(
-            waited < timeout * 3 / 2,
-            "a queued call waited {waited:?} (timeout {timeout:?})"
-        );
+        last_queued = last_queued.max(order);
     }
+    let (outcome, witnessed) = witness.await.expect("witness task");
+    assert!(
+        matches!(outcome, Err(StoreError::Timeout(_))),
+        "{outcome:?}"
+    );
+    assert!(
+        last_queued < witnessed,
+        "a queued call was answered after the witness: it waited the run ahead of it as well"
+    );
     redis.signal("CONT");
 }
 
