@@ -14,6 +14,19 @@ pub fn free_port() -> u16 {
     listener.local_addr().expect("local addr").port()
 }
 
+/// A free port for a cluster node: Redis Cluster listens on the port and on its cluster bus at
+/// the port + 10000, so the port must be at most 55535 (Redis refuses to start otherwise) and
+/// the bus port free too. Ephemeral ports here reach 60999, so a plain [`free_port`] would make
+/// about one node in five fail to start.
+pub fn free_cluster_port() -> u16 {
+    loop {
+        let port = free_port();
+        if port <= 55535 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
+            return port;
+        }
+    }
+}
+
 /// One `redis-server`.
 pub struct RedisServer {
     child: Option<Child>,
@@ -43,8 +56,31 @@ impl RedisServer {
         extra: impl FnOnce(u16, &std::path::Path) -> Vec<String>,
         cli_args: &[&str],
     ) -> Self {
+        Self::start_at(free_port(), extra, cli_args)
+    }
+
+    /// A cluster-enabled Redis (`cluster-config-file nodes.conf` in its directory) with `extra`
+    /// arguments, on a port whose cluster bus port is free too.
+    pub fn start_cluster_node(extra: &[&str]) -> Self {
+        let args = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+        ];
+        Self::start_at(
+            free_cluster_port(),
+            |_, _| args.iter().chain(extra).map(|s| (*s).to_owned()).collect(),
+            &[],
+        )
+    }
+
+    fn start_at(
+        port: u16,
+        extra: impl FnOnce(u16, &std::path::Path) -> Vec<String>,
+        cli_args: &[&str],
+    ) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
-        let port = free_port();
         let mut server = Self {
             child: None,
             port,
@@ -203,16 +239,7 @@ impl RedisCluster {
     fn create(replicas: usize, node_timeout_ms: u64) -> Self {
         let timeout = node_timeout_ms.to_string();
         let nodes: Vec<RedisServer> = (0..3 * (1 + replicas))
-            .map(|_| {
-                RedisServer::start_with(&[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    &timeout,
-                ])
-            })
+            .map(|_| RedisServer::start_cluster_node(&["--cluster-node-timeout", &timeout]))
             .collect();
         let addrs: Vec<String> = nodes
             .iter()
