@@ -1076,3 +1076,35 @@ fn statsd_values_wire_the_sink() {
     let bad = render(&["--set", "statsd.protocol=sctp"]).expect_err("schema");
     assert!(bad.contains("statsd"), "{bad}");
 }
+
+/// `server.grpcMaxConnections` caps the gRPC connections: the flag by default, sluice's own
+/// variable under the `ratelimit` personality (upstream has none), and the schema refuses 0.
+#[test]
+#[ignore = "needs helm (scripts/test installs it)"]
+fn grpc_max_connections_value_caps_connections() {
+    assert!(args(&rendered(&[])).contains(&"--grpc-max-connections=4096"));
+    let raised = ["--set", "server.grpcMaxConnections=20000"];
+    assert!(args(&rendered(&raised)).contains(&"--grpc-max-connections=20000"));
+    let upstream = rendered(
+        &[
+            &raised[..],
+            &[
+                "--set",
+                "upstreamEnv.enabled=true",
+                "--set",
+                "store.type=redis",
+                "--set",
+                "store.redis.url=redis://redis:6379",
+            ],
+        ]
+        .concat(),
+    );
+    let env = container(&upstream)["env"].as_array().expect("env");
+    assert!(
+        env.iter()
+            .any(|e| e["name"] == "SLUICE_GRPC_MAX_CONNECTIONS" && e["value"] == "20000"),
+        "{env:?}"
+    );
+    let bad = render(&["--set", "server.grpcMaxConnections=0"]).expect_err("schema");
+    assert!(bad.contains("grpcMaxConnections"), "{bad}");
+}
