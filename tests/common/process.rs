@@ -261,16 +261,7 @@ impl Serve {
             .stderr(log)
             .spawn()
             .expect("spawn sluice");
-        let stdout = child.stdout.take().expect("stdout");
-        let (first_line, ready) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut stdout = BufReader::new(stdout);
-            let mut line = String::new();
-            let _ = stdout.read_line(&mut line);
-            let _ = first_line.send(line);
-            // Keep draining stdout so that a later write can never fail on a closed pipe.
-            std::io::copy(&mut stdout, &mut std::io::sink())
-        });
+        let ready = first_line(child.stdout.take().expect("stdout"));
         let unbound: SocketAddr = "0.0.0.0:0".parse().unwrap();
         let mut sluice = Sluice {
             child: Some(child),
@@ -289,6 +280,20 @@ impl Serve {
         sluice.http_addr = http;
         sluice
     }
+}
+
+/// The first line a child writes on `stdout`, sent on the returned channel once read; the rest
+/// is drained so that a later write can never fail on a closed pipe.
+pub fn first_line(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> {
+    let (line, first) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut stdout = BufReader::new(stdout);
+        let mut read = String::new();
+        let _ = stdout.read_line(&mut read);
+        let _ = line.send(read);
+        std::io::copy(&mut stdout, &mut std::io::sink())
+    });
+    first
 }
 
 /// The addresses of `sluice ready grpc=<addr> http=<addr>`, if `line` is exactly that.

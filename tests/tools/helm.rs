@@ -40,6 +40,16 @@ const ALL_FLAGS: [&str; 24] = [
     "statsd.tags.env=prod",
 ];
 
+/// The `ratelimit` personality on Redis (upstream's only store), as values of `helm template`.
+const UPSTREAM_ENV_ON_REDIS: [&str; 6] = [
+    "--set",
+    "upstreamEnv.enabled=true",
+    "--set",
+    "store.type=redis",
+    "--set",
+    "store.redis.url=redis://redis:6379",
+];
+
 /// The rendered manifests of `helm template sluice helm/sluice <args>`, or helm's error.
 fn render(args: &[&str]) -> Result<Vec<Value>, String> {
     let out = Command::new(tool("SLUICE_HELM", ".venv/bin/helm"))
@@ -1041,20 +1051,7 @@ fn statsd_values_wire_the_sink() {
             })
     };
     assert!(host_ip(&on));
-    let upstream = rendered(
-        &[
-            &values[..],
-            &[
-                "--set",
-                "upstreamEnv.enabled=true",
-                "--set",
-                "store.type=redis",
-                "--set",
-                "store.redis.url=redis://redis:6379",
-            ],
-        ]
-        .concat(),
-    );
+    let upstream = rendered(&[&values[..], &UPSTREAM_ENV_ON_REDIS[..]].concat());
     let env = container(&upstream)["env"].as_array().unwrap();
     let value = |name: &str| {
         env.iter()
@@ -1085,20 +1082,7 @@ fn grpc_max_connections_value_caps_connections() {
     assert!(args(&rendered(&[])).contains(&"--grpc-max-connections=4096"));
     let raised = ["--set", "server.grpcMaxConnections=20000"];
     assert!(args(&rendered(&raised)).contains(&"--grpc-max-connections=20000"));
-    let upstream = rendered(
-        &[
-            &raised[..],
-            &[
-                "--set",
-                "upstreamEnv.enabled=true",
-                "--set",
-                "store.type=redis",
-                "--set",
-                "store.redis.url=redis://redis:6379",
-            ],
-        ]
-        .concat(),
-    );
+    let upstream = rendered(&[&raised[..], &UPSTREAM_ENV_ON_REDIS[..]].concat());
     let env = container(&upstream)["env"].as_array().expect("env");
     assert!(
         env.iter()

@@ -5,12 +5,10 @@
 
 use crate::common;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -164,15 +162,7 @@ impl Image {
             .stderr(log)
             .spawn()
             .expect("spawn unshare");
-        let stdout = child.stdout.take().unwrap();
-        let (first_line, ready) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut stdout = BufReader::new(stdout);
-            let mut line = String::new();
-            let _ = stdout.read_line(&mut line);
-            let _ = first_line.send(line);
-            std::io::copy(&mut stdout, &mut std::io::sink())
-        });
+        let ready = common::process::first_line(child.stdout.take().unwrap());
         let mut contained = Contained {
             child,
             log: log_path,

@@ -2,14 +2,12 @@
 //! snapshot at once after every NACK (go-control-plane's loop) costs the process next to no CPU.
 //! Also the runner the Envoy Gateway tests start the binary with.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
-use super::common::process::BIN;
+use super::common::process::{BIN, first_line};
 use super::common::{eventually, http};
 use super::control_plane::ControlPlane;
 use super::wire::{MINUTE, config, limited};
@@ -49,15 +47,7 @@ impl Binary {
             .stderr(log)
             .spawn()
             .expect("spawn sluice");
-        let stdout = child.stdout.take().expect("stdout");
-        let (line, ready) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut stdout = BufReader::new(stdout);
-            let mut first = String::new();
-            let _ = stdout.read_line(&mut first);
-            let _ = line.send(first);
-            std::io::copy(&mut stdout, &mut std::io::sink())
-        });
+        let ready = first_line(child.stdout.take().expect("stdout"));
         let unbound = "0.0.0.0:0".parse().unwrap();
         let mut binary = Self {
             child,
