@@ -107,5 +107,4 @@ fn round_down(total: u64, exact: &[f64]) -> Vec<u64> {
 }
 
 #[cfg(test)]
-#[path = "allocation_tests.rs"]
 mod tests;

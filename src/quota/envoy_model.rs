@@ -316,5 +316,4 @@ fn refill(tokens: &mut f64, at: &mut Nanos, max: f64, per_second: f64, now: Nano
 }
 
 #[cfg(test)]
-#[path = "envoy_model_tests.rs"]
 mod tests;

@@ -198,5 +198,4 @@ pub(crate) fn distinct(held: Option<Strategy>, target: Strategy) -> Strategy {
 }
 
 #[cfg(test)]
-#[path = "share_tests.rs"]
 mod tests;
