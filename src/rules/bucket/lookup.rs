@@ -12,6 +12,7 @@ use std::fmt;
 
 use smallvec::SmallVec;
 
+use crate::rules::matcher::find_exact;
 use crate::rules::{Domain, Level, MatchKind, Node};
 
 use super::QuotaAction;
@@ -260,7 +261,7 @@ fn candidates<'a>(level: &'a Level, entries: &[(&str, &str)], used: u32) -> Vec<
     };
     let mut out = Vec::new();
     for (entry, (key, value)) in unused() {
-        if let Some(node) = super::super::matcher::find_exact(level, key, value) {
+        if let Some(node) = find_exact(level, key, value) {
             out.push(Candidate {
                 entry,
                 node,
