@@ -1,0 +1,149 @@
+//! Every task of a built server spawned on one tracker, all stopping on one shutdown token:
+//! health, the shutdown sequence, the listeners, and the work beside them.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::insight::Insight;
+use crate::service::quota::QuotaService;
+use crate::telemetry::CallTracer;
+
+use super::listen::{self, Listeners, Serving};
+use super::parts::Parts;
+use super::running::{Addrs, running};
+use super::shutdown::{self, Lifecycle};
+use super::{AppError, Running, grpc, health, tasks};
+
+/// Spawns every task of a server on one tracker, all stopping on one shutdown token.
+pub(super) async fn launch(
+    mut parts: Parts,
+    listeners: Listeners,
+    tracer: Option<CallTracer>,
+) -> Result<Running, AppError> {
+    let insight = Arc::new(Insight::default());
+    let (grpc_addr, http_addr) = (listeners.grpc_addr, listeners.http_addr);
+    let (metrics_addr, admin_addr) = (listeners.metrics_addr, listeners.admin_addr);
+    let lifecycle = Lifecycle::default();
+    let shutdown = lifecycle.requested.clone();
+    let tasks = TaskTracker::new();
+    spawn_background(&mut parts, &tasks, &insight, &shutdown)?;
+    let readiness = readiness(&parts, &lifecycle);
+    let serving_now = readiness.check().is_ok();
+    let (health, health_service) = health::Health::new(serving_now).await;
+    tasks.spawn(health::follow(
+        readiness.clone(),
+        health.clone(),
+        serving_now,
+        shutdown.clone(),
+    ));
+    let delay = parts.settings.shutdown_delay;
+    tasks.spawn(shutdown::announce_then_close(
+        lifecycle.clone(),
+        health,
+        delay,
+    ));
+    let serving = Serving {
+        limiter: parts.limiter.clone(),
+        quota: QuotaService::new(
+            parts.quota.clone(),
+            parts.reloader.rules(),
+            parts.metrics.clone(),
+            tracer.clone(),
+        ),
+        insight,
+        tracer: tracer.clone(),
+        tls: parts.tls.clone(),
+        health: Arc::new(move || readiness.check()),
+        connection_age: grpc::ConnectionAge {
+            age: parts.settings.grpc_max_connection_age,
+            grace: parts.settings.grpc_max_connection_age_grace,
+        },
+        grpc_max_connections: parts.settings.grpc_max_connections,
+        admin: parts.admin.clone(),
+        close: lifecycle.close,
+        shutdown: shutdown.clone(),
+    };
+    listen::spawn(listeners, serving, health_service, &tasks)?;
+    tasks.close();
+    let addrs = Addrs {
+        grpc: grpc_addr,
+        http: http_addr,
+        metrics: metrics_addr,
+        admin: admin_addr,
+    };
+    Ok(running(parts, addrs, shutdown, tasks, tracer))
+}
+
+/// The work that runs beside the servers: the certificate watcher, the xDS client or the rule
+/// watcher, the store's own background work and housekeeping.
+fn spawn_background(
+    parts: &mut Parts,
+    tasks: &TaskTracker,
+    insight: &Arc<Insight>,
+    shutdown: &CancellationToken,
+) -> Result<(), AppError> {
+    if let Some(tls) = &parts.tls {
+        tls.watch(tasks, shutdown.clone()).map_err(AppError::Tls)?;
+    }
+    if let Some(tokens) = &parts.admin {
+        tokens.watch(tasks, shutdown.clone())?;
+    }
+    if let Some(xds) = parts.xds.take() {
+        let (reloader, metrics) = (parts.reloader.clone(), parts.metrics.clone());
+        tasks.spawn(xds.run(reloader, metrics, shutdown.clone()));
+    }
+    if parts.settings.watch_rules
+        && let Some(watch) = parts.reloader.clone().watch(shutdown.clone())?
+    {
+        tasks.spawn(watch);
+    }
+    if let Some(statsd) = parts.settings.statsd.clone() {
+        tasks.spawn(crate::statsd::run(
+            statsd,
+            parts.metrics.clone(),
+            shutdown.clone(),
+            parts.settings.shutdown_delay,
+        ));
+    }
+    if let Some(background) = parts.store.background(shutdown.clone()) {
+        tasks.spawn(background);
+    }
+    tasks.spawn(tasks::sweep(
+        parts.store.clone(),
+        parts.limiter.clone(),
+        insight.clone(),
+        parts.clock.clone(),
+        parts.metrics.clone(),
+        shutdown.clone(),
+    ));
+    tasks.spawn(tasks::quota(
+        parts.quota.clone(),
+        parts.reloader.rules(),
+        parts.metrics.clone(),
+        shutdown.clone(),
+    ));
+    if let Some((exchange, portions)) = parts.replicas.clone() {
+        let book = parts.quota.clone();
+        let clock = parts.clock.clone();
+        tasks.spawn(tasks::quota_exchange(
+            book,
+            portions,
+            exchange,
+            clock,
+            shutdown.clone(),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the server is ready to serve, as gRPC health and the HTTP health check report it.
+fn readiness(parts: &Parts, lifecycle: &Lifecycle) -> Arc<health::Readiness> {
+    Arc::new(health::Readiness {
+        draining: lifecycle.draining.clone(),
+        reloader: parts.reloader.clone(),
+        limiter: parts.limiter.clone(),
+        options: parts.settings.health,
+    })
+}

@@ -1,0 +1,107 @@
+//! Every part of a server (rules, certificates, tokens, store, limiter, quota book) built and
+//! checked, in the order that reports the likeliest mistake first, before anything is served.
+
+use std::sync::Arc;
+
+use crate::admin::Tokens;
+use crate::clock::Clock;
+use crate::limiter::Limiter;
+use crate::metrics::Metrics;
+use crate::quota::{Portion, QuotaBook, QuotaExchange, SharedPortions, WholeLimit};
+use crate::store::Store;
+use crate::telemetry::CallTracer;
+use crate::tls::ServerTls;
+use crate::xds::XdsSource;
+
+use super::listen::Listeners;
+use super::{AppError, Reloader, RuleSource, Running, Settings, launch, store};
+
+/// The parts of a server, built and checked before anything is served.
+pub(super) struct Parts {
+    pub(super) settings: Settings,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) reloader: Arc<Reloader>,
+    pub(super) xds: Option<XdsSource>,
+    pub(super) tls: Option<ServerTls>,
+    pub(super) store: Arc<dyn Store>,
+    pub(super) limiter: Arc<Limiter>,
+    pub(super) quota: Arc<QuotaBook>,
+    /// On a store replicas share: where they split quota limits, and this replica's portions.
+    pub(super) replicas: Option<(Arc<dyn QuotaExchange>, Arc<SharedPortions>)>,
+    /// The admin listener's tokens, when it is on.
+    pub(super) admin: Option<Tokens>,
+}
+
+/// Builds every part in the order that reports the likeliest mistake first: rules,
+/// certificates, then the store (which may take a while to restore), then the listeners.
+pub(super) async fn start_inner(
+    settings: Settings,
+    clock: Arc<dyn Clock>,
+    store: Option<Arc<dyn Store>>,
+) -> Result<Running, AppError> {
+    let metrics = Arc::new(Metrics::new(
+        settings.near_limit_ratio,
+        settings.max_metric_series,
+    ));
+    if let Some(path) = &settings.prometheus_mapper {
+        let mapper = crate::statsd::mapper::Mapper::load(path).map_err(AppError::Mapper)?;
+        metrics.expose_compat_with(Arc::new(mapper));
+    }
+    let xds = (settings.xds.clone())
+        .map(|xds| XdsSource::new(xds, settings.load))
+        .transpose()
+        .map_err(AppError::Xds)?;
+    let source = match &settings.runtime {
+        Some(layout) => RuleSource::Runtime(layout.clone()),
+        None => RuleSource::Files(settings.config.clone()),
+    };
+    // Rules from xDS arrive once the stream is up; rule files load now.
+    let reloader = Arc::new(match &xds {
+        Some(xds) => Reloader::pending(metrics.clone(), xds.force_start()),
+        None if settings.rules_required => Reloader::load(source, settings.load, metrics.clone())?,
+        None => Reloader::load_or_wait(source, settings.load, metrics.clone()),
+    });
+    let tls = (settings.tls.clone().map(ServerTls::load).transpose()).map_err(AppError::Tls)?;
+    // No admin listener without a token that opens it.
+    let admin = (settings.admin.as_ref())
+        .map(|admin| Tokens::load(&admin.token_file))
+        .transpose()?;
+    let store = match store {
+        Some(store) => store,
+        None => store::build(&settings.store, clock.now()).await?,
+    };
+    // Publish what was restored before anyone can scrape /metrics.
+    store::publish(&metrics, store.as_ref());
+    let limiter = Arc::new(Limiter::new(
+        reloader.rules(),
+        store.clone(),
+        clock.clone(),
+        settings.limiter.clone(),
+        metrics.clone(),
+    ));
+    let replicas = store
+        .quota_exchange()
+        .map(|exchange| (exchange, Arc::new(SharedPortions::default())));
+    let portion: Arc<dyn Portion> = match &replicas {
+        Some((_, portions)) => portions.clone(),
+        None => Arc::new(WholeLimit),
+    };
+    let quota = Arc::new(QuotaBook::new(clock.clone(), portion));
+    let tracer = settings.tracing.as_ref().map(CallTracer::new).transpose()?;
+    let listeners = Listeners::bind(&settings).await?;
+    let parts = Parts {
+        settings,
+        clock,
+        metrics,
+        reloader,
+        xds,
+        tls,
+        store,
+        limiter,
+        quota,
+        replicas,
+        admin,
+    };
+    launch::launch(parts, listeners, tracer).await
+}
