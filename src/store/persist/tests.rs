@@ -5,8 +5,10 @@ use std::path::Path;
 
 use super::*;
 use crate::algorithm::{Algorithm, Limit};
-use crate::clock::SECOND;
-use crate::store::{CounterKeyBuilder, Gate};
+use std::sync::atomic::Ordering;
+
+use crate::clock::{Nanos, SECOND};
+use crate::store::{Charge, CounterKeyBuilder, Gate};
 
 /// A minute boundary.
 const T0: Nanos = 28_333_334 * 60 * SECOND;
