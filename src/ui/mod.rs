@@ -134,50 +134,57 @@ async fn quota(State(state): State<UiState>) -> Response {
 /// Explains `{"domain": "edge", "descriptors": ["k=v,k2=v2", ...]}` against the live rules
 /// and counters, charging nothing.
 async fn explain(State(state): State<UiState>, body: Bytes) -> Response {
-    let (domain, descriptors) = match explain_input(&body) {
-        Ok(input) => input,
-        Err(message) => {
-            return json_response(
-                StatusCode::BAD_REQUEST,
-                serde_json::json!({ "error": message }),
-            );
+    match explain_input(&body) {
+        Ok((domain, descriptors)) => {
+            let rules = state.limiter.rules();
+            let explanation = state.limiter.explain(&rules, &domain, &descriptors).await;
+            json_response(StatusCode::OK, json::explanation(&explanation))
         }
-    };
-    let rules = state.limiter.rules();
-    let explanation = state.limiter.explain(&rules, &domain, &descriptors).await;
-    json_response(StatusCode::OK, json::explanation(&explanation))
+        Err(message) => bad_request(message),
+    }
 }
 
 /// Explains an Envoy quota bucket, `{"domain": "q", "bucket": "k=v,k2=v2"}`, against the live
 /// rules: every candidate the search tried, the rule reached and the quota action.
 async fn explain_bucket(State(state): State<UiState>, body: Bytes) -> Response {
-    let (domain, bucket) = match bucket_input(&body) {
-        Ok(input) => input,
-        Err(message) => {
-            return json_response(
-                StatusCode::BAD_REQUEST,
-                serde_json::json!({ "error": message }),
-            );
+    match bucket_input(&body) {
+        Ok((domain, bucket)) => {
+            let rules = state.limiter.rules();
+            let walk = walk_bucket(&rules, &domain, &bucket);
+            json_response(StatusCode::OK, json::bucket_walk(&domain, &bucket, &walk))
         }
-    };
-    let rules = state.limiter.rules();
-    let walk = walk_bucket(&rules, &domain, &bucket);
-    json_response(StatusCode::OK, json::bucket_walk(&domain, &bucket, &walk))
+        Err(message) => bad_request(message),
+    }
 }
 
-/// The domain and bucket id of a bucket explain request, or why it is not one.
-fn bucket_input(body: &[u8]) -> Result<(String, BTreeMap<String, String>), String> {
+/// A 400 answer saying what is wrong with the request.
+fn bad_request(message: String) -> Response {
+    json_response(
+        StatusCode::BAD_REQUEST,
+        serde_json::json!({ "error": message }),
+    )
+}
+
+/// A request body as JSON and its domain (required), or why it is not one.
+fn with_domain(body: &[u8]) -> Result<(serde_json::Value, String), String> {
     let value: serde_json::Value =
         serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;
     let domain = value["domain"]
         .as_str()
         .filter(|d| !d.is_empty())
-        .ok_or("a domain is required")?;
+        .ok_or("a domain is required")?
+        .to_owned();
+    Ok((value, domain))
+}
+
+/// The domain and bucket id of a bucket explain request, or why it is not one.
+fn bucket_input(body: &[u8]) -> Result<(String, BTreeMap<String, String>), String> {
+    let (value, domain) = with_domain(body)?;
     let text = value["bucket"]
         .as_str()
         .filter(|b| !b.trim().is_empty())
         .ok_or("a bucket id is required, as a string k=v[,k=v]")?;
-    Ok((domain.to_owned(), parse_bucket(text)?))
+    Ok((domain, parse_bucket(text)?))
 }
 
 /// A descriptor's entries.
@@ -185,12 +192,7 @@ type Entries = Vec<(String, String)>;
 
 /// The domain and descriptors of an explain request, or why it is not one.
 fn explain_input(body: &[u8]) -> Result<(String, Vec<Entries>), String> {
-    let value: serde_json::Value =
-        serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;
-    let domain = value["domain"]
-        .as_str()
-        .filter(|d| !d.is_empty())
-        .ok_or("a domain is required")?;
+    let (value, domain) = with_domain(body)?;
     let texts = value["descriptors"]
         .as_array()
         .filter(|d| !d.is_empty())
@@ -208,5 +210,5 @@ fn explain_input(body: &[u8]) -> Result<(String, Vec<Entries>), String> {
             parse_descriptor(text)
         })
         .collect::<Result<Vec<_>, String>>()?;
-    Ok((domain.to_owned(), descriptors))
+    Ok((domain, descriptors))
 }
