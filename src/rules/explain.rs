@@ -189,7 +189,8 @@ fn configured_values(level: &Level, key: &str) -> Vec<String> {
     values
 }
 
-fn configured_keys(level: &Level) -> Vec<String> {
+/// Every key the nodes of `level` name, sorted, once each.
+pub(super) fn configured_keys(level: &Level) -> Vec<String> {
     let mut keys: Vec<String> = level
         .exact
         .keys()
@@ -202,8 +203,8 @@ fn configured_keys(level: &Level) -> Vec<String> {
     keys
 }
 
-/// Where envoyproxy/ratelimit would decide differently for this walk.
-fn upstream_differences(domain: &Domain, walk: &Walk<'_>) -> Vec<String> {
+/// Where envoyproxy/ratelimit would answer differently for this walk.
+fn compat_differences(domain: &Domain, walk: &Walk<'_>) -> Vec<String> {
     let mut notes = Vec::new();
     if let Some(note) = composite_match_difference(domain, walk) {
         notes.push(note);

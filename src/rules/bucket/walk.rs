@@ -6,7 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::rules::{Domain, MatchKind, Node, RuleSet};
+use crate::rules::explain::configured_keys;
+use crate::rules::{MatchKind, Node, RuleSet};
 
 use super::QuotaAction;
 use super::lookup::{BucketError, BucketMatch, Trace, TrialOutcome, check_bucket, search};
@@ -139,7 +140,7 @@ pub fn walk_bucket<'r>(
     let mut recorder = Recorder(Vec::new());
     let found = search(domain, bucket, &mut recorder).ok_or(BucketMiss::NoPath);
     let top_keys = if recorder.0.is_empty() {
-        top_keys(domain)
+        configured_keys(&domain.root)
     } else {
         Vec::new()
     };
@@ -148,18 +149,4 @@ pub fn walk_bucket<'r>(
         found,
         top_keys,
     }
-}
-
-fn top_keys(domain: &Domain) -> Vec<String> {
-    let level = &domain.root;
-    let mut keys: Vec<String> = level
-        .exact
-        .keys()
-        .map(|(k, _)| k.clone())
-        .chain(level.wildcards.iter().map(|(_, n)| n.key.clone()))
-        .chain(level.key_only.keys().cloned())
-        .collect();
-    keys.sort();
-    keys.dedup();
-    keys
 }
