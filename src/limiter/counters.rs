@@ -7,7 +7,7 @@ use super::Limiter;
 use super::explain::{CounterState, borrow, replaced_by, replacers, sub_counters};
 use super::plan::counter_key;
 use super::request::Descriptor;
-use crate::algorithm::{Limit, Verdict};
+use crate::algorithm::Limit;
 use crate::clock::Nanos;
 use crate::rules::{LimitRule, Node, Reached, RuleSet, walk};
 use crate::store::{Charge, Cleared, Gate, StoreError};
@@ -97,7 +97,10 @@ impl Limiter {
         let mut read = charges.iter().zip(outcomes);
         for counter in counters.limits.iter_mut().flat_map(|l| &mut l.counters) {
             if let Some((charge, outcome)) = read.next() {
-                counter.state = Some(state(outcome.verdict, counter.limit.capacity()));
+                counter.state = Some(CounterState::checked(
+                    outcome.verdict,
+                    counter.limit.capacity(),
+                ));
                 counter.leased = self.store.leased(charge, now);
             }
         }
@@ -203,18 +206,4 @@ fn plan<'r>(
         limits,
     };
     Ok((counters, charges))
-}
-
-/// A counter's state from its check-only verdict.
-fn state(verdict: Verdict, capacity: u64) -> CounterState {
-    CounterState {
-        admits: verdict.admitted,
-        remaining: if verdict.admitted {
-            verdict.remaining
-        } else {
-            0
-        },
-        reset_after: verdict.reset_after,
-        capacity,
-    }
 }

@@ -68,6 +68,22 @@ pub struct CounterState {
     pub capacity: u64,
 }
 
+impl CounterState {
+    /// A counter's state from the verdict on a check-only (cost 0) charge of it.
+    pub(super) fn checked(verdict: Verdict, capacity: u64) -> Self {
+        Self {
+            admits: verdict.admitted,
+            remaining: if verdict.admitted {
+                verdict.remaining
+            } else {
+                0
+            },
+            reset_after: verdict.reset_after,
+            capacity,
+        }
+    }
+}
+
 impl Limiter {
     /// Explains a call of `descriptors` in `domain` against the current rules and store,
     /// charging nothing. The rules snapshot is `rules` (take it with [`Limiter::rules`]).
@@ -284,16 +300,7 @@ pub(super) fn sub_counters(limit: &Limit, shards: u32) -> Vec<(Limit, Option<u32
 /// A limit's state from its sub-counters: a call is routed to one of them, so it may be
 /// admitted when any admits; room adds up.
 fn combine(known: Option<CounterState>, verdict: Verdict, capacity: u64) -> CounterState {
-    let this = CounterState {
-        admits: verdict.admitted,
-        remaining: if verdict.admitted {
-            verdict.remaining
-        } else {
-            0
-        },
-        reset_after: verdict.reset_after,
-        capacity,
-    };
+    let this = CounterState::checked(verdict, capacity);
     let Some(known) = known else {
         return this;
     };
