@@ -11,7 +11,7 @@ use super::request::Descriptor;
 use super::shards;
 use crate::algorithm::{Limit, Verdict};
 use crate::clock::Nanos;
-use crate::rules::{LimitRule, Reached, RuleSet, Walk, walk};
+use crate::rules::{LimitRule, Reached, RuleSet, Walk, split_entries, walk};
 use crate::store::{Charge, Gate, Store};
 
 /// The explanation of one call.
@@ -354,16 +354,9 @@ pub(super) fn replaced_by(
 /// Parses a descriptor written `key=value[,key=value]` (outermost first; a value may hold `=`
 /// but not `,`), within the sizes a call must respect.
 pub fn parse_descriptor(text: &str) -> Result<Vec<(String, String)>, String> {
-    let entries: Vec<(String, String)> = text
-        .split(',')
+    let entries: Vec<(String, String)> = split_entries(text)
         .map(|entry| {
-            let (key, value) = entry
-                .split_once('=')
-                .ok_or_else(|| format!("'{entry}' is not key=value"))?;
-            let key = key.trim();
-            if key.is_empty() {
-                return Err(format!("'{entry}' has an empty key"));
-            }
+            let (key, value) = entry?;
             if key.len() > super::MAX_TEXT || value.len() > super::MAX_TEXT {
                 return Err(format!("a key or value is over {} bytes", super::MAX_TEXT));
             }

@@ -4,20 +4,15 @@
 use std::collections::BTreeMap;
 
 use super::check_bucket;
+use crate::rules::split_entries;
 
 /// Parses `key=value[,key=value]` into a bucket id (a value may hold `=` but not `,`; keys are
 /// trimmed). A key given twice, an empty key, or a bucket over the caps of [`check_bucket`] is
 /// an error that says so.
 pub fn parse_bucket(text: &str) -> Result<BTreeMap<String, String>, String> {
     let mut bucket = BTreeMap::new();
-    for entry in text.split(',') {
-        let (key, value) = entry
-            .split_once('=')
-            .ok_or_else(|| format!("'{entry}' is not key=value"))?;
-        let key = key.trim();
-        if key.is_empty() {
-            return Err(format!("'{entry}' has an empty key"));
-        }
+    for entry in split_entries(text) {
+        let (key, value) = entry?;
         if bucket.insert(key.to_owned(), value.to_owned()).is_some() {
             return Err(format!(
                 "the key '{key}' is given twice (a bucket id is a map)"
