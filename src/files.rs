@@ -1,10 +1,10 @@
 //! Reading files that must be regular files: bounded in size, never blocking on a FIFO or device.
 //!
-//! Every file sluice reads (rules, certificates, data files) goes through [`open`]: the file is
-//! opened with `O_NONBLOCK`, so a FIFO or a device in its place cannot block the thread that
-//! opens it (a FIFO with no writer would block a plain `open` forever), and the descriptor
-//! itself is checked to be a regular file, so nothing can be swapped in between a check and
-//! the read.
+//! Every file the library reads (rules, certificates, data files, the host's name) goes
+//! through [`open`]: the file is opened with `O_NONBLOCK`, so a FIFO or a device in its place
+//! cannot block the thread that opens it (a FIFO with no writer would block a plain `open`
+//! forever), and the descriptor itself is checked to be a regular file, so nothing can be
+//! swapped in between a check and the read.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
@@ -53,6 +53,17 @@ pub fn read_to_string(path: &Path, max: u64) -> io::Result<String> {
     String::from_utf8(read(path, max)?)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "file is not valid UTF-8"))
 }
+
+/// The host's name as the kernel holds it (`/proc/sys/kernel/hostname`, Linux: a file that
+/// reports no size, read like any other up to a small cap); `None` where it cannot be read.
+pub fn hostname() -> Option<String> {
+    let name = read_to_string(Path::new("/proc/sys/kernel/hostname"), MAX_HOSTNAME_BYTES).ok()?;
+    let name = name.trim();
+    (!name.is_empty()).then(|| name.to_owned())
+}
+
+/// A host name is at most 64 bytes on Linux; room to spare.
+const MAX_HOSTNAME_BYTES: u64 = 256;
 
 /// What a non-regular file is, as an error.
 fn not_regular(kind: &std::fs::FileType) -> io::Error {
@@ -173,6 +184,14 @@ mod tests {
         std::fs::write(&path, b"b").unwrap();
         assert_eq!(set_aside(&path), Some(dir.path().join("x.journal.bad.1")));
         assert!(!path.exists());
+    }
+
+    /// The host's name comes through the bounded reader although procfs reports a size of 0.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_hostname_is_read_from_procfs() {
+        let name = hostname().expect("Linux has /proc/sys/kernel/hostname");
+        assert!(!name.is_empty() && !name.contains('\n'), "{name:?}");
     }
 
     /// Sizes in messages use the largest whole unit.

@@ -114,8 +114,6 @@ pub(super) async fn quota_exchange(
 fn replica_name(now: crate::clock::Nanos) -> String {
     static STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let order = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "sluice".to_string());
+    let host = crate::files::hostname().unwrap_or_else(|| "sluice".to_string());
     format!("{host}-{}-{now:x}-{order}", std::process::id())
 }
