@@ -15,8 +15,8 @@ use hdrhistogram::Histogram;
 use tokio::sync::{Mutex, mpsc};
 
 use super::load::Load;
-use super::machine::{CpuSample, other_cores};
-use super::report::{Report, load_average};
+use super::machine::{CpuSample, load_average, other_cores};
+use super::report::Report;
 use super::wire::Connection;
 
 /// When a run stops.

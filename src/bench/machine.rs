@@ -1,6 +1,7 @@
 //! Other work on the machine during a run: its CPU time less this load generator's and that of
-//! the processes given with `--server-pid`, read from `/proc` (Linux). The project's one `/proc`
-//! CPU reader: the scripts use it through `sluice bench --count-cpu` and `--cpu-ticks`.
+//! the processes given with `--server-pid`, read from `/proc` (Linux). The binary's one reader
+//! of `/proc` (CPU ticks, and the load average a run reports beside them): the scripts use it
+//! through `sluice bench --count-cpu` and `--cpu-ticks`.
 //!
 //! The load average cannot tell: it counts the load generator's own busy threads and a local
 //! server under test, so a run that keeps one core busy reads "not quiet" on any small machine.
@@ -57,6 +58,12 @@ pub fn other_cores(before: &CpuSample, after: &CpuSample) -> Option<f64> {
     // Ticks of all CPUs over the run, divided by the CPUs: ticks of one core over the run.
     let one_core = total as f64 / f64::from(after.cpus.max(1));
     Some(busy.saturating_sub(ours) as f64 / one_core)
+}
+
+/// The 1-minute load average (`/proc/loadavg`), where the system has one.
+pub fn load_average() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().next()?.parse().ok()
 }
 
 /// Busy and steal ticks of all CPUs now, from `/proc/stat` (what `sluice bench --count-cpu`

@@ -34,12 +34,6 @@ pub struct Report {
 /// measured: timing figures taken above it measure the other work as much as the server.
 pub const QUIET_LOAD: f64 = 1.0;
 
-/// The 1-minute load average (`/proc/loadavg`), where the system has one.
-pub fn load_average() -> Option<f64> {
-    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
-    text.split_whitespace().next()?.parse().ok()
-}
-
 impl Report {
     /// Completed calls per second.
     pub fn calls_per_sec(&self) -> f64 {
