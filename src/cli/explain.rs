@@ -148,9 +148,9 @@ fn print_descriptor(i: usize, d: &Explained<'_>, out: &mut dyn Write) -> std::io
         };
         writeln!(out, "  limit {name}{} -> {state}", limit.rule.describe())?;
     }
-    if !d.upstream.is_empty() {
+    if !d.compat_differences.is_empty() {
         writeln!(out, "  where envoyproxy/ratelimit would differ:")?;
-        for note in &d.upstream {
+        for note in &d.compat_differences {
             writeln!(out, "    - {note}")?;
         }
     }

@@ -37,8 +37,8 @@ pub struct Explained<'r> {
     pub walk: Walk<'r>,
     /// The limits of the node reached, each with its counter's state.
     pub limits: Vec<LimitState<'r>>,
-    /// Where envoyproxy/ratelimit would decide differently (the walk's, and the call's).
-    pub upstream: Vec<String>,
+    /// Where envoyproxy/ratelimit would answer differently (the walk's, and the call's).
+    pub compat_differences: Vec<String>,
 }
 
 /// One limit of the node reached.
@@ -134,12 +134,12 @@ pub async fn explain_with<'r>(
                 now,
                 |l, charge| charges.push((d, l, charge)),
             );
-            let upstream = walk.upstream.clone();
+            let compat_differences = walk.compat_differences.clone();
             Explained {
                 entries: entries.clone(),
                 walk,
                 limits,
-                upstream,
+                compat_differences,
             }
         })
         .collect();
@@ -256,7 +256,7 @@ fn note_refused_hits(explained: &mut [Explained<'_>]) {
             .iter()
             .any(|l| l.counter.is_some_and(|c| !c.admits))
         {
-            e.upstream.push(
+            e.compat_differences.push(
                 "upstream would still add a refused call's hits to its counters (a client that \
                  retries stays locked out); sluice charges nothing for a refused call"
                     .to_owned(),

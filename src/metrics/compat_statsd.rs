@@ -14,23 +14,23 @@ use super::names::{
 
 /// Turns the stats into Prometheus text in place of the built-in `ratelimit_service_*` families
 /// (a statsd_exporter mapping does).
-pub trait UpstreamExposition: Send + Sync {
+pub trait CompatExposition: Send + Sync {
     /// The text exposition of `stats`.
-    fn render(&self, stats: &[UpstreamStat]) -> String;
+    fn render(&self, stats: &[CompatStat]) -> String;
 }
 
 /// One stat as envoyproxy/ratelimit names it, with its value since the start.
 #[derive(Debug, Clone, PartialEq)]
-pub struct UpstreamStat {
+pub struct CompatStat {
     /// The dotted gostats name, e.g. `ratelimit.service.rate_limit.edge.api_key.total_hits`.
     pub name: String,
     /// Its value.
-    pub value: UpstreamValue,
+    pub value: CompatStatValue,
 }
 
 /// What a stat holds.
 #[derive(Debug, Clone, PartialEq)]
-pub enum UpstreamValue {
+pub enum CompatStatValue {
     /// A counter's total.
     Counter(u64),
     /// A timer's samples, as the histogram that kept them.
@@ -51,13 +51,13 @@ pub struct TimerTotals {
 
 impl Metrics {
     /// Every envoyproxy/ratelimit stat sluice keeps, under its statsd name: the per-rule stats
-    /// (their key sanitised as upstream's: `:` and `|` become `_`), rule loads, global shadow
+    /// (their key sanitised as envoyproxy/ratelimit's: `:` and `|` become `_`), rule loads, global shadow
     /// mode, failed calls, `ShouldRateLimit` calls and their latency as a timer.
-    pub fn upstream_stats(&self) -> Vec<UpstreamStat> {
+    pub fn compat_stats(&self) -> Vec<CompatStat> {
         let compat = &self.compat;
-        let counter = |name: &str, counter: &IntCounter| UpstreamStat {
+        let counter = |name: &str, counter: &IntCounter| CompatStat {
             name: name.to_owned(),
-            value: UpstreamValue::Counter(counter.get()),
+            value: CompatStatValue::Counter(counter.get()),
         };
         let mut stats = Vec::new();
         for (key, counters) in compat.series.all() {
@@ -95,9 +95,9 @@ impl Metrics {
             ));
         }
         stats.push(counter(STATSD_TOTAL_REQUESTS, &compat.total_requests));
-        stats.push(UpstreamStat {
+        stats.push(CompatStat {
             name: STATSD_RESPONSE_TIME.to_owned(),
-            value: UpstreamValue::Timer(timer_totals(&compat.response_time)),
+            value: CompatStatValue::Timer(timer_totals(&compat.response_time)),
         });
         stats
     }
@@ -136,10 +136,10 @@ mod tests {
     use super::*;
     use crate::metrics::HitOutcome;
 
-    /// Per-rule stats take upstream's names (sanitised key, deeper levels kept); the timer is in
+    /// Per-rule stats take envoyproxy/ratelimit's names (sanitised key, deeper levels kept); the timer is in
     /// milliseconds with cumulative buckets ending at infinity.
     #[test]
-    fn stats_carry_upstream_names() {
+    fn stats_carry_compat_names() {
         let metrics = Metrics::new(0.8, 10);
         let rule = metrics.rule("edge", "edge.api_key_a:b.path_x");
         let hit = HitOutcome {
@@ -151,17 +151,17 @@ mod tests {
         };
         metrics.record_hits(&rule, &hit);
         metrics.record_call(0.002);
-        let stats = metrics.upstream_stats();
+        let stats = metrics.compat_stats();
         let find = |name: &str| stats.iter().find(|s| s.name == name).map(|s| &s.value);
         assert_eq!(
             find("ratelimit.service.rate_limit.edge.api_key_a_b.path_x.total_hits"),
-            Some(&UpstreamValue::Counter(3))
+            Some(&CompatStatValue::Counter(3))
         );
         assert_eq!(
             find("ratelimit_server.ShouldRateLimit.total_requests"),
-            Some(&UpstreamValue::Counter(1))
+            Some(&CompatStatValue::Counter(1))
         );
-        let Some(UpstreamValue::Timer(timer)) = find(STATSD_RESPONSE_TIME) else {
+        let Some(CompatStatValue::Timer(timer)) = find(STATSD_RESPONSE_TIME) else {
             panic!("{stats:?}")
         };
         assert_eq!(timer.count, 1);

@@ -3,7 +3,7 @@
 //! series (`series.rs`), sluice's own decision and rule figures (`decisions.rs`), the figures a
 //! store reports about itself (`store.rs`), the xDS stream's (`xds.rs`), the quota service's
 //! (`quota.rs`), the configured limits as gauges (`configured.rs`), the admin listener's
-//! (`admin.rs`); envoyproxy/ratelimit's stats under their statsd names (`upstream.rs`).
+//! (`admin.rs`); envoyproxy/ratelimit's stats under their statsd names (`compat_statsd.rs`).
 //!
 //! Recording goes through handles resolved once (a rule's series, a family's fixed label),
 //! never by formatting label strings per call.
@@ -11,6 +11,7 @@
 mod admin;
 mod capped;
 mod compat;
+mod compat_statsd;
 mod configured;
 mod connections;
 mod decisions;
@@ -18,7 +19,6 @@ mod names;
 mod quota;
 mod series;
 mod store;
-mod upstream;
 mod xds;
 
 use prometheus::core::Collector;
@@ -29,13 +29,13 @@ use prometheus::{
 
 pub use admin::AdminOutcome;
 pub use compat::{HitOutcome, HitSplit};
+pub use compat_statsd::{CompatExposition, CompatStat, CompatStatValue, TimerTotals};
 pub use configured::ConfiguredLimit;
 pub use connections::ConnectionFigures;
 pub use decisions::StoreSeries;
 pub(crate) use names::{SERVICE_ERROR, STORE_ERROR};
 pub use quota::ReportedOutcome;
 pub use series::{RuleCounters, RuleSeries, SeriesSlot};
-pub use upstream::{TimerTotals, UpstreamExposition, UpstreamStat, UpstreamValue};
 
 /// Latency buckets from 10 µs to 100 ms: a decision should take well under a millisecond.
 const LATENCY_BUCKETS: [f64; 13] = [
@@ -58,7 +58,7 @@ pub struct Metrics {
     connections: connections::ConnectionFigures,
     statsd_send_errors: IntCounter,
     /// A statsd_exporter mapping that makes envoyproxy/ratelimit's families instead.
-    exposition: std::sync::OnceLock<std::sync::Arc<dyn UpstreamExposition>>,
+    exposition: std::sync::OnceLock<std::sync::Arc<dyn CompatExposition>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -93,7 +93,7 @@ impl Metrics {
             configured,
             admin: admin::AdminFigures::new(&families),
             connections: connections::ConnectionFigures::new(&families),
-            statsd_send_errors: upstream::send_errors(&families),
+            statsd_send_errors: compat_statsd::send_errors(&families),
             exposition: std::sync::OnceLock::new(),
             registry,
         }
@@ -108,26 +108,26 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition of every metric; with a mapping installed
-    /// ([`Metrics::expose_upstream_with`]), envoyproxy/ratelimit's families as it makes them.
+    /// ([`Metrics::expose_compat_with`]), envoyproxy/ratelimit's families as it makes them.
     pub fn render(&self) -> String {
         let mut families = self.registry.gather();
         let exposition = self.exposition.get();
         if exposition.is_some() {
-            families.retain(|f| !names::UPSTREAM_FAMILIES.contains(&f.name()));
+            families.retain(|f| !names::COMPAT_FAMILIES.contains(&f.name()));
         }
         let mut out = Vec::new();
         // Encoding into a Vec cannot fail for the text format.
         let _ = TextEncoder::new().encode(&families, &mut out);
         let mut text = String::from_utf8(out).unwrap_or_default();
         if let Some(exposition) = exposition {
-            text.push_str(&exposition.render(&self.upstream_stats()));
+            text.push_str(&exposition.render(&self.compat_stats()));
         }
         text
     }
 
     /// Makes envoyproxy/ratelimit's families on `/metrics` with `exposition` (a statsd_exporter
     /// mapping of the statsd names) instead of the built-in ones; the first one installed stays.
-    pub fn expose_upstream_with(&self, exposition: std::sync::Arc<dyn UpstreamExposition>) {
+    pub fn expose_compat_with(&self, exposition: std::sync::Arc<dyn CompatExposition>) {
         let _ = self.exposition.set(exposition);
     }
 }

@@ -167,7 +167,7 @@ pub const STATSD_SEND_ERRORS: &str = "sluice_statsd_send_errors_total";
 
 /// The families made from envoyproxy/ratelimit's stats: left out of `/metrics` when a
 /// statsd_exporter mapping (`--prometheus-mapper`) makes them from the statsd names instead.
-pub const UPSTREAM_FAMILIES: [&str; 11] = [
+pub const COMPAT_FAMILIES: [&str; 11] = [
     RULE_TOTAL_HITS,
     RULE_OVER_LIMIT,
     RULE_NEAR_LIMIT,

@@ -127,7 +127,7 @@ fn read_file(
     out: &mut Vec<(PathBuf, String)>,
     warn: &mut Vec<ConfigError>,
 ) {
-    let key = upstream_key(top, path);
+    let key = compat_key(top, path);
     // Regular files only, opened without blocking, at most a rule file's size (crate::files).
     let text =
         crate::files::read_to_string(path, crate::rules::MAX_FILE_BYTES).map_err(|e| e.to_string());
@@ -138,7 +138,7 @@ fn read_file(
 }
 
 /// The path of `path` under `top` with `/` replaced by `.`: `config/a/b.yaml` → `config.a.b.yaml`.
-fn upstream_key(top: &Path, path: &Path) -> PathBuf {
+fn compat_key(top: &Path, path: &Path) -> PathBuf {
     let relative = path.strip_prefix(top).unwrap_or(path);
     let parts: Vec<String> = relative
         .components()

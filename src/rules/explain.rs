@@ -100,7 +100,7 @@ pub struct Walk<'r> {
     /// Where it ended.
     pub reached: Reached,
     /// Where envoyproxy/ratelimit would match or count differently, one sentence each.
-    pub upstream: Vec<String>,
+    pub compat_differences: Vec<String>,
 }
 
 impl<'r> Walk<'r> {
@@ -163,10 +163,10 @@ fn finish<'r>(steps: Vec<Step<'r>>, reached: Reached, domain: Option<&'r Domain>
     let mut walk = Walk {
         steps,
         reached,
-        upstream: Vec::new(),
+        compat_differences: Vec::new(),
     };
     if let Some(domain) = domain {
-        walk.upstream = upstream_differences(domain, &walk);
+        walk.compat_differences = compat_differences(domain, &walk);
     }
     walk
 }
@@ -257,7 +257,7 @@ fn composite_match_difference(domain: &Domain, walk: &Walk<'_>) -> Option<String
     let mut level = &domain.root;
     for (i, step) in walk.steps.iter().enumerate() {
         let composite = format!("{}_{}", step.key, step.value);
-        let upstream_wildcard = level
+        let compat_wildcard = level
             .wildcards
             .iter()
             .find(|(pattern, node)| {
@@ -268,7 +268,7 @@ fn composite_match_difference(domain: &Domain, walk: &Walk<'_>) -> Option<String
         let exact = step.node.filter(|(_, how)| *how == MatchKind::Exact);
         let ours = step.node.map(|(n, _)| n);
         if exact.is_none()
-            && let Some(theirs) = upstream_wildcard
+            && let Some(theirs) = compat_wildcard
             && ours.is_none_or(|ours| !std::ptr::eq(ours, theirs))
         {
             return Some(format!(
@@ -391,22 +391,32 @@ descriptors:
     /// envoyproxy/ratelimit's differences: its fixed window, and its composite `key_value` wildcard
     /// match.
     #[test]
-    fn upstream_differences_are_named() {
+    fn compat_differences_are_named() {
         let set = rules(TREE);
         let sliding = walk(&set, "edge", &[("client", "other")]);
         assert!(
-            sliding.upstream.iter().any(|n| n.contains("fixed window")),
+            sliding
+                .compat_differences
+                .iter()
+                .any(|n| n.contains("fixed window")),
             "{:?}",
-            sliding.upstream
+            sliding.compat_differences
         );
         let fixed = walk(&set, "edge", &[("client", "gold")]);
-        assert!(fixed.upstream.is_empty(), "{:?}", fixed.upstream);
+        assert!(
+            fixed.compat_differences.is_empty(),
+            "{:?}",
+            fixed.compat_differences
+        );
         let quirk = walk(&set, "edge", &[("wild_foo", "x")]);
         assert_eq!(quirk.reached, Reached::NoMatch { level: 0 });
         assert!(
-            quirk.upstream.iter().any(|n| n.contains("edge.wild_foo*")),
+            quirk
+                .compat_differences
+                .iter()
+                .any(|n| n.contains("edge.wild_foo*")),
             "{:?}",
-            quirk.upstream
+            quirk.compat_differences
         );
     }
 }

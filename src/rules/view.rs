@@ -90,13 +90,13 @@ fn push_lines<'a>(level: &'a Level, lines: &mut Vec<(&'a str, String)>) {
             let mut line = format!(
                 "{}: {}, shadow_mode: {}, quota_mode: {}, ",
                 node.full_key,
-                upstream_fields(first),
+                compat_fields(first),
                 node.shadow_mode,
                 node.quota_mode
             );
             sluice_fields(first, &mut line);
             for limit in rest {
-                let _ = write!(line, " | {} ", upstream_fields(limit));
+                let _ = write!(line, " | {} ", compat_fields(limit));
                 sluice_fields(limit, &mut line);
             }
             lines.push((&node.full_key, line));
@@ -107,7 +107,7 @@ fn push_lines<'a>(level: &'a Level, lines: &mut Vec<(&'a str, String)>) {
 
 /// `unit=MINUTE requests_per_unit=20` (UNKNOWN for a window that is no unit, as
 /// envoyproxy/ratelimit names it).
-fn upstream_fields(limit: &LimitRule) -> String {
+fn compat_fields(limit: &LimitRule) -> String {
     let unit = limit
         .unit
         .map_or_else(|| "UNKNOWN".to_string(), |u| u.name().to_ascii_uppercase());

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 use super::{Mogrifier, StatsdFormat, StatsdSettings};
-use crate::metrics::{TimerTotals, UpstreamStat, UpstreamValue};
+use crate::metrics::{CompatStat, CompatStatValue, TimerTotals};
 
 /// The lines of successive flushes: what each stat held at the last one, and its name and
 /// tags as written (mogrified once, not per flush).
@@ -53,7 +53,7 @@ impl Lines {
     }
 
     /// The lines, each ending in `\n`, for what changed since the last call.
-    pub(super) fn changed(&mut self, stats: &[UpstreamStat]) -> Vec<String> {
+    pub(super) fn changed(&mut self, stats: &[CompatStat]) -> Vec<String> {
         let mut out = Vec::new();
         for stat in stats {
             if !self.seen.contains_key(&stat.name) {
@@ -64,14 +64,14 @@ impl Lines {
                 continue;
             };
             match (&stat.value, &mut seen.last) {
-                (UpstreamValue::Counter(now), Last::Counter(last)) => {
+                (CompatStatValue::Counter(now), Last::Counter(last)) => {
                     let delta = now.saturating_sub(*last);
                     *last = *now;
                     if delta > 0 {
                         out.push(format!("{}:{delta}|c{}\n", seen.name, seen.tags));
                     }
                 }
-                (UpstreamValue::Timer(now), Last::Timer(last)) => {
+                (CompatStatValue::Timer(now), Last::Timer(last)) => {
                     timer_lines(&seen.name, &seen.tags, last, now, &mut out);
                     *last = now.clone();
                 }
@@ -83,10 +83,10 @@ impl Lines {
     }
 
     /// A stat's name and tags as written, and a zero to count from.
-    fn first_seen(&self, name: &str, value: &UpstreamValue) -> Seen {
+    fn first_seen(&self, name: &str, value: &CompatStatValue) -> Seen {
         let last = match value {
-            UpstreamValue::Counter(_) => Last::Counter(0),
-            UpstreamValue::Timer(now) => Last::Timer(TimerTotals {
+            CompatStatValue::Counter(_) => Last::Counter(0),
+            CompatStatValue::Timer(now) => Last::Timer(TimerTotals {
                 buckets: now.buckets.iter().map(|&(bound, _)| (bound, 0)).collect(),
                 ..TimerTotals::default()
             }),
@@ -181,10 +181,10 @@ fn round(ms: f64) -> f64 {
 mod tests {
     use super::*;
 
-    fn counter(name: &str, n: u64) -> UpstreamStat {
-        UpstreamStat {
+    fn counter(name: &str, n: u64) -> CompatStat {
+        CompatStat {
             name: name.into(),
-            value: UpstreamValue::Counter(n),
+            value: CompatStatValue::Counter(n),
         }
     }
 
@@ -235,9 +235,9 @@ mod tests {
     /// their exact mean.
     #[test]
     fn timers_send_bucket_samples() {
-        let timer = |count, sum_ms, buckets: &[(f64, u64)]| UpstreamStat {
+        let timer = |count, sum_ms, buckets: &[(f64, u64)]| CompatStat {
             name: "t".into(),
-            value: UpstreamValue::Timer(TimerTotals {
+            value: CompatStatValue::Timer(TimerTotals {
                 count,
                 sum_ms,
                 buckets: buckets.to_vec(),

@@ -3,7 +3,7 @@
 //! or TCP, every flush interval.
 //!
 //! The sink never touches a call: it reads the counters the metrics already keep
-//! ([`Metrics::upstream_stats`]), sends what changed since the last flush (`lines.rs`), batched
+//! ([`Metrics::compat_stats`]), sends what changed since the last flush (`lines.rs`), batched
 //! into datagrams that do not fragment (`send.rs`); a receiver that is absent costs a counted,
 //! once-logged send error per flush and nothing else.
 
@@ -96,7 +96,7 @@ pub(crate) async fn run(
                 true
             }
         };
-        let batch = lines.changed(&metrics.upstream_stats());
+        let batch = lines.changed(&metrics.compat_stats());
         if !batch.is_empty() && !sender.send(&batch).await {
             metrics.record_statsd_send_error();
         }

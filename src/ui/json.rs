@@ -169,7 +169,7 @@ fn explained(e: &Explained<'_>) -> Value {
         "location": node.map(|n| n.location.to_string()),
         "flags": node.map(flags).unwrap_or_default(),
         "limits": e.limits.iter().map(limit_state).collect::<Vec<_>>(),
-        "upstream": e.upstream,
+        "upstream": e.compat_differences,
     })
 }
 

@@ -24,7 +24,7 @@ use yaml::{Kind, Yaml};
 pub(crate) type Pos = (usize, usize);
 
 /// envoyproxy/ratelimit's allow-list, applied at every depth (except inside `metadata`).
-const UPSTREAM_KEYS: [&str; 16] = [
+const COMPAT_KEYS: [&str; 16] = [
     "domain",
     "key",
     "value",
@@ -56,7 +56,7 @@ const SLUICE_KEYS: [&str; 9] = [
 ];
 
 fn is_known(key: &str) -> bool {
-    UPSTREAM_KEYS.contains(&key) || SLUICE_KEYS.contains(&key)
+    COMPAT_KEYS.contains(&key) || SLUICE_KEYS.contains(&key)
 }
 
 /// A value and the position of the node it came from.

@@ -16,7 +16,7 @@ use std::path::Path;
 
 use regex::Regex;
 
-use crate::metrics::{UpstreamExposition, UpstreamStat};
+use crate::metrics::{CompatExposition, CompatStat};
 
 /// The most bytes a mapping file may hold.
 const MAX_FILE_BYTES: u64 = 1 << 20;
@@ -122,8 +122,8 @@ impl Mapper {
     }
 }
 
-impl UpstreamExposition for Mapper {
-    fn render(&self, stats: &[UpstreamStat]) -> String {
+impl CompatExposition for Mapper {
+    fn render(&self, stats: &[CompatStat]) -> String {
         render::families(self, stats)
     }
 }

@@ -29,7 +29,7 @@ fn metrics_with_calls() -> Metrics {
 fn envoy_gateway_mapping_makes_its_dashboard_names() {
     let mapper = parse::mapper(ENVOY_GATEWAY).unwrap();
     let metrics = metrics_with_calls();
-    let text = mapper.render(&metrics.upstream_stats());
+    let text = mapper.render(&metrics.compat_stats());
     for line in [
         "ratelimit_service_rate_limit_total_hits{domain=\"edge\",key1=\"api_key\"} 2",
         "ratelimit_service_rate_limit_total_hits{domain=\"edge\",key1=\"plan_free\",key2=\"path_a\"} 2",
@@ -53,7 +53,7 @@ fn envoy_gateway_mapping_makes_its_dashboard_names() {
     );
     let text = parse::mapper(&upstream)
         .unwrap()
-        .render(&metrics.upstream_stats());
+        .render(&metrics.compat_stats());
     assert!(
         text.contains("ratelimit_service_response_time_seconds_bucket{grpc_method=\"ShouldRateLimit\",le=\"0.005\"} 1"),
         "{text}"
@@ -65,7 +65,7 @@ fn envoy_gateway_mapping_makes_its_dashboard_names() {
 #[test]
 fn the_mapping_replaces_the_built_in_families() {
     let metrics = metrics_with_calls();
-    metrics.expose_upstream_with(std::sync::Arc::new(parse::mapper(ENVOY_GATEWAY).unwrap()));
+    metrics.expose_compat_with(std::sync::Arc::new(parse::mapper(ENVOY_GATEWAY).unwrap()));
     let text = metrics.render();
     assert_eq!(
         text.matches("# TYPE ratelimit_service_rate_limit_total_hits ")
@@ -90,7 +90,7 @@ fn drop_type_and_order() {
          - match: ratelimit_server.*.*\n  name: calls_$2\n",
     )
     .unwrap();
-    let text = mapper.render(&metrics_with_calls().upstream_stats());
+    let text = mapper.render(&metrics_with_calls().compat_stats());
     assert!(!text.contains("config_load"), "{text}");
     assert!(
         text.contains("latency_count{what=\"response_time\"} 1"),
