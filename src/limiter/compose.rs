@@ -1,5 +1,5 @@
 //! Turning the store's outcomes for a planned call into its answer: one status per
-//! descriptor, the overall code (all-or-nothing, quota and shadow modes), the rate-limit
+//! descriptor, the overall code (all-or-nothing, quota mode and shadow mode), the rate-limit
 //! headers in the configured style, and the dynamic metadata when asked for.
 
 use std::borrow::Cow;
@@ -8,7 +8,7 @@ use smallvec::SmallVec;
 
 use super::LimiterOptions;
 use super::decision::{Code, Decision, DescriptorStatus, ReportedLimit};
-use super::plan::{Plan, RuleRef, Slot, is_quota, quota_group};
+use super::plan::{Plan, RuleRef, Slot, is_quota_mode, quota_mode_group};
 use super::request::Request;
 use super::response_options::{HeaderStyle, ResetPrecision};
 use super::{HeaderText, compat_headers, headers, metadata};
@@ -27,7 +27,7 @@ pub(super) fn compose(
     metrics: &Metrics,
 ) -> Decision {
     let slots = plan.slots();
-    let global_quota = options.global_quota_mode;
+    let global_quota_mode = options.global_quota_mode;
     let mut statuses = Vec::with_capacity(slots.len());
     // How each descriptor with a say gates the call, and whether it fits.
     let mut gates: SmallVec<[(Gate, bool); 2]> = SmallVec::new();
@@ -38,10 +38,10 @@ pub(super) fn compose(
             Slot::Free => {
                 statuses.push(DescriptorStatus::unlimited_by_absence());
                 chosen.push(None);
-                // envoyproxy/ratelimit's global quota mode counts it as a quota descriptor that
+                // envoyproxy/ratelimit's global quota mode counts it as a quota-mode descriptor that
                 // fits.
-                if global_quota {
-                    gates.push((quota_group(at), true));
+                if global_quota_mode {
+                    gates.push((quota_mode_group(at), true));
                 }
             }
             Slot::Unlimited => {
@@ -50,7 +50,7 @@ pub(super) fn compose(
             }
             Slot::Counted {
                 gate,
-                quota,
+                quota_mode,
                 limits,
                 cost,
                 stats,
@@ -63,7 +63,7 @@ pub(super) fn compose(
                     gate: *gate,
                     cost: *cost,
                 };
-                gates.push(counted.gating(quota.then(|| quota_group(at))));
+                gates.push(counted.gating(quota_mode.then(|| quota_mode_group(at))));
                 statuses.push(counted.status(options.response.reset_precision, stats, metrics));
                 chosen.push(Some((rule, outcome.verdict)));
             }
@@ -81,9 +81,9 @@ pub(super) fn compose(
     };
     let headers = match &options.response.headers {
         HeaderStyle::Draft10 => describe(&chosen, &statuses, over, code == Code::OverLimit),
-        HeaderStyle::Compat(names) => {
-            compat_headers::build(names, &statuses, |i| is_quota(&slots[i], global_quota))
-        }
+        HeaderStyle::Compat(names) => compat_headers::build(names, &statuses, |i| {
+            is_quota_mode(&slots[i], global_quota_mode)
+        }),
         HeaderStyle::None => Vec::new(),
     };
     let dynamic_metadata = options
@@ -109,11 +109,11 @@ struct Counted<'a> {
 
 impl Counted<'_> {
     /// How the descriptor gates the call and whether it fits (the binding limit is a denied
-    /// one if any is); in quota mode (`quota`: its group) a shadow rule is a quota descriptor
+    /// one if any is); in quota mode (`quota_mode`: its group) a shadow rule is a quota-mode descriptor
     /// that always fits.
-    fn gating(&self, quota: Option<Gate>) -> (Gate, bool) {
+    fn gating(&self, quota_mode: Option<Gate>) -> (Gate, bool) {
         let fits = self.outcome.verdict.admitted;
-        match quota {
+        match quota_mode {
             Some(group) => (group, fits || self.gate == Gate::Advisory),
             None => (self.gate, fits),
         }

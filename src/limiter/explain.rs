@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 
 use super::Limiter;
-use super::plan::{counter_key, gate_of, quota_group};
+use super::plan::{counter_key, gate_of, quota_mode_group};
 use super::request::Descriptor;
 use super::shards;
 use crate::algorithm::{Limit, Verdict};
@@ -231,7 +231,7 @@ async fn read_counters(
 }
 
 /// Whether the call would be refused, as the limiter gates a call: shadow rules never refuse,
-/// quota rules only all together; without the store, a counted `failure_mode: deny` rule
+/// quota-mode rules only all together; without the store, a counted `failure_mode: deny` rule
 /// refuses.
 fn would_refuse(explained: &[Explained<'_>], store_failed: bool) -> bool {
     if store_failed {
@@ -266,10 +266,10 @@ fn note_refused_hits(explained: &mut [Explained<'_>]) {
 }
 
 /// How the denial of descriptor `d` gates the call, by its node's own modes (global quota mode
-/// is not applied here); a quota descriptor is its own quota group.
+/// is not applied here); a quota-mode descriptor is its own quota-mode group.
 fn gate(d: usize, node: Option<&crate::rules::Node>) -> Gate {
     node.map_or(Gate::Enforced, |n| {
-        gate_of(n, n.quota_mode.then(|| quota_group(d)))
+        gate_of(n, n.quota_mode.then(|| quota_mode_group(d)))
     })
 }
 

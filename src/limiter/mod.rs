@@ -15,7 +15,7 @@ pub mod headers;
 mod metadata;
 mod plan;
 #[cfg(test)]
-mod quota_tests;
+mod quota_mode_tests;
 mod request;
 mod response_options;
 #[cfg(test)]
@@ -53,7 +53,7 @@ pub struct LimiterOptions {
     /// Global shadow mode: the overall code is forced to OK; statuses keep OVER_LIMIT.
     pub global_shadow_mode: bool,
     /// Global quota mode (envoyproxy/ratelimit `QUOTA_MODE`): every descriptor but `unlimited` ones
-    /// is a quota descriptor, so the call is over only if all of them are over.
+    /// is in quota mode, so the call is over only if all of them are over.
     pub global_quota_mode: bool,
     /// The algorithm of request-side limit overrides (rules carry their own).
     pub default_algorithm: Algorithm,

@@ -29,12 +29,12 @@ pub(super) enum Slot<'r> {
     Unlimited,
     /// Counted limits, with the indices of their charges.
     Counted {
-        /// Shadow, quota or ordinary, from the rule and global quota mode (global shadow mode
+        /// Shadow, quota mode or ordinary, from the rule and global quota mode (global shadow mode
         /// is applied later).
         gate: Gate,
         /// Quota mode applies (the rule's `quota_mode` or global quota mode), even when the
         /// gate is `Advisory` because the rule is also in shadow mode.
-        quota: bool,
+        quota_mode: bool,
         /// The rule's `metadata` (`None` for a request-side override).
         metadata: Option<&'r serde_json::Value>,
         /// Each limit and the index of its charge.
@@ -113,18 +113,19 @@ impl<'r> Plan<'r> {
             .enumerate()
             .map(|(at, (descriptor, m))| {
                 let cost = descriptor.hits_addend.unwrap_or(request_cost);
-                planner.slot(quota_group(at), descriptor, cost, m)
+                planner.slot(quota_mode_group(at), descriptor, cost, m)
             })
             .collect();
         let mut charges = planner.charges;
         if slots
             .iter()
-            .any(|slot| passes_quota(slot, options.global_quota_mode))
+            .any(|slot| passes_quota_mode(slot, options.global_quota_mode))
         {
-            // One quota descriptor that always passes means quota never blocks this call, so
-            // the store must commit the admitted quota charges even if all of them are denied.
+            // One quota-mode descriptor that always passes means quota mode never blocks this
+            // call, so the store must commit the admitted quota-mode charges even if all of them
+            // are denied.
             for charge in &mut charges {
-                if matches!(charge.gate, Gate::Quota(_)) {
+                if matches!(charge.gate, Gate::QuotaMode(_)) {
                     charge.gate = Gate::Advisory;
                 }
             }
@@ -160,24 +161,26 @@ impl<'r> Plan<'r> {
     }
 }
 
-/// Whether `slot` is a quota descriptor: its rule's `quota_mode`, or global quota mode (which
+/// Whether `slot` is a quota-mode descriptor: its rule's `quota_mode`, or global quota mode (which
 /// leaves out only `unlimited` descriptors).
-pub(super) fn is_quota(slot: &Slot<'_>, global_quota_mode: bool) -> bool {
+pub(super) fn is_quota_mode(slot: &Slot<'_>, global_quota_mode: bool) -> bool {
     match slot {
         Slot::Free => global_quota_mode,
         Slot::Unlimited => false,
-        Slot::Counted { quota, .. } => *quota,
+        Slot::Counted { quota_mode, .. } => *quota_mode,
     }
 }
 
-/// Whether `slot` is a quota descriptor that can never be over its limit: a shadow-mode rule in
-/// quota mode, or under global quota mode a descriptor no limit applies to (envoyproxy/ratelimit
-/// counts every descriptor but `unlimited` ones as quota descriptors then).
-fn passes_quota(slot: &Slot<'_>, global_quota_mode: bool) -> bool {
+/// Whether `slot` is a quota-mode descriptor that can never be over its limit: a shadow-mode
+/// rule in quota mode, or under global quota mode a descriptor no limit applies to
+/// (envoyproxy/ratelimit counts every descriptor but `unlimited` ones in quota mode then).
+fn passes_quota_mode(slot: &Slot<'_>, global_quota_mode: bool) -> bool {
     match slot {
         Slot::Free => global_quota_mode,
         Slot::Unlimited => false,
-        Slot::Counted { gate, quota, .. } => *quota && *gate == Gate::Advisory,
+        Slot::Counted {
+            gate, quota_mode, ..
+        } => *quota_mode && *gate == Gate::Advisory,
     }
 }
 
@@ -244,7 +247,7 @@ struct Planner<'a, 'r> {
 
 impl<'r> Planner<'_, 'r> {
     /// The slot of `descriptor`, which matched `m` and costs `cost`; adds its charges (in
-    /// quota mode, as quota group `group`).
+    /// quota mode, as quota-mode group `group`).
     fn slot(
         &mut self,
         group: Gate,
@@ -256,12 +259,12 @@ impl<'r> Planner<'_, 'r> {
         let (rules, counted, stats_key, slot) = match m {
             Matched::Nothing => return Slot::Free,
             Matched::Override(o, stats_key) => {
-                let quota = self.options.global_quota_mode;
+                let quota_mode = self.options.global_quota_mode;
                 let counted = Counted {
                     key: counter_key(self.domain, descriptor, None),
                     cost,
-                    gate: if quota { group } else { Gate::Enforced },
-                    quota,
+                    gate: if quota_mode { group } else { Gate::Enforced },
+                    quota_mode,
                     metadata: None,
                     shards: None,
                     failure: None,
@@ -285,12 +288,12 @@ impl<'r> Planner<'_, 'r> {
                 if kept.iter().any(|l| l.kind == LimitKind::Unlimited) {
                     return Slot::Unlimited;
                 }
-                let quota = node.quota_mode || self.options.global_quota_mode;
+                let quota_mode = node.quota_mode || self.options.global_quota_mode;
                 let counted = Counted {
                     key: counter_key(self.domain, descriptor, Some(&found)),
                     cost,
-                    gate: gate_of(node, quota.then_some(group)),
-                    quota,
+                    gate: gate_of(node, quota_mode.then_some(group)),
+                    quota_mode,
                     metadata: node.metadata.as_ref(),
                     shards: (node.shards > 1)
                         .then(|| (node.shards, shards::route(&descriptor.entries))),
@@ -308,21 +311,21 @@ impl<'r> Planner<'_, 'r> {
     }
 }
 
-/// How a denial of a node's limits gates the call: `quota` is its quota group when quota mode
+/// How a denial of a node's limits gates the call: `quota_mode` is its quota-mode group when
 /// applies.
-pub(super) fn gate_of(node: &Node, quota: Option<Gate>) -> Gate {
-    match quota {
+pub(super) fn gate_of(node: &Node, quota_mode: Option<Gate>) -> Gate {
+    match quota_mode {
         _ if node.shadow_mode => Gate::Advisory,
         Some(group) => group,
         None => Gate::Enforced,
     }
 }
 
-/// The quota gate of the descriptor at `at` in its call: each quota descriptor is one group,
+/// The quota-mode gate of the descriptor at `at` in its call: each quota-mode descriptor is one group,
 /// over when any of its limits is denied (`store::gate`).
-pub(super) fn quota_group(at: usize) -> Gate {
+pub(super) fn quota_mode_group(at: usize) -> Gate {
     // At most MAX_DESCRIPTORS descriptors reach planning.
-    Gate::Quota(u32::try_from(at).unwrap_or(u32::MAX))
+    Gate::QuotaMode(u32::try_from(at).unwrap_or(u32::MAX))
 }
 
 /// The shared parameters of one counted descriptor's charges.
@@ -330,7 +333,7 @@ struct Counted<'r> {
     key: CounterKeyBuilder,
     cost: u64,
     gate: Gate,
-    quota: bool,
+    quota_mode: bool,
     metadata: Option<&'r serde_json::Value>,
     /// A sharded rule: its shard count and this call's routing hash.
     shards: Option<(u32, u64)>,
@@ -380,7 +383,7 @@ impl<'r> Counted<'r> {
             .collect();
         Slot::Counted {
             gate: self.gate,
-            quota: self.quota,
+            quota_mode: self.quota_mode,
             metadata: self.metadata,
             limits,
             cost: self.cost,

@@ -90,7 +90,7 @@ fn with_metadata() -> LimiterOptions {
     options
 }
 
-fn global_quota() -> LimiterOptions {
+fn global_quota_mode() -> LimiterOptions {
     LimiterOptions {
         global_quota_mode: true,
         ..LimiterOptions::default()
@@ -176,7 +176,7 @@ fn upstream_headers_fewest_remaining_then_last_refusal() {
 /// A quota-mode refusal is chosen only by its remaining, never as a refusal; a shadow-mode
 /// status (OK, 0 remaining) is chosen by its remaining; global shadow mode keeps the headers.
 #[test]
-fn upstream_headers_with_quota_shadow_and_global_shadow() {
+fn compat_headers_with_quota_mode_shadow_and_global_shadow() {
     let f = fixture(upstream_headers());
     f.use_up("quota", "x");
     f.call(&[("two", "z")]);
@@ -320,8 +320,8 @@ fn dynamic_metadata_carries_hits_and_overrides() {
 /// Global quota mode: refused only when every descriptor but unlimited ones is over; the
 /// per-descriptor codes stay as they are; the call that passes is charged.
 #[test]
-fn global_quota_refuses_only_when_every_descriptor_is_over() {
-    let f = fixture(global_quota());
+fn global_quota_mode_refuses_only_when_every_descriptor_is_over() {
+    let f = fixture(global_quota_mode());
     f.use_up("one", "x");
     let d = f.call(&[("one", "x"), ("two", "y")]);
     assert_eq!(
@@ -336,11 +336,11 @@ fn global_quota_refuses_only_when_every_descriptor_is_over() {
 }
 
 /// Under global quota mode a descriptor no limit applies to (no match, a node without a
-/// limit, a replaced limit) or a shadow-mode rule passes as a quota descriptor, so the call is
+/// limit, a replaced limit) or a shadow-mode rule passes as a quota-mode descriptor, so the call is
 /// OK, and its admitted counters are charged.
 #[test]
-fn global_quota_passes_with_an_unlimited_by_absence_or_shadow_descriptor() {
-    let f = fixture(global_quota());
+fn global_quota_mode_passes_with_an_unlimited_by_absence_or_shadow_descriptor() {
+    let f = fixture(global_quota_mode());
     f.use_up("one", "x");
     f.use_up("small", "x");
     f.use_up("shadow", "x");
@@ -355,7 +355,7 @@ fn global_quota_passes_with_an_unlimited_by_absence_or_shadow_descriptor() {
     let d = f.call(&[("one", "x"), ("small", "x"), ("big", "x")]);
     assert_eq!(d.code, Code::Ok, "big is replaced: {d:#?}");
     // Passing because of an unmatched descriptor still charges what fits, even when every
-    // counted quota descriptor is over (only a shadow rule fits here).
+    // counted quota-mode descriptor is over (only a shadow rule fits here).
     let d = f.call(&[("one", "x"), ("nothing", "x"), ("shadow", "c")]);
     assert_eq!((d.code, d.statuses[2].remaining), (Code::Ok, 1));
     assert_eq!(f.call(&[("shadow", "c")]).statuses[0].remaining, 0);
@@ -363,8 +363,8 @@ fn global_quota_passes_with_an_unlimited_by_absence_or_shadow_descriptor() {
 
 /// Global shadow mode applies after quota mode: statuses keep OVER_LIMIT, the call passes.
 #[test]
-fn global_shadow_applies_after_global_quota() {
-    let mut options = global_quota();
+fn global_shadow_applies_after_global_quota_mode() {
+    let mut options = global_quota_mode();
     options.global_shadow_mode = true;
     let f = fixture(options);
     f.call(&[("one", "x")]);
@@ -372,10 +372,10 @@ fn global_shadow_applies_after_global_quota() {
     assert_eq!((d.code, codes(&d)), (Code::Ok, vec![Code::OverLimit]));
 }
 
-/// A rule in both quota and shadow mode is a quota descriptor that always passes (as
-/// envoyproxy/ratelimit), so a refused quota descriptor beside it does not refuse the call.
+/// A rule in both quota and shadow mode is a quota-mode descriptor that always passes (as
+/// envoyproxy/ratelimit), so a refused quota-mode descriptor beside it does not refuse the call.
 #[test]
-fn quota_and_shadow_rule_passes_quota() {
+fn a_rule_in_quota_and_shadow_mode_passes() {
     let f = fixture(LimiterOptions::default());
     f.use_up("quota", "x");
     f.use_up("quota_shadow", "x");

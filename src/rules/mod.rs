@@ -210,7 +210,7 @@ pub struct Node {
     pub limits: Vec<LimitRule>,
     /// `shadow_mode`: counted, but its code is forced to OK.
     pub shadow_mode: bool,
-    /// `quota_mode`: the request is over only if all its quota descriptors are over.
+    /// `quota_mode`: the request is over only if all its quota-mode descriptors are over.
     pub quota_mode: bool,
     /// `detailed_metric`.
     pub detailed_metric: bool,

@@ -183,7 +183,7 @@ async fn global_shadow_mode_flips_only_the_overall_code() {
     server.stop().await;
 }
 
-/// Quota mode: the call is refused only when every quota descriptor is over.
+/// Quota mode: the call is refused only when every quota-mode descriptor is over.
 #[tokio::test]
 async fn quota_mode_needs_all_quota_descriptors_over() {
     let server = TestServer::start(RULES).await;

@@ -195,7 +195,7 @@ contract!(
     per_algorithm blocked_call_commits_nothing,
     per_algorithm same_counter_twice,
     store gates,
-    store quota_groups,
+    store quota_mode_groups,
     per_algorithm checks_store_nothing,
     per_algorithm costs_above_one_and_capacity,
     store capacity_returns,
@@ -252,7 +252,7 @@ async fn same_counter_twice(b: &Backend, algorithm: Algorithm) {
     );
 }
 
-/// Advisory denials never block; quota charges block only when all of them are denied.
+/// Advisory denials never block; quota-mode charges block only when all of them are denied.
 async fn gates(b: &Backend) {
     let l = |n| limit(Algorithm::FixedWindow, n, MINUTE);
     let a = charge("gate-a", l(5), 1, Gate::Enforced);
@@ -266,16 +266,22 @@ async fn gates(b: &Backend) {
         3,
         "advisory denial did not block"
     );
-    let q = charge("gate-q", l(5), 1, Gate::Quota(0));
-    b.apply(&[q.clone(), charge("gate-q0", l(0), 1, Gate::Quota(1))], T0)
-        .await;
+    let q = charge("gate-q", l(5), 1, Gate::QuotaMode(0));
+    b.apply(
+        &[q.clone(), charge("gate-q0", l(0), 1, Gate::QuotaMode(1))],
+        T0,
+    )
+    .await;
     assert_eq!(
         b.one(&q, T0).await.verdict.remaining,
         3,
         "one quota admitted: committed"
     );
-    b.apply(&[a.clone(), charge("gate-q1", l(0), 1, Gate::Quota(0))], T0)
-        .await;
+    b.apply(
+        &[a.clone(), charge("gate-q1", l(0), 1, Gate::QuotaMode(0))],
+        T0,
+    )
+    .await;
     assert_eq!(
         b.one(&a, T0).await.verdict.remaining,
         2,
@@ -283,12 +289,12 @@ async fn gates(b: &Backend) {
     );
 }
 
-/// A quota group (one quota descriptor's limits) is over when any of its charges is denied:
-/// a call whose only quota group is over commits nothing, not even the group's admitted
+/// A quota-mode group (one quota-mode descriptor's limits) is over when any of its charges is denied:
+/// a call whose only quota-mode group is over commits nothing, not even the group's admitted
 /// charges; one group that fits lets the call through and its admitted charges commit.
-async fn quota_groups(b: &Backend) {
+async fn quota_mode_groups(b: &Backend) {
     let l = |n| limit(Algorithm::FixedWindow, n, MINUTE);
-    let (g0, g1) = (Gate::Quota(0), Gate::Quota(1));
+    let (g0, g1) = (Gate::QuotaMode(0), Gate::QuotaMode(1));
     let roomy = charge("group-roomy", l(5), 1, g0);
     let full = charge("group-full", l(0), 1, g0);
     let o = b.apply(&[roomy.clone(), full.clone()], T0).await;
@@ -296,7 +302,7 @@ async fn quota_groups(b: &Backend) {
     assert_eq!(
         b.one(&costing(&roomy, 0), T0).await.verdict.remaining,
         5,
-        "the only quota group is over: nothing committed"
+        "the only quota-mode group is over: nothing committed"
     );
     let other = charge("group-other", l(5), 1, g1);
     b.apply(&[roomy.clone(), full.clone(), other.clone()], T0)
@@ -669,10 +675,10 @@ fn agree(
         let mut now = T0 + 123_456 * 1_000;
         for op in &ops {
             now += op.advance_us * 1_000;
-            // Enforced calls name two counters; quota calls three, in one or two quota groups.
+            // Enforced calls name two counters; quota-mode calls three, in one or two quota-mode groups.
             let gates = match op.gate {
                 0 | 1 => [Gate::Enforced; 3],
-                2 => [Gate::Quota(0), Gate::Quota((op.advance_us % 2) as u32), Gate::Quota(1)],
+                2 => [Gate::QuotaMode(0), Gate::QuotaMode((op.advance_us % 2) as u32), Gate::QuotaMode(1)],
                 _ => [Gate::Advisory; 3],
             };
             let call: Vec<Charge> = [op.counter, (op.counter + 1) % 3, (op.counter + 2) % 3]

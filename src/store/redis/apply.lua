@@ -13,9 +13,9 @@
 -- 1 sliding_window, 2 sliding_log, 3 token_bucket, 4 a fixed window its key names: upstream's
 -- key layout, or a calendar limit's local day, week, month or year),
 -- requests, window (us), burst, cost (0 = check), gate + 65536 * extra (gate: 0 enforced,
--- 1 advisory, 2 + g a charge of quota group g: one group per quota descriptor, over when any of
--- its charges is denied; extra: hits a replica asks to lease beyond the cost, granted up to what
--- still fits if the charge is admitted and its call committed, see lease.rs).
+-- 1 advisory, 2 + g a charge of quota-mode group g: one group per quota-mode descriptor, over
+-- when any of its charges is denied; extra: hits a replica asks to lease beyond the cost, granted
+-- up to what still fits if the charge is admitted and its call committed, see lease.rs).
 -- For 4 the key names the window (compat_keys.rs, keys.rs), so window is the key's expiry in
 -- seconds and burst the microseconds left in the window, both from sluice's clock: Redis's
 -- clock never places such a window.
@@ -403,7 +403,7 @@ end
 
 -- Decide each call in turn: every charge in order (a key named twice sees its own earlier
 -- charge), then commit the admitted ones only if the call is not blocked (src/store/gate.rs:
--- an enforced charge denied, or quota groups present and each with a denied charge).
+-- an enforced charge denied, or quota-mode groups present and each with a denied charge).
 -- Later calls of a batch see earlier calls' commits, exactly as separate runs in that order
 -- would. Dispatch is by plain comparisons: a script's body (and every table and closure in
 -- it) is rebuilt on each run.

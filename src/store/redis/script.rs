@@ -97,7 +97,7 @@ pub fn window_us(limit: &Limit) -> u64 {
 }
 
 /// Where the gate field carries a lease's extra hits: `gate + EXTRA_SHIFT * extra` (gate codes
-/// stay below it: quota groups are bytes).
+/// stay below it: quota-mode groups are bytes).
 const EXTRA_SHIFT: u64 = 1 << 16;
 
 /// `fields` asking the script to lease `extra` hits beyond the cost (granted up to what still
@@ -107,12 +107,12 @@ pub fn with_extra(mut fields: Fields, extra: u64) -> Fields {
     fields
 }
 
-/// The script's gate field: 0 enforced, 1 advisory, 2 + g a charge of quota group g.
+/// The script's gate field: 0 enforced, 1 advisory, 2 + g a charge of quota-mode group g.
 fn gate_code(gate: Gate) -> u64 {
     match gate {
         Gate::Enforced => 0,
         Gate::Advisory => 1,
-        Gate::Quota(group) => 2 + u64::from(group),
+        Gate::QuotaMode(group) => 2 + u64::from(group),
     }
 }
 

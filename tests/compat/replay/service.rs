@@ -121,7 +121,7 @@ async fn global_shadow_mode() {
     tally.finish();
 }
 
-/// Quota mode per rule: the call is over only when every quota descriptor is over (or a regular
+/// Quota mode per rule: the call is over only when every quota-mode descriptor is over (or a regular
 /// one is).
 #[tokio::test]
 #[ignore = "needs redis-server (scripts/test installs it)"]

@@ -1,6 +1,6 @@
 //! Quota-mode descriptors with several limits (`rate_limits:`), through the whole limiter (real
-//! rules, the embedded store, a manual clock): a quota descriptor is over when any of its
-//! limits is, and a call refused because every quota descriptor is over charges nothing.
+//! rules, the embedded store, a manual clock): a quota-mode descriptor is over when any of its
+//! limits is, and a call refused because every quota-mode descriptor is over charges nothing.
 
 use super::response_options_tests::limiter_for;
 use super::*;
@@ -54,12 +54,12 @@ impl Fixture {
     }
 }
 
-/// The minute limit of the only quota descriptor refuses the third call of a minute; that
+/// The minute limit of the only quota-mode descriptor refuses the third call of a minute; that
 /// refused call must not charge the hour limit, which it fits. (Before the fix the store
-/// committed it, as one of the call's quota charges was admitted, so the hour limit was used
+/// committed it, as one of the call's quota-mode charges was admitted, so the hour limit was used
 /// up by calls that were all refused but the first two, and the next minute's call was refused.)
 #[test]
-fn refused_quota_descriptor_charges_none_of_its_limits() {
+fn refused_quota_mode_descriptor_charges_none_of_its_limits() {
     let f = fixture();
     assert_eq!(f.call(&["q"]).code, Code::Ok);
     assert_eq!(f.call(&["q"]).code, Code::Ok);
@@ -74,10 +74,10 @@ fn refused_quota_descriptor_charges_none_of_its_limits() {
     );
 }
 
-/// With a second quota descriptor that passes, the call passes and its admitted counters are
+/// With a second quota-mode descriptor that passes, the call passes and its admitted counters are
 /// charged, the over descriptor's admitted limit included; with both over, nothing is charged.
 #[test]
-fn one_passing_quota_descriptor_passes_the_call() {
+fn one_passing_quota_mode_descriptor_passes_the_call() {
     let f = fixture();
     f.call(&["q"]);
     f.call(&["q"]);
