@@ -124,13 +124,13 @@ fn spawn_background(
         parts.metrics.clone(),
         shutdown.clone(),
     ));
-    if let Some((exchange, portions)) = parts.replicas.clone() {
+    if let Some((shared, portions)) = parts.replicas.clone() {
         let book = parts.quota.clone();
         let clock = parts.clock.clone();
-        tasks.spawn(tasks::quota_exchange(
+        tasks.spawn(tasks::claim_portions(
             book,
             portions,
-            exchange,
+            shared,
             clock,
             shutdown.clone(),
         ));

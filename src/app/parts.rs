@@ -7,8 +7,8 @@ use crate::admin::Tokens;
 use crate::clock::Clock;
 use crate::limiter::Limiter;
 use crate::metrics::Metrics;
-use crate::quota::{Portion, QuotaBook, QuotaExchange, SharedPortions, WholeLimit};
-use crate::store::Store;
+use crate::quota::{Portion, Portions, QuotaBook, WholeLimit};
+use crate::store::{PortionStore, Store};
 use crate::telemetry::CallTracer;
 use crate::tls::ServerTls;
 use crate::xds::XdsSource;
@@ -27,8 +27,9 @@ pub(super) struct Parts {
     pub(super) store: Arc<dyn Store>,
     pub(super) limiter: Arc<Limiter>,
     pub(super) quota: Arc<QuotaBook>,
-    /// On a store replicas share: where they split quota limits, and this replica's portions.
-    pub(super) replicas: Option<(Arc<dyn QuotaExchange>, Arc<SharedPortions>)>,
+    /// On a store replicas share: where they claim their portions of RLQS limits, and this
+    /// replica's portions.
+    pub(super) replicas: Option<(Arc<dyn PortionStore>, Arc<Portions>)>,
     /// The admin listener's tokens, when it is on.
     pub(super) admin: Option<Tokens>,
 }
@@ -81,8 +82,8 @@ pub(super) async fn start_inner(
         metrics.clone(),
     ));
     let replicas = store
-        .quota_exchange()
-        .map(|exchange| (exchange, Arc::new(SharedPortions::default())));
+        .portion_store()
+        .map(|shared| (shared, Arc::new(Portions::default())));
     let portion: Arc<dyn Portion> = match &replicas {
         Some((_, portions)) => portions.clone(),
         None => Arc::new(WholeLimit),

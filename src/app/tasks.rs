@@ -11,10 +11,10 @@ use crate::clock::Clock;
 use crate::insight::Insight;
 use crate::limiter::Limiter;
 use crate::metrics::Metrics;
-use crate::quota::{QuotaBook, QuotaExchange, SharedPortions, exchange_once};
+use crate::quota::{Portions, QuotaBook, claim_once};
 use crate::rules::RuleSet;
 use crate::rules::bucket::quota_action;
-use crate::store::Store;
+use crate::store::{PortionStore, Store};
 
 /// How often idle counters are reclaimed and the store's figures refreshed.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
@@ -72,13 +72,13 @@ pub(super) async fn quota(
     }
 }
 
-/// On a store replicas share: this replica's quota claims, renewed once a second until shutdown
-/// (`quota::exchange_once`). A store that cannot be reached leaves the last grants in force
-/// until they lapse; its failures are logged when they start and when they end.
-pub(super) async fn quota_exchange(
+/// On a store replicas share: this replica claims its portions of RLQS limits once a second
+/// until shutdown (`quota::claim_once`). A store that cannot be reached leaves the last portions
+/// in force until they lapse; its failures are logged when they start and when they end.
+pub(super) async fn claim_portions(
     book: Arc<QuotaBook>,
-    portions: Arc<SharedPortions>,
-    exchange: Arc<dyn QuotaExchange>,
+    portions: Arc<Portions>,
+    shared: Arc<dyn PortionStore>,
     clock: Arc<dyn Clock>,
     shutdown: CancellationToken,
 ) {
@@ -91,15 +91,15 @@ pub(super) async fn quota_exchange(
             _ = shutdown.cancelled() => return,
             _ = every.tick() => {
                 let now = clock.now();
-                match exchange_once(&book, &portions, exchange.as_ref(), &replica, now).await {
+                match claim_once(&book, &portions, shared.as_ref(), &replica, now).await {
                     Ok(_) if failing => {
                         failing = false;
-                        tracing::info!("quota exchange with the store works again");
+                        tracing::info!("claiming RLQS portions in the store works again");
                     }
                     Ok(_) => {}
                     Err(error) if !failing => {
                         failing = true;
-                        tracing::warn!(%error, "quota exchange with the store failed; last grants kept until they lapse");
+                        tracing::warn!(%error, "claiming RLQS portions in the store failed; the last portions hold until they lapse");
                     }
                     Err(_) => {}
                 }

@@ -1,14 +1,10 @@
 //! The vocabulary between the quota book and the RLQS streams: buckets, usage, strategies and
 //! answers.
 
-use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 
 use crate::clock::Nanos;
-
-/// A bucket's identity: Envoy's `BucketId.bucket` map. Sorted, so two maps with the same entries
-/// are the same bucket whatever order they arrived in.
-pub type BucketId = BTreeMap<String, String>;
+pub use crate::store::BucketId;
 
 /// One RLQS stream, numbered by the quota book when it opens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -6,8 +6,8 @@
 //! limit (`share`), changed only when they move materially, and delivered shrinks first so they
 //! never sum above the limit. [`envoy_model`] is a model of Envoy 1.40's quota client, and
 //! [`fleet`] runs many of them against a book on a manual clock (the bound's property test and
-//! `sluice simulate --rlqs`). `replicas` is how replicas sharing a store split a limit (through the store's
-//! `QuotaExchange`).
+//! `sluice simulate --rlqs`). `replicas` is how replicas sharing a store split a limit: each claims
+//! its portion of each bucket in the store's `PortionStore`.
 
 pub mod assign;
 pub mod envoy_model;
@@ -27,7 +27,7 @@ mod share;
 mod upkeep;
 mod view;
 
-pub use crate::store::{Claim, ExchangeError, ExchangeFuture, Granted, QuotaExchange};
+pub use crate::store::{Claim, ClaimError, ClaimFuture, Claimed, PortionStore};
 pub use assign::{Answer, BucketId, Push, Strategy, StreamId, Usage};
 pub use book::QuotaBook;
 pub use limits::{
@@ -35,7 +35,7 @@ pub use limits::{
     REPORT_INTERVAL, SILENT_AFTER, WARM_UP,
 };
 pub use portion::{Portion, WholeLimit};
-pub use replicas::{SharedPortions, exchange_once, wanted};
+pub use replicas::{Portions, claim_once, wanted};
 pub use view::{BucketView, HolderView, QuotaError, Reported, Tally};
 
 #[cfg(test)]

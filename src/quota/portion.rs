@@ -2,7 +2,7 @@
 
 use crate::rules::bucket::QuotaRate;
 
-use super::assign::BucketId;
+use crate::store::BucketId;
 
 /// This replica's part of a limit when several sluice replicas share it (on the Redis store,
 /// from the demand each replica reports there). Called under the book's lock on every re-split,

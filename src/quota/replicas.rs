@@ -1,5 +1,5 @@
 //! Replicas sharing a store split each limit: the portion this replica may hand out per bucket,
-//! renewed through the store's exchange once a second ([`exchange_once`]).
+//! claimed in the store once a second ([`claim_once`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -7,11 +7,10 @@ use std::sync::{Arc, Mutex};
 use crate::clock::Nanos;
 use crate::rules::bucket::QuotaRate;
 
-use super::assign::BucketId;
 use super::book::QuotaBook;
 use super::limits::HELD_FOR;
 use super::portion::Portion;
-use crate::store::{Claim, ExchangeError, Granted, QuotaExchange};
+use crate::store::{BucketId, Claim, ClaimError, Claimed, PortionStore};
 
 /// A portion that moved by less than this is not worth a re-split.
 const MATERIAL: f64 = 0.01;
@@ -19,33 +18,34 @@ const MATERIAL: f64 = 0.01;
 /// The bucket of one domain.
 type BucketOf = (Arc<str>, BucketId);
 
-/// The portions the exchange last granted this replica.
+/// The portions this replica last claimed, per bucket.
 #[derive(Default)]
-pub struct SharedPortions {
-    granted: Mutex<Grants>,
+pub struct Portions {
+    held: Mutex<Held>,
 }
 
+/// Each bucket's last claim and until when it holds.
 #[derive(Default)]
-struct Grants {
-    by_bucket: HashMap<BucketOf, (Granted, Nanos)>,
+struct Held {
+    by_bucket: HashMap<BucketOf, (Claimed, Nanos)>,
     /// The most other replicas seen on any bucket lately: a new bucket's first guess.
     others: u32,
 }
 
-impl SharedPortions {
-    fn state(&self) -> std::sync::MutexGuard<'_, Grants> {
-        self.granted.lock().unwrap_or_else(|e| e.into_inner())
+impl Portions {
+    fn state(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-impl Portion for SharedPortions {
-    /// The last grant while it lasts; before the first (or after Redis has been away past a
-    /// grant's life) an equal part among the replicas seen lately.
+impl Portion for Portions {
+    /// The last portion claimed while it holds; before the first claim (or after Redis has been
+    /// away past a portion's life) an equal part among the replicas seen lately.
     fn portion(&self, domain: &str, bucket: &BucketId, _: &QuotaRate, _: f64) -> f64 {
         let state = self.state();
         let key = (Arc::<str>::from(domain), bucket.clone());
         match state.by_bucket.get(&key) {
-            Some((granted, _)) => granted.portion,
+            Some((claimed, _)) => claimed.portion,
             None => 1.0 / f64::from(state.others + 1),
         }
     }
@@ -68,37 +68,37 @@ pub fn wanted(rate: f64, demand: f64, others_demand: f64, others: u32) -> f64 {
     fraction.clamp(0.0, 1.0)
 }
 
-/// One exchange: claims every enforced bucket this replica's streams hold, records the grants
-/// (each good for [`HELD_FOR`]) and re-splits the buckets whose portion moved.
-pub async fn exchange_once(
+/// One claim: every enforced bucket this replica's streams hold, claimed in `store`; records the
+/// portions (each good for [`HELD_FOR`]) and re-splits the buckets whose portion moved.
+pub async fn claim_once(
     book: &QuotaBook,
-    portions: &SharedPortions,
-    exchange: &dyn QuotaExchange,
+    portions: &Portions,
+    store: &dyn PortionStore,
     replica: &str,
     now: Nanos,
-) -> Result<usize, ExchangeError> {
+) -> Result<usize, ClaimError> {
     let claims = claims(book, portions);
     let ids: Vec<BucketOf> = claims
         .iter()
         .map(|c| (Arc::<str>::from(c.domain.as_str()), c.bucket.clone()))
         .collect();
-    let answer = exchange.exchange(replica, &claims, HELD_FOR, now).await;
+    let answer = store.claim(replica, &claims, HELD_FOR, now).await;
     let moved = {
         let mut state = portions.state();
         state
             .by_bucket
             .retain(|id, (_, until)| *until > now && ids.contains(id));
-        let Ok(grants) = answer else {
+        let Ok(answers) = answer else {
             return answer.map(|_| 0);
         };
-        state.others = grants.iter().map(|g| g.others).max().unwrap_or(0);
+        state.others = answers.iter().map(|c| c.others).max().unwrap_or(0);
         let mut moved = Vec::new();
-        for (id, granted) in ids.into_iter().zip(grants) {
-            let before = state.by_bucket.get(&id).map(|(g, _)| g.portion);
-            if before.is_none_or(|p| (p - granted.portion).abs() >= MATERIAL) {
+        for (id, claimed) in ids.into_iter().zip(answers) {
+            let before = state.by_bucket.get(&id).map(|(c, _)| c.portion);
+            if before.is_none_or(|p| (p - claimed.portion).abs() >= MATERIAL) {
                 moved.push(id.clone());
             }
-            state.by_bucket.insert(id, (granted, now + HELD_FOR));
+            state.by_bucket.insert(id, (claimed, now + HELD_FOR));
         }
         moved
     };
@@ -107,7 +107,7 @@ pub async fn exchange_once(
 }
 
 /// This replica's claims: every bucket of an enforced limit with its streams' summed demand.
-fn claims(book: &QuotaBook, portions: &SharedPortions) -> Vec<Claim> {
+fn claims(book: &QuotaBook, portions: &Portions) -> Vec<Claim> {
     let state = portions.state();
     book.snapshot()
         .into_iter()
@@ -124,7 +124,7 @@ fn claims(book: &QuotaBook, portions: &SharedPortions) -> Vec<Claim> {
             let (others_demand, others) = state
                 .by_bucket
                 .get(&key)
-                .map_or((0.0, state.others), |(g, _)| (g.others_demand, g.others));
+                .map_or((0.0, state.others), |(c, _)| (c.others_demand, c.others));
             Some(Claim {
                 domain: view.domain.to_string(),
                 bucket: view.bucket,

@@ -5,12 +5,12 @@
 //! the admitted charges only if the call as a whole is not blocked (see [`gate`]).
 
 mod error;
-mod exchange;
 mod fingerprint;
 pub mod gate;
 mod key;
 pub mod memory;
 pub mod persist;
+mod portion;
 pub mod redis;
 pub mod saved;
 mod stats;
@@ -25,12 +25,12 @@ use crate::algorithm::{Limit, Verdict};
 use crate::clock::Nanos;
 
 pub use error::{BadReply, StoreError, UrlProblem};
-pub use exchange::{Claim, ExchangeError, ExchangeFuture, Granted, QuotaExchange};
 pub use fingerprint::{Fingerprint, Fingerprinter};
 pub use gate::Gate;
 pub use key::{CounterKey, CounterKeyBuilder, KeyParts};
 pub use memory::{MemoryOptions, MemoryStore};
 pub use persist::{PersistSettings, PersistentStore};
+pub use portion::{BucketId, Claim, ClaimError, ClaimFuture, Claimed, PortionStore};
 pub use redis::{RedisSettings, RedisStore};
 pub use stats::{LeaseStats, LocalCacheStats, PersistStats, StoreStats};
 
@@ -162,9 +162,9 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
-    /// Where replicas sharing this store split quota (RLQS) limits; `None` for a store only
-    /// this process uses (it hands out whole limits).
-    fn quota_exchange(&self) -> Option<std::sync::Arc<dyn QuotaExchange>> {
+    /// Where replicas sharing this store claim their portions of RLQS limits; `None` for a store
+    /// only this process uses (it hands out whole limits).
+    fn portion_store(&self) -> Option<std::sync::Arc<dyn PortionStore>> {
         None
     }
 }

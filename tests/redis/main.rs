@@ -18,7 +18,7 @@ mod leases;
 mod netns;
 mod netns_leases;
 mod pool;
-mod quota_exchange;
+mod portion_claims;
 mod quota_replicas;
 mod recovery;
 mod replicas;

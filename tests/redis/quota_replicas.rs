@@ -1,6 +1,6 @@
 //! Two sluice replicas on one Redis share one RLQS limit: an Envoy stream on each, and the
-//! shares they hand out settle, through the quota exchange, to about half each and never more
-//! than the limit together.
+//! shares they hand out settle, through the portion each replica claims in Redis, to about half
+//! each and never more than the limit together.
 
 use std::time::Duration;
 

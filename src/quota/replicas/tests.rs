@@ -1,4 +1,4 @@
-//! What a replica claims, and what it hands out before and after a grant.
+//! What a replica claims, and what it hands out before and after its first claim.
 
 use super::*;
 use crate::clock::SECOND;
@@ -16,8 +16,8 @@ fn a_replica_claims_its_demand_and_a_part_of_the_spare() {
 }
 
 #[test]
-fn before_a_grant_a_bucket_gets_an_equal_part_of_the_replicas_seen() {
-    let portions = SharedPortions::default();
+fn before_a_claim_a_bucket_gets_an_equal_part_of_the_replicas_seen() {
+    let portions = Portions::default();
     let bucket: BucketId = [("tenant".to_string(), "a".to_string())].into();
     let rate = QuotaRate {
         requests: 10,
@@ -27,12 +27,12 @@ fn before_a_grant_a_bucket_gets_an_equal_part_of_the_replicas_seen() {
     assert_eq!(portions.portion("quota", &bucket, &rate, 1.0), 1.0);
     portions.state().others = 2;
     assert!((portions.portion("quota", &bucket, &rate, 1.0) - 1.0 / 3.0).abs() < 1e-12);
-    let granted = Granted {
+    let claimed = Claimed {
         portion: 0.5,
         others_demand: 1.0,
         others: 1,
     };
     let id = (Arc::<str>::from("quota"), bucket.clone());
-    portions.state().by_bucket.insert(id, (granted, 0));
+    portions.state().by_bucket.insert(id, (claimed, 0));
     assert_eq!(portions.portion("quota", &bucket, &rate, 1.0), 0.5);
 }

@@ -6,8 +6,8 @@
 //! the circuit breaker) → `route.rs` (keys, slot groups) → `batch.rs` (shared runs) →
 //! `eval.rs` (one script run, `script.rs` its encoding) → `conn/` (the pool). Everything about
 //! reaching Redis and keeping its connections healthy (the breaker, its background probe,
-//! Sentinel's failovers) lives in `conn/`. Replicas' RLQS claims (`quota.rs`) run their own
-//! script through `eval.rs` on the same pool.
+//! Sentinel's failovers) lives in `conn/`. Replicas claim their portions of RLQS limits
+//! (`portion.rs`) with a script of their own, through `eval.rs` on the same pool.
 
 mod batch;
 mod cache;
@@ -17,7 +17,7 @@ mod conn;
 mod eval;
 mod keys;
 mod lease;
-mod quota;
+mod portion;
 mod route;
 mod script;
 mod settings;
@@ -30,7 +30,7 @@ use self::batch::Runs;
 use self::call::Calls;
 use self::conn::{Health, Pool, Target};
 use self::keys::KeyLayout;
-use self::quota::RedisQuota;
+use self::portion::RedisPortions;
 use self::route::Route;
 use super::{BackgroundTask, Charge, ResetFuture, Store, StoreError, StoreFuture, StoreStats};
 use crate::clock::Nanos;
@@ -56,7 +56,7 @@ pub struct RedisStore {
     /// The pool and its breaker, shared with the background work that keeps them healthy.
     health: Arc<Health>,
     /// Where replicas split RLQS limits, on the same connections.
-    quota: Arc<RedisQuota>,
+    portions: Arc<RedisPortions>,
 }
 
 impl RedisStore {
@@ -95,9 +95,9 @@ impl RedisStore {
             settings.timeout,
             settings.local_cache_size,
         );
-        // An exchange is off the request path (a replica renews its claims now and then), so
-        // it may wait as long as a connect rather than a call's few milliseconds.
-        let quota = Arc::new(RedisQuota::new(
+        // A claim is off the request path (a replica claims its portions once a second), so it
+        // may wait as long as a connect rather than a call's few milliseconds.
+        let portions = Arc::new(RedisPortions::new(
             health.clone(),
             &settings.key_prefix,
             settings.clock,
@@ -107,7 +107,7 @@ impl RedisStore {
         Ok(Self {
             calls,
             health,
-            quota,
+            portions,
         })
     }
 
@@ -155,8 +155,8 @@ impl Store for RedisStore {
         self.calls.sweep(now);
     }
 
-    fn quota_exchange(&self) -> Option<Arc<dyn crate::store::QuotaExchange>> {
-        Some(self.quota.clone())
+    fn portion_store(&self) -> Option<Arc<dyn crate::store::PortionStore>> {
+        Some(self.portions.clone())
     }
 
     fn stats(&self) -> StoreStats {

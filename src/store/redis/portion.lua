@@ -1,16 +1,16 @@
--- sluice: one replica's exchange of quota claims (RLQS), atomically per bucket.
+-- sluice: one replica's claim of its portions of RLQS limits, atomically per bucket.
 --
--- Each bucket is one hash, one field per replica, its value "claim expiry demand": the portion
+-- Each bucket is one hash, one field per replica, its value "portion expiry demand": the part
 -- of the limit the replica holds in parts per million (integers: no float drift in the sum),
--- when the claim lapses (us), and the replica's demand in requests per second (%.17g, so the
--- double survives the trip). A claim is granted only here, against the live claims of the other
--- replicas, so the live claims of a bucket never sum past 1000000.
+-- when the portion lapses (us), and the replica's demand in requests per second (%.17g, so the
+-- double survives the trip). A portion is given only here, against the live portions of the
+-- other replicas, so the live portions of a bucket never sum past 1000000.
 --
 -- KEYS: the bucket hashes (one slot on Redis Cluster).
 -- ARGV[1]: the replica's name. ARGV[2]: one binary string of little-endian fields (struct):
 --   now (i8, us; -1 for Redis's own clock, TIME), ttl (i8, us), then per key: wanted (i8, ppm,
 --   0..=1000000), demand (d).
--- Reply: one binary string, per key: granted (i8, ppm), the others' demand (d), the number of
+-- Reply: one binary string, per key: the portion (i8, ppm), the others' demand (d), the number of
 --   other live replicas (i8).
 local unpack_args, pack, format, match = struct.unpack, struct.pack, string.format, string.match
 local min, max, ceil = math.min, math.max, math.ceil
@@ -30,13 +30,13 @@ for i, key in ipairs(KEYS) do
   for j = 1, #fields, 2 do
     local who = fields[j]
     if who ~= replica then
-      local claim, until_us, their_demand = match(fields[j + 1], '^(%d+) (%d+) (%S+)$')
-      claim, until_us = tonumber(claim), tonumber(until_us)
-      if claim == nil or until_us == nil or until_us <= now then
+      local held, until_us, their_demand = match(fields[j + 1], '^(%d+) (%d+) (%S+)$')
+      held, until_us = tonumber(held), tonumber(until_us)
+      if held == nil or until_us == nil or until_us <= now then
         -- Lapsed (its replica stopped renewing), or not ours to read: it holds nothing.
         dead[#dead + 1] = who
       else
-        claimed = claimed + claim
+        claimed = claimed + held
         others_demand = others_demand + (tonumber(their_demand) or 0)
         others = others + 1
         longest = max(longest, until_us)
@@ -44,10 +44,10 @@ for i, key in ipairs(KEYS) do
     end
   end
   if #dead > 0 then redis.call('HDEL', key, unpack(dead)) end
-  local granted = max(0, min(wanted, 1000000 - claimed))
-  redis.call('HSET', key, replica, format('%d %d %.17g', granted, expiry, demand))
-  -- The hash outlives its longest claim by nothing: once every replica stops, it is gone.
+  local portion = max(0, min(wanted, 1000000 - claimed))
+  redis.call('HSET', key, replica, format('%d %d %.17g', portion, expiry, demand))
+  -- The hash outlives its longest-lived portion by nothing: once every replica stops, it is gone.
   redis.call('PEXPIRE', key, max(1, ceil((longest - now) / 1000)))
-  reply[i] = pack('<i8di8', granted, others_demand, others)
+  reply[i] = pack('<i8di8', portion, others_demand, others)
 end
 return table.concat(reply)

@@ -1,4 +1,4 @@
-//! The quota exchange's keys, grouping and encoding (the script itself runs in tests/redis).
+//! The portions' keys, grouping and encoding (the script itself runs in tests/redis).
 
 use super::*;
 
@@ -120,8 +120,8 @@ fn arguments_are_packed() {
 #[test]
 fn replies_are_read() {
     let mut bytes = Vec::new();
-    for (granted, demand, others) in [(400_000i64, 7.5f64, 2i64), (0, 0.0, 0)] {
-        bytes.extend_from_slice(&granted.to_le_bytes());
+    for (portion, demand, others) in [(400_000i64, 7.5f64, 2i64), (0, 0.0, 0)] {
+        bytes.extend_from_slice(&portion.to_le_bytes());
         bytes.extend_from_slice(&demand.to_le_bytes());
         bytes.extend_from_slice(&others.to_le_bytes());
     }
@@ -129,12 +129,12 @@ fn replies_are_read() {
     assert_eq!(
         read,
         [
-            Granted {
+            Claimed {
                 portion: 0.4,
                 others_demand: 7.5,
                 others: 2
             },
-            Granted {
+            Claimed {
                 portion: 0.0,
                 others_demand: 0.0,
                 others: 0

@@ -1,12 +1,13 @@
-//! The quota exchange on Redis: replicas split each RLQS bucket's limit through one hash per
-//! bucket, claimed by one atomic script run (`quota.lua`) per slot group.
+//! Replicas' portions on Redis: replicas split each RLQS bucket's limit through one hash per
+//! bucket, claimed by one atomic script run (`portion.lua`) per slot group.
 //!
-//! A bucket is `<prefix>quota:{<tag>}`, the tag a fixed 64-bit hash of its domain and entries,
-//! so every replica names it alike and it is one Redis Cluster slot. Each replica holds one
-//! field (its claim in parts per million, when it lapses, its demand); the script drops lapsed
-//! fields, grants at most what the other live claims leave, and keeps the hash only as long as
-//! its longest claim. Portions travel as integers: the claims of a bucket sum to at most one
-//! million exactly, where floats would drift.
+//! A bucket is `<prefix>quota:{<tag>}` (the key's word is Envoy's quota service, kept so that
+//! replicas of two versions share a bucket), the tag a fixed 64-bit hash of its domain and
+//! entries, so every replica names it alike and it is one Redis Cluster slot. Each replica holds
+//! one field (its portion in parts per million, when it lapses, its demand); the script drops
+//! lapsed fields, gives each claim at most what the other live portions leave, and keeps the
+//! hash only as long as its longest-lived portion. Portions travel as integers: the portions of
+//! a bucket sum to at most one million exactly, where floats would drift.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -21,13 +22,10 @@ use super::script::{self, MICRO};
 use super::settings::RedisClock;
 use crate::clock::Nanos;
 use crate::store::{BadReply, StoreError};
-use crate::store::{Claim, ExchangeFuture, Granted, QuotaExchange};
+use crate::store::{BucketId, Claim, ClaimFuture, Claimed, PortionStore};
 
-/// A bucket id, sorted (as `quota::BucketId`; the store knows nothing of the quota book).
-type BucketId = std::collections::BTreeMap<String, String>;
-
-/// The exchange script's source.
-const SOURCE: &str = include_str!("quota.lua");
+/// The claim script's source.
+const SOURCE: &str = include_str!("portion.lua");
 
 /// A whole limit, in the script's parts per million.
 const WHOLE: f64 = 1_000_000.0;
@@ -35,23 +33,24 @@ const WHOLE: f64 = 1_000_000.0;
 /// The most buckets one script run claims: a long run would hold up every other command.
 const MAX_RUN: usize = 256;
 
-/// Bytes of one bucket's answer: granted (i64), the others' demand (f64), the others (i64).
+/// Bytes of one bucket's answer: the portion (i64, ppm), the others' demand (f64), the others
+/// (i64).
 const REPLY_BYTES: usize = 24;
 
-/// Replicas' claims on the Redis store's connections (no pool of its own).
-pub struct RedisQuota {
+/// Replicas' portions on the Redis store's connections (no pool of its own).
+pub struct RedisPortions {
     health: Arc<Health>,
     prefix: Box<[u8]>,
     clock: RedisClock,
     cluster: bool,
-    /// How long one exchange may take before it fails with a timeout.
+    /// How long one claim may take before it fails with a timeout.
     timeout: Duration,
     sha: String,
 }
 
-impl RedisQuota {
-    /// Claims under `prefix` (checked by the store: no braces) on `health`'s pool, timed by
-    /// `clock`, split by slot on a `cluster`, each exchange bounded by `timeout`.
+impl RedisPortions {
+    /// Portions under `prefix` (checked by the store: no braces) on `health`'s pool, timed by
+    /// `clock`, split by slot on a `cluster`, each claim bounded by `timeout`.
     pub fn new(
         health: Arc<Health>,
         prefix: &str,
@@ -74,15 +73,15 @@ impl RedisQuota {
         bucket_key(&self.prefix, domain, bucket)
     }
 
-    /// One exchange: the claims grouped by slot (one group on a standalone Redis), the
-    /// groups' runs sent together; answers in claim order.
+    /// One claim: the buckets grouped by slot (one group on a standalone Redis), the groups'
+    /// runs sent together; answers in claim order.
     async fn run(
         &self,
         replica: &str,
         claims: &[Claim],
         ttl: Nanos,
         now: Nanos,
-    ) -> Result<Vec<Granted>, StoreError> {
+    ) -> Result<Vec<Claimed>, StoreError> {
         if self.health.is_open() {
             return Err(StoreError::CircuitOpen);
         }
@@ -104,10 +103,10 @@ impl RedisQuota {
             .iter()
             .map(|members| self.run_group(head, members, &keys, claims));
         let results = futures_util::future::join_all(runs).await;
-        let mut answers: Vec<Option<Granted>> = vec![None; claims.len()];
+        let mut answers: Vec<Option<Claimed>> = vec![None; claims.len()];
         for (members, result) in groups.iter().zip(results) {
-            for (&i, granted) in members.iter().zip(result?) {
-                answers[i] = Some(granted);
+            for (&i, claimed) in members.iter().zip(result?) {
+                answers[i] = Some(claimed);
             }
         }
         answers
@@ -123,7 +122,7 @@ impl RedisQuota {
         members: &'a [usize],
         keys: &'a [Vec<u8>],
         claims: &'a [Claim],
-    ) -> impl Future<Output = Result<Vec<Granted>, StoreError>> + 'a {
+    ) -> impl Future<Output = Result<Vec<Claimed>, StoreError>> + 'a {
         let packed = pack_args(&head, members.iter().map(|&i| &claims[i]));
         async move {
             let command = |verb: &str, script: &str| {
@@ -141,14 +140,14 @@ impl RedisQuota {
     }
 }
 
-impl QuotaExchange for RedisQuota {
-    fn exchange<'a>(
+impl PortionStore for RedisPortions {
+    fn claim<'a>(
         &'a self,
         replica: &'a str,
         claims: &'a [Claim],
         ttl: Nanos,
         now: Nanos,
-    ) -> ExchangeFuture<'a> {
+    ) -> ClaimFuture<'a> {
         Box::pin(async move {
             if claims.is_empty() {
                 return Ok(Vec::new());
@@ -161,11 +160,11 @@ impl QuotaExchange for RedisQuota {
     }
 }
 
-/// What every script run of one exchange carries besides its claims.
+/// What every script run of one claim carries besides its buckets.
 #[derive(Clone, Copy)]
 struct Head<'a> {
     replica: &'a str,
-    /// The exchange's time in microseconds; `None` for Redis's clock.
+    /// The claim's time in microseconds; `None` for Redis's clock.
     now_us: Option<u64>,
     ttl_us: u64,
 }
@@ -241,7 +240,7 @@ fn pack_args<'a>(head: &Head<'_>, claims: impl ExactSizeIterator<Item = &'a Clai
 }
 
 /// The script's answer for `count` buckets.
-fn parse_reply(bytes: &[u8], count: usize) -> Result<Vec<Granted>, BadReply> {
+fn parse_reply(bytes: &[u8], count: usize) -> Result<Vec<Claimed>, BadReply> {
     if bytes.len() != count * REPLY_BYTES {
         return Err(BadReply::Length {
             expected: count * 3,
@@ -252,13 +251,13 @@ fn parse_reply(bytes: &[u8], count: usize) -> Result<Vec<Granted>, BadReply> {
     bytes
         .chunks_exact(REPLY_BYTES)
         .map(|f| {
-            let granted = i64::from_le_bytes(word(&f[..8]));
+            let portion = i64::from_le_bytes(word(&f[..8]));
             let others = i64::from_le_bytes(word(&f[16..24]));
-            if granted < 0 || others < 0 {
-                return Err(BadReply::Negative(granted.min(others)));
+            if portion < 0 || others < 0 {
+                return Err(BadReply::Negative(portion.min(others)));
             }
-            Ok(Granted {
-                portion: (granted as f64 / WHOLE).min(1.0),
+            Ok(Claimed {
+                portion: (portion as f64 / WHOLE).min(1.0),
                 others_demand: f64::from_le_bytes(word(&f[8..16])),
                 others: u32::try_from(others).unwrap_or(u32::MAX),
             })

@@ -1,14 +1,14 @@
-//! The RLQS quota exchange on a real Redis: replicas (stores on one server) split a bucket's
-//! limit, a lowered claim frees room for the others, a replica that stops renewing frees its
-//! claim after the ttl, the live claims never sum past the whole limit under concurrent
-//! exchanges, and a cluster spreads buckets over its nodes.
+//! Replicas' portions of RLQS limits on a real Redis: replicas (stores on one server) split a
+//! bucket's limit, a lowered claim frees room for the others, a replica that stops claiming
+//! frees its portion after the ttl, the live portions never sum past the whole limit under
+//! concurrent claims, and a cluster spreads buckets over its nodes.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sluice::clock::{Nanos, SECOND};
-use sluice::quota::{BucketId, Claim, Granted, QuotaExchange};
+use sluice::quota::{BucketId, Claim, Claimed, PortionStore};
 use sluice::store::redis::RedisClock;
 use sluice::store::{RedisSettings, RedisStore, Store, StoreError};
 
@@ -18,11 +18,11 @@ use crate::common::redis::{RedisCluster, RedisServer, free_port};
 /// A time on the caller's clock (the stores of most tests run on it, so the test drives time).
 const T0: Nanos = 1_767_225_600 * SECOND;
 
-/// A claim lasts this long unless renewed.
+/// A portion lasts this long unless claimed again.
 const TTL: Nanos = 10 * SECOND;
 
-/// The exchange of a store on `url`, with `clock`.
-async fn exchange_on(url: &str, clock: RedisClock) -> Arc<dyn QuotaExchange> {
+/// Where a store on `url`, with `clock`, holds portions.
+async fn portions_on(url: &str, clock: RedisClock) -> Arc<dyn PortionStore> {
     let settings = RedisSettings {
         clock,
         timeout: Duration::from_secs(2),
@@ -30,8 +30,8 @@ async fn exchange_on(url: &str, clock: RedisClock) -> Arc<dyn QuotaExchange> {
     };
     let store = RedisStore::connect(settings).await.expect("redis store");
     store
-        .quota_exchange()
-        .expect("the redis store exchanges claims")
+        .portion_store()
+        .expect("the redis store holds portions")
 }
 
 fn bucket(name: &str) -> BucketId {
@@ -47,24 +47,24 @@ fn claim(name: &str, wanted: f64, demand: f64) -> Claim {
     }
 }
 
-/// One claim exchanged by `replica` at `now`, with the default ttl.
-async fn one(exchange: &dyn QuotaExchange, replica: &str, claim: Claim, now: Nanos) -> Granted {
-    let granted = exchange
-        .exchange(replica, std::slice::from_ref(&claim), TTL, now)
+/// One bucket claimed by `replica` at `now`, with the default ttl.
+async fn one(store: &dyn PortionStore, replica: &str, claim: Claim, now: Nanos) -> Claimed {
+    let claimed = store
+        .claim(replica, std::slice::from_ref(&claim), TTL, now)
         .await
-        .expect("exchange");
-    assert_eq!(granted.len(), 1);
-    granted[0]
+        .expect("claim");
+    assert_eq!(claimed.len(), 1);
+    claimed[0]
 }
 
 /// The first replica gets what it wants, the second only the rest; when the first lowers its
-/// claim, the second gets more on its next exchange; each sees the other's demand.
+/// claim, the second gets more on its next claim; each sees the other's demand.
 #[tokio::test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
 async fn replicas_split_a_bucket() {
     let redis = RedisServer::start();
-    let a = exchange_on(&redis.url(), RedisClock::Caller).await;
-    let b = exchange_on(&redis.url(), RedisClock::Caller).await;
+    let a = portions_on(&redis.url(), RedisClock::Caller).await;
+    let b = portions_on(&redis.url(), RedisClock::Caller).await;
 
     let first = one(&*a, "a", claim("web", 0.7, 70.0), T0).await;
     assert_eq!(
@@ -75,14 +75,14 @@ async fn replicas_split_a_bucket() {
     assert_eq!((second.portion, second.others), (0.3, 1));
     assert_eq!(second.others_demand, 70.0);
 
-    // Renewing keeps a claim (its own is not counted against it).
+    // Claiming again keeps a portion (its own is not counted against it).
     let renewed = one(&*a, "a", claim("web", 0.7, 70.0), T0 + SECOND).await;
     assert_eq!(
         (renewed.portion, renewed.others, renewed.others_demand),
         (0.7, 1, 40.0)
     );
 
-    // a lowers its claim: b's next exchange gets what it wants.
+    // a lowers its claim: b's next claim gets what it wants.
     assert_eq!(
         one(&*a, "a", claim("web", 0.2, 20.0), T0 + 2 * SECOND)
             .await
@@ -115,29 +115,26 @@ fn sluice_key(domain: &str, name: &str) -> Vec<u8> {
     format!("sluice:quota:{{{tag:016x}}}").into_bytes()
 }
 
-/// A replica that stops renewing holds its claim until the ttl, then frees it (and its field
+/// A replica that stops claiming holds its portion until the ttl, then frees it (and its field
 /// is dropped); buckets are independent.
 #[tokio::test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
-async fn a_silent_replica_frees_its_claim_after_the_ttl() {
+async fn a_silent_replica_frees_its_portion_after_the_ttl() {
     let redis = RedisServer::start();
-    let a = exchange_on(&redis.url(), RedisClock::Caller).await;
-    let b = exchange_on(&redis.url(), RedisClock::Caller).await;
+    let a = portions_on(&redis.url(), RedisClock::Caller).await;
+    let b = portions_on(&redis.url(), RedisClock::Caller).await;
 
     let claims = [claim("web", 1.0, 10.0), claim("api", 0.5, 5.0)];
-    let held = a.exchange("a", &claims, TTL, T0).await.unwrap();
+    let held = a.claim("a", &claims, TTL, T0).await.unwrap();
     assert_eq!((held[0].portion, held[1].portion), (1.0, 0.5));
 
-    // Just before a's claims lapse, b gets nothing of web and the rest of api.
-    let before = b
-        .exchange("b", &claims, TTL, T0 + TTL - 1_000)
-        .await
-        .unwrap();
+    // Just before a's portions lapse, b gets nothing of web and the rest of api.
+    let before = b.claim("b", &claims, TTL, T0 + TTL - 1_000).await.unwrap();
     assert_eq!((before[0].portion, before[0].others), (0.0, 1));
     assert_eq!((before[1].portion, before[1].others), (0.5, 1));
 
     // From the ttl on, a holds nothing: b gets everything it wants and sees no other replica.
-    let after = b.exchange("b", &claims, TTL, T0 + TTL).await.unwrap();
+    let after = b.claim("b", &claims, TTL, T0 + TTL).await.unwrap();
     assert_eq!(
         (after[0].portion, after[0].others, after[0].others_demand),
         (1.0, 0, 0.0)
@@ -146,28 +143,25 @@ async fn a_silent_replica_frees_its_claim_after_the_ttl() {
     let key = String::from_utf8(sluice_key("edge", "web")).unwrap();
     assert_eq!(redis.cli(&["HKEYS", &key]).trim(), "b");
 
-    // a comes back: b's claims stand until they lapse.
-    let late = a
-        .exchange("a", &claims, TTL, T0 + TTL + 1_000)
-        .await
-        .unwrap();
+    // a comes back: b's portions stand until they lapse.
+    let late = a.claim("a", &claims, TTL, T0 + TTL + 1_000).await.unwrap();
     assert_eq!((late[0].portion, late[1].portion), (0.0, 0.5));
 }
 
-/// On Redis's own clock (production), a lapsed claim is freed after a short real ttl, and a
-/// bucket's hash is gone once every claim has lapsed.
+/// On Redis's own clock (production), a lapsed portion is freed after a short real ttl, and a
+/// bucket's hash is gone once every portion has lapsed.
 #[tokio::test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
-async fn claims_lapse_on_redis_time() {
+async fn portions_lapse_on_redis_time() {
     let redis = RedisServer::start();
-    let a = exchange_on(&redis.url(), RedisClock::Server).await;
-    let b = exchange_on(&redis.url(), RedisClock::Server).await;
+    let a = portions_on(&redis.url(), RedisClock::Server).await;
+    let b = portions_on(&redis.url(), RedisClock::Server).await;
     let ttl = 200 * 1_000_000;
     let web = [claim("web", 1.0, 1.0)];
-    assert_eq!(a.exchange("a", &web, ttl, 0).await.unwrap()[0].portion, 1.0);
-    // b gets the whole bucket once a's claim has lapsed (it may be that soon already).
-    eventually(Duration::from_secs(10), "a's claim lapses", async || {
-        b.exchange("b", &web, ttl, 0).await.unwrap()[0].portion == 1.0
+    assert_eq!(a.claim("a", &web, ttl, 0).await.unwrap()[0].portion, 1.0);
+    // b gets the whole bucket once a's portion has lapsed (it may be that soon already).
+    eventually(Duration::from_secs(10), "a's portion lapses", async || {
+        b.claim("b", &web, ttl, 0).await.unwrap()[0].portion == 1.0
     })
     .await;
     let key = String::from_utf8(sluice_key("edge", "web")).unwrap();
@@ -177,7 +171,7 @@ async fn claims_lapse_on_redis_time() {
     .await;
 }
 
-/// Sums the live claims of each bucket at Redis's time, atomically with the exchanges (a
+/// Sums the live portions of each bucket at Redis's time, atomically with the claims (a
 /// script): the largest sum, in parts per million.
 const LIVE_SUM: &str = r"
 local t = redis.call('TIME')
@@ -186,8 +180,8 @@ local most = 0
 for _, key in ipairs(KEYS) do
   local fields, sum = redis.call('HGETALL', key), 0
   for j = 2, #fields, 2 do
-    local claim, expiry = string.match(fields[j], '^(%d+) (%d+) ')
-    if tonumber(expiry) > now then sum = sum + tonumber(claim) end
+    local portion, expiry = string.match(fields[j], '^(%d+) (%d+) ')
+    if tonumber(expiry) > now then sum = sum + tonumber(portion) end
   end
   if sum > most then most = sum end
 end
@@ -202,17 +196,17 @@ fn next(state: &mut u64) -> u64 {
     state.wrapping_mul(0x2545_f491_4f6c_dd1d)
 }
 
-/// Many replicas exchanging random claims concurrently, on Redis's clock with a short ttl (so
-/// claims lapse and are taken over during the run): the live claims of a bucket never sum past
-/// the whole limit, checked atomically while they run, and no one gets more than it wants.
+/// Many replicas claiming at random concurrently, on Redis's clock with a short ttl (so
+/// portions lapse and are taken over during the run): the live portions of a bucket never sum
+/// past the whole limit, checked atomically while they run, and no one gets more than it wants.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server (scripts/test installs it)"]
-async fn live_claims_never_exceed_the_limit() {
+async fn live_portions_never_exceed_the_limit() {
     let redis = RedisServer::start();
     let names = ["web", "api", "img"];
-    let mut exchanges = Vec::new();
+    let mut stores = Vec::new();
     for _ in 0..3 {
-        exchanges.push(exchange_on(&redis.url(), RedisClock::Server).await);
+        stores.push(portions_on(&redis.url(), RedisClock::Server).await);
     }
     let running = Arc::new(AtomicBool::new(true));
     let checker = {
@@ -234,23 +228,23 @@ async fn live_claims_never_exceed_the_limit() {
     };
     let mut tasks = Vec::new();
     for r in 0..12u64 {
-        let exchange = exchanges[r as usize % exchanges.len()].clone();
+        let store = stores[r as usize % stores.len()].clone();
         tasks.push(tokio::spawn(async move {
             let replica = format!("r{r}");
             let mut state = 0x9e37_79b9_7f4a_7c15 ^ (r + 1);
             for _ in 0..150 {
                 let mut claims = Vec::new();
                 for n in names {
-                    // Each bucket in two exchanges of three, wanting 0 to all of it.
+                    // Each bucket in two claims of three, wanting 0 to all of it.
                     if !next(&mut state).is_multiple_of(3) {
                         let wanted = (next(&mut state) % 1001) as f64 / 1000.0;
                         claims.push(claim(n, wanted, 1.0));
                     }
                 }
-                // 5 to 50 ms: some claims lapse while others are renewed.
+                // 5 to 50 ms: some portions lapse while others are claimed again.
                 let ttl = (5 + next(&mut state) % 46) * 1_000_000;
-                let granted = exchange.exchange(&replica, &claims, ttl, 0).await.unwrap();
-                for (c, g) in claims.iter().zip(&granted) {
+                let claimed = store.claim(&replica, &claims, ttl, 0).await.unwrap();
+                for (c, g) in claims.iter().zip(&claimed) {
                     assert!((0.0..=c.wanted).contains(&g.portion), "{c:?} got {g:?}");
                 }
             }
@@ -261,10 +255,10 @@ async fn live_claims_never_exceed_the_limit() {
     }
     running.store(false, Ordering::Relaxed);
     let (most, checks) = checker.await.unwrap();
-    assert!(most <= 1_000_000, "live claims summed to {most} ppm");
+    assert!(most <= 1_000_000, "live portions summed to {most} ppm");
     assert!(
         most > 0 && checks > 0,
-        "the checker saw claims ({most}, {checks} checks)"
+        "the checker saw portions ({most}, {checks} checks)"
     );
 }
 
@@ -274,13 +268,13 @@ async fn live_claims_never_exceed_the_limit() {
 #[ignore = "needs redis-server (scripts/test installs it)"]
 async fn a_cluster_splits_every_bucket() {
     let cluster = RedisCluster::start();
-    let a = exchange_on(&cluster.url(), RedisClock::Caller).await;
-    let b = exchange_on(&cluster.url(), RedisClock::Caller).await;
+    let a = portions_on(&cluster.url(), RedisClock::Caller).await;
+    let b = portions_on(&cluster.url(), RedisClock::Caller).await;
     let names: Vec<String> = (0..30).map(|i| format!("b{i}")).collect();
     let wanting = |wanted| -> Vec<Claim> { names.iter().map(|n| claim(n, wanted, 1.0)).collect() };
-    let first = a.exchange("a", &wanting(0.75), TTL, T0).await.unwrap();
+    let first = a.claim("a", &wanting(0.75), TTL, T0).await.unwrap();
     assert!(first.iter().all(|g| g.portion == 0.75), "{first:?}");
-    let second = b.exchange("b", &wanting(0.5), TTL, T0).await.unwrap();
+    let second = b.claim("b", &wanting(0.5), TTL, T0).await.unwrap();
     assert!(
         second.iter().all(|g| g.portion == 0.25 && g.others == 1),
         "{second:?}"
@@ -289,16 +283,16 @@ async fn a_cluster_splits_every_bucket() {
     assert!(used >= 2, "30 buckets on {used} node(s)");
 }
 
-/// An unreachable Redis fails the exchange with a transient error (the caller keeps its last
+/// An unreachable Redis fails the claim with a transient error (the caller keeps its last
 /// portions until they lapse).
 #[tokio::test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
-async fn an_unreachable_redis_fails_the_exchange() {
+async fn an_unreachable_redis_fails_the_claim() {
     let url = format!("redis://127.0.0.1:{}", free_port());
     let store = RedisStore::new(RedisSettings::new(url)).expect("store");
-    let exchange = store.quota_exchange().expect("an exchange");
-    let failed = exchange
-        .exchange("a", &[claim("web", 1.0, 1.0)], TTL, T0)
+    let portions = store.portion_store().expect("a portion store");
+    let failed = portions
+        .claim("a", &[claim("web", 1.0, 1.0)], TTL, T0)
         .await
         .expect_err("nothing listens");
     let failed = failed.downcast_ref::<StoreError>().expect("a store error");

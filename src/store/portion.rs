@@ -1,0 +1,62 @@
+//! Sharing one RLQS limit among sluice replicas: each replica claims its portion of each bucket's
+//! limit in the shared store, never more than what the other live replicas' claims leave.
+//!
+//! A *portion* is a replica's fraction of one limit; a *claim* is the one act by which a replica
+//! asks the shared store for it (on Redis, one atomic script run per slot group).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::clock::Nanos;
+
+/// A bucket's identity: Envoy's `BucketId.bucket` map. Sorted, so two maps with the same entries
+/// are the same bucket whatever order they arrived in. Defined here, the lowest layer that names
+/// buckets (a replica's claim is per bucket); the quota book uses the same type.
+pub type BucketId = BTreeMap<String, String>;
+
+/// What a replica asks for one bucket when it claims.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    /// The domain of the bucket.
+    pub domain: String,
+    /// The bucket.
+    pub bucket: BucketId,
+    /// What this replica's streams ask for the bucket, in requests per second.
+    pub demand: f64,
+    /// The fraction of the limit (0..=1) this replica would like to hand out.
+    pub wanted: f64,
+}
+
+/// What a replica got for one claim.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Claimed {
+    /// The replica's portion: the fraction of the limit (0..=1) it may hand out until its next
+    /// claim; at most `wanted`, and never more than the other live replicas' claims leave.
+    pub portion: f64,
+    /// The other live replicas' demand for the bucket, in requests per second.
+    pub others_demand: f64,
+    /// How many other live replicas hold a portion of the bucket.
+    pub others: u32,
+}
+
+/// Why a claim failed: the store's own error.
+pub type ClaimError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The future of one claim.
+pub type ClaimFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Vec<Claimed>, ClaimError>> + Send + 'a>>;
+
+/// A store that replicas share, able to hold their portions (Redis). A portion lives `ttl`
+/// nanoseconds unless claimed again, so a replica that dies frees it after that.
+pub trait PortionStore: Send + Sync {
+    /// Records the `claims` of `replica` at `now`, atomically per bucket, and answers each, in
+    /// the order of `claims`.
+    fn claim<'a>(
+        &'a self,
+        replica: &'a str,
+        claims: &'a [Claim],
+        ttl: Nanos,
+        now: Nanos,
+    ) -> ClaimFuture<'a>;
+}
