@@ -15,14 +15,14 @@ use super::{HeaderText, compat_headers, headers, metadata};
 use crate::algorithm::Verdict;
 use crate::metrics::{HitOutcome, Metrics, RuleCounters};
 use crate::rules::{LimitKind, LimitRule};
-use crate::store::{Gate, Outcome, gate};
+use crate::store::{ChargeOutcome, Gate, gate};
 
 /// The answer to `request`, planned as `plan`, given the store's `outcomes` (one per charge),
 /// recording each descriptor's hits against its rule's statistics.
 pub(super) fn compose(
     request: &Request,
     plan: &Plan<'_>,
-    outcomes: &[Outcome],
+    outcomes: &[ChargeOutcome],
     options: &LimiterOptions,
     metrics: &Metrics,
 ) -> Decision {
@@ -102,7 +102,7 @@ pub(super) fn compose(
 /// A counted descriptor: the limit that describes it and that limit's outcome.
 struct Counted<'a> {
     rule: &'a LimitRule,
-    outcome: Outcome,
+    outcome: ChargeOutcome,
     gate: Gate,
     cost: u64,
 }
@@ -162,9 +162,9 @@ impl Counted<'_> {
 /// else the one closest to exhaustion.
 fn binding_limit<'a>(
     limits: &'a [(RuleRef<'_>, usize)],
-    outcomes: &[Outcome],
-) -> (&'a LimitRule, Outcome) {
-    let mut best: Option<(&LimitRule, Outcome)> = None;
+    outcomes: &[ChargeOutcome],
+) -> (&'a LimitRule, ChargeOutcome) {
+    let mut best: Option<(&LimitRule, ChargeOutcome)> = None;
     for (rule, at) in limits {
         let o = outcomes[*at];
         let v = o.verdict;

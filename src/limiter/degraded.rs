@@ -18,7 +18,7 @@ use std::time::Instant;
 use crate::algorithm::{Algorithm, Limit, Verdict};
 use crate::clock::{Nanos, SECOND};
 use crate::rules::FailureMode;
-use crate::store::{Charge, CounterKey, MemoryStore, Outcome, StoreError};
+use crate::store::{Charge, ChargeOutcome, CounterKey, MemoryStore, StoreError};
 
 /// The response header marking an answer decided without the store.
 pub(crate) const HEADER: (&str, &str) = ("x-ratelimit-mode", "degraded");
@@ -37,8 +37,8 @@ pub(super) fn outcomes(
     fallback: &MemoryStore,
     expected_replicas: u64,
     now: Nanos,
-) -> Option<Vec<Outcome>> {
-    let fixed = |admitted: bool, remaining: u64| Outcome {
+) -> Option<Vec<ChargeOutcome>> {
+    let fixed = |admitted: bool, remaining: u64| ChargeOutcome {
         verdict: Verdict {
             admitted,
             remaining,
@@ -86,7 +86,7 @@ pub(super) fn outcomes(
         })
         .collect();
     let verdicts = fallback.apply_now(&local, now);
-    let outcomes: Vec<Outcome> = charges
+    let outcomes: Vec<ChargeOutcome> = charges
         .iter()
         .zip(modes)
         .zip(verdicts)

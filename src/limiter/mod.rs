@@ -32,7 +32,7 @@ use crate::algorithm::Algorithm;
 use crate::clock::Clock;
 use crate::metrics::{self, Metrics};
 use crate::rules::RuleSet;
-use crate::store::{MemoryStore, Outcome, Store, StoreError};
+use crate::store::{ChargeOutcome, MemoryStore, Store, StoreError};
 
 pub use counters::{Counters, CountersError, LimitCounters, Reset, ShardCounter};
 pub use decision::{Code, Decision, DescriptorStatus, ReportedLimit, StoreUse};
@@ -163,7 +163,7 @@ impl Limiter {
         let now = self.clock.now();
         let plan = plan::Plan::build(&rules, request, &self.options, &self.metrics, now);
         let mut store = StoreUse::Skipped;
-        let outcomes: SmallVec<[Outcome; 2]> = if plan.charges().is_empty() {
+        let outcomes: SmallVec<[ChargeOutcome; 2]> = if plan.charges().is_empty() {
             SmallVec::new()
         } else {
             let store_started = Instant::now();
@@ -215,7 +215,7 @@ impl Limiter {
         request: &Request,
         now: crate::clock::Nanos,
         error: StoreError,
-    ) -> Result<Vec<Outcome>, LimitError> {
+    ) -> Result<Vec<ChargeOutcome>, LimitError> {
         let modes = plan.failure_modes();
         let outcomes = degraded::outcomes(
             plan.charges(),

@@ -1,8 +1,8 @@
 //! Counter stores: the atomic check-and-commit of all the counters of one call.
 //!
 //! A store never reads rules; it is handed [`Charge`]s (a counter key, the algorithm parameters,
-//! the cost and how a denial gates the call) and answers one [`Outcome`] per charge, committing
-//! the admitted charges only if the call as a whole is not blocked (see [`gate`]).
+//! the cost and how a denial gates the call) and answers one [`ChargeOutcome`] per charge,
+//! committing the admitted charges only if the call as a whole is not blocked (see [`gate`]).
 
 mod error;
 mod fingerprint;
@@ -50,9 +50,11 @@ pub struct Charge {
     pub lease: u32,
 }
 
-/// The verdict on one charge, and what the counter had room for before the call.
+/// What became of one charge: the algorithm's verdict on its counter, and what the counter had
+/// room for before the call. (Up the layers: an algorithm's [`Verdict`] on one counter, a
+/// store's `ChargeOutcome` on one charge, the limiter's `Decision` on one call.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Outcome {
+pub struct ChargeOutcome {
     /// The algorithm's verdict.
     pub verdict: Verdict,
     /// Hits that would have fit before this call (for envoyproxy/ratelimit's near/over-limit
@@ -60,7 +62,7 @@ pub struct Outcome {
     pub available: u64,
 }
 
-impl Outcome {
+impl ChargeOutcome {
     /// The outcome of a charge judged on `stored` state: `available` is derived from the verdict
     /// when admitted, and computed afresh when denied.
     pub fn judged(
@@ -83,7 +85,7 @@ pub type BackgroundTask = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// The boxed future a [`Store`] returns (stores are used as trait objects).
 pub type StoreFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<Vec<Outcome>, StoreError>> + Send + 'a>>;
+    Pin<Box<dyn Future<Output = Result<Vec<ChargeOutcome>, StoreError>> + Send + 'a>>;
 
 /// What [`Store::reset`] cleared.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -109,7 +111,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// [`Store::apply`] for a call of one charge, answered on the spot by a store that never
     /// waits (the embedded one): no boxed future, no vector. `None`: use [`Store::apply`].
-    fn apply_one_now(&self, _charge: &Charge, _now: Nanos) -> Option<Outcome> {
+    fn apply_one_now(&self, _charge: &Charge, _now: Nanos) -> Option<ChargeOutcome> {
         None
     }
 

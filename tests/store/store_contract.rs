@@ -12,7 +12,7 @@ use sluice::algorithm::{Algorithm, Limit};
 use sluice::clock::{MILLI, Nanos, SECOND};
 use sluice::rules::{Calendar, Period};
 use sluice::store::redis::{RedisClock, RedisKeyLayout};
-use sluice::store::{Charge, Gate, MemoryStore, Outcome, RedisSettings, RedisStore, Store};
+use sluice::store::{Charge, ChargeOutcome, Gate, MemoryStore, RedisSettings, RedisStore, Store};
 
 use common::limit;
 use common::redis::RedisServer;
@@ -54,12 +54,12 @@ impl Backend {
         }
     }
 
-    async fn apply(&self, charges: &[Charge], now: Nanos) -> Vec<Outcome> {
+    async fn apply(&self, charges: &[Charge], now: Nanos) -> Vec<ChargeOutcome> {
         self.store.apply(charges, now).await.expect("store answers")
     }
 
     /// One charge's outcome.
-    async fn one(&self, charge: &Charge, now: Nanos) -> Outcome {
+    async fn one(&self, charge: &Charge, now: Nanos) -> ChargeOutcome {
         self.apply(std::slice::from_ref(charge), now).await[0]
     }
 

@@ -9,11 +9,11 @@ use super::shard::Shard;
 use super::{FULL_RETRY, Fingerprint, MemoryStore};
 use crate::algorithm::{self, State, Verdict};
 use crate::clock::Nanos;
-use crate::store::{Charge, Outcome, gate};
+use crate::store::{Charge, ChargeOutcome, gate};
 
 impl MemoryStore {
     /// The synchronous core of [`Store::apply`](crate::store::Store::apply).
-    pub fn apply_now(&self, charges: &[Charge], now: Nanos) -> Vec<Outcome> {
+    pub fn apply_now(&self, charges: &[Charge], now: Nanos) -> Vec<ChargeOutcome> {
         if let [charge] = charges {
             return vec![self.apply_one(charge, now)];
         }
@@ -53,9 +53,12 @@ impl MemoryStore {
                 }
                 Some(next) => {
                     reserved += usize::from(stored.is_none());
-                    (Outcome::judged(charge, stored, now, verdict), Some(next))
+                    (
+                        ChargeOutcome::judged(charge, stored, now, verdict),
+                        Some(next),
+                    )
                 }
-                None => (Outcome::judged(charge, stored, now, verdict), None),
+                None => (ChargeOutcome::judged(charge, stored, now, verdict), None),
             };
             outcomes.push(outcome);
             drop(held);
@@ -84,20 +87,20 @@ impl MemoryStore {
 
     /// [`MemoryStore::apply_now`] for a call with one counter (the common case): one lock,
     /// no bookkeeping of pending states. A lone charge blocks its call exactly when denied.
-    pub(super) fn apply_one(&self, charge: &Charge, now: Nanos) -> Outcome {
+    pub(super) fn apply_one(&self, charge: &Charge, now: Nanos) -> ChargeOutcome {
         let fp = self.fingerprinter.of(charge.key.as_bytes());
         let mut shard = self.shards[self.shard_of(fp)].lock();
         let held = shard.get(fp, charge.limit.algorithm);
         let stored = held.as_deref();
         let (verdict, next) = algorithm::decide(&charge.limit, stored, now, charge.cost);
         let Some(next) = next else {
-            return Outcome::judged(charge, stored, now, verdict);
+            return ChargeOutcome::judged(charge, stored, now, verdict);
         };
         if stored.is_none() && !self.reserve() {
             self.refused.fetch_add(1, Ordering::Relaxed);
             return full();
         }
-        let outcome = Outcome::judged(charge, stored, now, verdict);
+        let outcome = ChargeOutcome::judged(charge, stored, now, verdict);
         drop(held);
         let idle_at = algorithm::idle_at(&charge.limit, &next);
         shard.put(fp, next, idle_at, self.journal);
@@ -106,8 +109,8 @@ impl MemoryStore {
 }
 
 /// The outcome of a charge refused because the store is full.
-fn full() -> Outcome {
-    Outcome {
+fn full() -> ChargeOutcome {
+    ChargeOutcome {
         verdict: Verdict {
             admitted: false,
             remaining: 0,

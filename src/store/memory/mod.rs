@@ -26,7 +26,7 @@ use parking_lot::Mutex;
 use self::shard::Shard;
 use super::saved::{CounterView, SavedCounter, SavedKey};
 use super::{
-    Charge, Cleared, Fingerprint, Fingerprinter, Outcome, ResetFuture, Store, StoreFuture,
+    Charge, ChargeOutcome, Cleared, Fingerprint, Fingerprinter, ResetFuture, Store, StoreFuture,
     StoreStats,
 };
 use crate::clock::{Nanos, SECOND};
@@ -227,7 +227,7 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(Ok(verdicts)))
     }
 
-    fn apply_one_now(&self, charge: &Charge, now: Nanos) -> Option<Outcome> {
+    fn apply_one_now(&self, charge: &Charge, now: Nanos) -> Option<ChargeOutcome> {
         Some(self.apply_one(charge, now))
     }
 

@@ -8,7 +8,7 @@ use super::PersistentStore;
 use super::compact;
 use crate::clock::Nanos;
 use crate::store::{
-    Charge, Cleared, FlushFuture, Outcome, PersistStats, ResetFuture, Store, StoreError,
+    Charge, ChargeOutcome, Cleared, FlushFuture, PersistStats, ResetFuture, Store, StoreError,
     StoreFuture, StoreStats,
 };
 
@@ -51,7 +51,7 @@ impl Store for PersistentStore {
         self.shared.memory.apply(charges, now)
     }
 
-    fn apply_one_now(&self, charge: &Charge, now: Nanos) -> Option<Outcome> {
+    fn apply_one_now(&self, charge: &Charge, now: Nanos) -> Option<ChargeOutcome> {
         self.shared.memory.apply_one_now(charge, now)
     }
 

@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 
 use crate::algorithm::{Limit, Verdict};
 use crate::clock::Nanos;
-use crate::store::{Charge, Outcome};
+use crate::store::{Charge, ChargeOutcome};
 
 type Hasher = foldhash::fast::RandomState;
 
@@ -67,7 +67,7 @@ impl OverLimitCache {
     }
 
     /// The cached outcome of `charge` at `now`, if its counter is known to deny it.
-    pub fn lookup(&self, charge: &Charge, now: Nanos) -> Option<Outcome> {
+    pub fn lookup(&self, charge: &Charge, now: Nanos) -> Option<ChargeOutcome> {
         if self.per_shard == 0 {
             return None;
         }
@@ -75,7 +75,7 @@ impl OverLimitCache {
         let shard = self.shard(key).lock();
         let entry = shard.get(key)?;
         let hit = entry.limit == charge.limit && charge.cost <= 1 && now < entry.until;
-        hit.then(|| Outcome {
+        hit.then(|| ChargeOutcome {
             verdict: Verdict {
                 admitted: false,
                 remaining: 0,
@@ -87,7 +87,7 @@ impl OverLimitCache {
 
     /// Remembers `outcome` of `charge`, decided by Redis after `sent_at`, if it is a denial
     /// of one hit (or a check) where not even one hit fits.
-    pub fn remember(&self, charge: &Charge, sent_at: Nanos, outcome: &Outcome) {
+    pub fn remember(&self, charge: &Charge, sent_at: Nanos, outcome: &ChargeOutcome) {
         if self.per_shard == 0
             || charge.cost > 1
             || outcome.verdict.admitted
@@ -163,8 +163,8 @@ mod tests {
         }
     }
 
-    fn denied(reset_after: Nanos, available: u64) -> Outcome {
-        Outcome {
+    fn denied(reset_after: Nanos, available: u64) -> ChargeOutcome {
+        ChargeOutcome {
             verdict: Verdict {
                 admitted: false,
                 remaining: 0,

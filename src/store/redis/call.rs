@@ -13,7 +13,7 @@ use super::route::Route;
 use super::settings::RedisClock;
 use crate::clock::Nanos;
 use crate::store::{
-    Charge, Cleared, LeaseStats, LocalCacheStats, Outcome, StoreError, StoreFuture,
+    Charge, ChargeOutcome, Cleared, LeaseStats, LocalCacheStats, StoreError, StoreFuture,
 };
 
 /// What every call goes through, from held leases down to Redis.
@@ -126,7 +126,7 @@ impl Calls {
         &self,
         charges: &[Charge],
         now: Nanos,
-    ) -> Result<Vec<Outcome>, StoreError> {
+    ) -> Result<Vec<ChargeOutcome>, StoreError> {
         let sent_at = self.cache_now(now);
         // Held hits first: they are counted in Redis already (its over-limit answer may be
         // ours), and they answer while Redis is away.
@@ -154,10 +154,10 @@ impl Calls {
         extras: &[u64],
         now: Nanos,
         sent_at: Nanos,
-    ) -> Result<Vec<Outcome>, StoreError> {
+    ) -> Result<Vec<ChargeOutcome>, StoreError> {
         // Only a call whose every counter is known to be full skips Redis: the others would
         // need Redis's answer for their statuses anyway.
-        let cached: Option<Vec<Outcome>> = charges
+        let cached: Option<Vec<ChargeOutcome>> = charges
             .iter()
             .map(|c| self.cache.lookup(c, sent_at))
             .collect();
@@ -174,7 +174,7 @@ impl Calls {
         match self.route.run(charges, extras, now).await {
             Ok(answered) => {
                 self.health.call_succeeded();
-                let outcomes: Vec<Outcome> = if extras.iter().any(|&e| e > 0) {
+                let outcomes: Vec<ChargeOutcome> = if extras.iter().any(|&e| e > 0) {
                     self.leases.settle(charges, extras, answered, sent_at)
                 } else {
                     answered.into_iter().map(|a| a.outcome).collect()

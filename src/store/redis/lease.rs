@@ -28,7 +28,7 @@ use parking_lot::Mutex;
 use super::script::Answered;
 use crate::algorithm::{Algorithm, Limit, Verdict};
 use crate::clock::Nanos;
-use crate::store::{Charge, Outcome};
+use crate::store::{Charge, ChargeOutcome};
 
 type Hasher = foldhash::fast::RandomState;
 
@@ -152,7 +152,7 @@ impl Leases {
         charges: &[Charge],
         now: Nanos,
         refill_first: bool,
-    ) -> Option<Vec<Outcome>> {
+    ) -> Option<Vec<ChargeOutcome>> {
         if charges.iter().any(|c| c.lease <= 1) {
             return None;
         }
@@ -173,7 +173,7 @@ impl Leases {
             held.tokens -= charge.cost;
             taken.push((i, held.until));
             let remaining = held.remaining.saturating_add(held.tokens);
-            outcomes.push(Outcome {
+            outcomes.push(ChargeOutcome {
                 verdict: Verdict {
                     admitted: true,
                     remaining,
@@ -258,7 +258,7 @@ impl Leases {
         extras: &[u64],
         answered: Vec<Answered>,
         sent_at: Nanos,
-    ) -> Vec<Outcome> {
+    ) -> Vec<ChargeOutcome> {
         charges
             .iter()
             .zip(extras)

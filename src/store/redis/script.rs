@@ -14,7 +14,7 @@ use redis::Value;
 
 use crate::algorithm::{Limit, Verdict};
 use crate::clock::Nanos;
-use crate::store::{BadReply, Charge, Gate, Outcome};
+use crate::store::{BadReply, Charge, ChargeOutcome, Gate};
 
 /// The script source.
 pub const SOURCE: &str = include_str!("apply.lua");
@@ -132,7 +132,7 @@ pub fn reply_bytes(reply: &Value) -> Result<&[u8], BadReply> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Answered {
     /// The outcome (`remaining` is what Redis has left after the cost and the grant).
-    pub outcome: Outcome,
+    pub outcome: ChargeOutcome,
     /// Extra hits granted to this replica's lease (0 without a lease).
     pub granted: u64,
 }
@@ -163,7 +163,7 @@ pub fn outcomes(bytes: &[u8], costs: &[u64]) -> Result<Vec<Answered>, BadReply> 
                 remaining,
                 reset_after: int(&f[16..24])?.saturating_mul(MICRO),
             };
-            // As the memory store reports it (`Outcome::judged`): remaining + cost when
+            // As the memory store reports it (`ChargeOutcome::judged`): remaining + cost when
             // admitted (the grant too: it fitted before the call).
             let available = if admitted {
                 remaining.saturating_add(granted).saturating_add(*cost)
@@ -171,7 +171,7 @@ pub fn outcomes(bytes: &[u8], costs: &[u64]) -> Result<Vec<Answered>, BadReply> 
                 int(&f[24..32])?
             };
             Ok(Answered {
-                outcome: Outcome { verdict, available },
+                outcome: ChargeOutcome { verdict, available },
                 granted,
             })
         })

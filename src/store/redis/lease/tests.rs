@@ -45,7 +45,7 @@ impl Authority {
             *self.charged.entry(now / WINDOW).or_default() += charge.cost + granted;
         }
         Answered {
-            outcome: Outcome { verdict, available },
+            outcome: ChargeOutcome { verdict, available },
             granted,
         }
     }
