@@ -2,7 +2,7 @@
 //! service, Envoy's quota service (RLQS), and the xDS discovery service with envoyproxy/ratelimit's rule resource. Generates
 //! protojson (serde) impls of the RLS messages for the `/json` endpoint with pbjson. The RLS
 //! route sluice serves is generated a second time by hand (`tonic_build::manual`): the same
-//! method and path, answering with `crate::service::wire::Answer`, which writes a decision
+//! method and path, answering with the limiter's `Decision`, which `crate::service::wire` writes
 //! straight to protobuf instead of through the generated response message. Also records what
 //! `sluice --version` prints beside the version: the commit and the cargo profile built.
 
@@ -36,8 +36,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .name("should_rate_limit")
         .route_name("ShouldRateLimit")
         .input_type("crate::proto::RateLimitRequest")
-        .output_type("crate::service::wire::Answer")
-        .codec_path("crate::service::wire::AnswerCodec")
+        .output_type("crate::limiter::Decision")
+        .codec_path("crate::service::wire::DecisionCodec")
         .build();
     tonic_build::manual::Builder::new()
         .build_client(false)

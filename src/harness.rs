@@ -148,7 +148,7 @@ pub fn rule_file(data: &[u8]) {
 }
 
 /// A gRPC request message's bytes: decoded as the codec decodes them, then mapped, validated
-/// and decided by the service. An answer has one status per descriptor.
+/// and checked by the service. A decision has one status per descriptor.
 pub fn grpc_request(data: &[u8]) {
     let Ok(request) = RateLimitRequest::decode(data) else {
         return;
@@ -162,7 +162,7 @@ pub fn grpc_request(data: &[u8]) {
             .should_rate_limit(tonic::Request::new(request)),
     );
     match answer {
-        Ok(response) => assert_eq!(response.get_ref().statuses().len(), descriptors),
+        Ok(response) => assert_eq!(response.get_ref().statuses.len(), descriptors),
         Err(status) => assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}"),
     }
 }

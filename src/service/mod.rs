@@ -20,9 +20,8 @@ use crate::proto::rate_limit_response::{self, DescriptorStatus, rate_limit};
 use crate::proto::{RateLimitRequest, RateLimitResponse};
 use crate::rules::Unit;
 use crate::telemetry::{CallSpan, CallTracer};
-use wire::Answer;
 
-/// The RLS route's service trait (generated over [`Answer`]).
+/// The RLS route's service trait (generated over [`Decision`], which [`wire::write`] encodes).
 pub use server::rate_limit_service_server::RateLimitService;
 /// The generated RLS route's server over [`RlsService`].
 pub use server::rate_limit_service_server::RateLimitServiceServer;
@@ -51,7 +50,7 @@ impl RlsService {
         &self,
         request: RateLimitRequest,
         mut span: Option<CallSpan>,
-    ) -> Result<Answer, Status> {
+    ) -> Result<Decision, Status> {
         let request = match to_domain(request) {
             Ok(request) => request,
             Err(e) => {
@@ -72,7 +71,7 @@ impl RlsService {
             span.record(&request, &self.limiter.rules(), &result);
         }
         match result {
-            Ok(decision) => Ok(Answer::from(decision)),
+            Ok(decision) => Ok(decision),
             Err(LimitError::Invalid(e)) => Err(Status::invalid_argument(e.to_string())),
             // UNAVAILABLE, never UNKNOWN: Envoy's failure_mode_deny must decide a store outage,
             // transient or not (a bad script reply is the store failing as much as a timeout).
@@ -94,7 +93,7 @@ impl RateLimitService for RlsService {
     async fn should_rate_limit(
         &self,
         request: Request<RateLimitRequest>,
-    ) -> Result<Response<Answer>, Status> {
+    ) -> Result<Response<Decision>, Status> {
         let started = Instant::now();
         let span = self
             .tracer
@@ -173,29 +172,29 @@ pub fn to_proto(decision: Decision) -> RateLimitResponse {
         overall_code: code(decision.code) as i32,
         statuses,
         response_headers_to_add,
-        dynamic_metadata: decision.dynamic_metadata.map(to_struct),
+        dynamic_metadata: decision.dynamic_metadata.as_ref().map(to_struct),
         ..RateLimitResponse::default()
     }
 }
 
 /// JSON (the limiter's dynamic metadata) as a `google.protobuf.Struct`; every number becomes a
 /// double, as in any Struct.
-fn to_struct(fields: serde_json::Map<String, serde_json::Value>) -> pbjson_types::Struct {
+fn to_struct(fields: &serde_json::Map<String, serde_json::Value>) -> pbjson_types::Struct {
     fields
-        .into_iter()
-        .map(|(key, value)| (key, to_value(value)))
+        .iter()
+        .map(|(key, value)| (key.clone(), to_value(value)))
         .collect()
 }
 
-fn to_value(value: serde_json::Value) -> pbjson_types::Value {
+fn to_value(value: &serde_json::Value) -> pbjson_types::Value {
     use serde_json::Value as Json;
     match value {
         Json::Null => ().into(),
-        Json::Bool(b) => b.into(),
+        Json::Bool(b) => (*b).into(),
         // Always Some without serde_json's arbitrary_precision feature.
         Json::Number(n) => n.as_f64().unwrap_or_default().into(),
-        Json::String(s) => s.into(),
-        Json::Array(items) => items.into_iter().map(to_value).collect::<Vec<_>>().into(),
+        Json::String(s) => s.clone().into(),
+        Json::Array(items) => items.iter().map(to_value).collect::<Vec<_>>().into(),
         Json::Object(fields) => to_struct(fields).into(),
     }
 }

@@ -1,101 +1,61 @@
-//! The RLS answer written straight from a decision to protobuf's wire format.
+//! A call's [`Decision`] written straight to protobuf's wire format, as the RLS route sends it.
 //!
 //! Building the generated `RateLimitResponse` per call (strings copied out of the decision,
 //! nested messages allocated) and encoding it (prost measures every nested message twice) cost
-//! more instructions than deciding the call. [`Answer`] keeps the decision's parts and writes
-//! the same bytes a `RateLimitResponse` of them would decode from: the tests decode its output
-//! and compare it with [`super::to_proto`] of the same decision.
-
-use std::borrow::Cow;
+//! more instructions than deciding the call. [`write`] writes the decision's parts as the same
+//! bytes a `RateLimitResponse` of them would decode from: the tests decode its output and
+//! compare it with [`super::to_proto`] of the same decision. There is no wire type of its own:
+//! the route's codec ([`DecisionCodec`]) encodes the limiter's `Decision` itself.
 
 use bytes::BufMut;
 use tonic::Status;
 use tonic::codec::{Codec, EncodeBuf, Encoder};
 
-use crate::limiter::{Code, Decision, DescriptorStatus, HeaderText};
+use crate::limiter::{Decision, DescriptorStatus};
 use crate::proto::RateLimitRequest;
 use crate::proto::codec::Decoder as RequestDecoder;
 
-/// One call's answer as the gRPC route sends it (`RateLimitResponse` on the wire).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Answer {
-    code: Code,
-    statuses: Vec<DescriptorStatus>,
-    headers: Vec<(Cow<'static, str>, HeaderText)>,
-    /// The dynamic metadata, already a `google.protobuf.Struct` (rare: only when configured).
-    metadata: Option<pbjson_types::Struct>,
-}
-
-impl Default for Answer {
-    fn default() -> Self {
-        Self {
-            code: Code::Ok,
-            statuses: Vec::new(),
-            headers: Vec::new(),
-            metadata: None,
-        }
+/// Writes `decision` as a `RateLimitResponse` message body. Its dynamic metadata (rare: only
+/// when configured) becomes a `google.protobuf.Struct` here, as it is written.
+pub fn write(decision: &Decision, buf: &mut impl Sink) {
+    put_uint(buf, 1, super::code(decision.code) as u64);
+    for status in &decision.statuses {
+        put_key(buf, 2, LEN);
+        put_varint(buf, status_len(status) as u64);
+        write_status(buf, status);
     }
-}
-
-impl From<Decision> for Answer {
-    fn from(decision: Decision) -> Self {
-        Self {
-            code: decision.code,
-            statuses: decision.statuses,
-            headers: decision.headers,
-            metadata: decision.dynamic_metadata.map(super::to_struct),
-        }
-    }
-}
-
-impl Answer {
-    #[cfg(feature = "fuzzing")]
-    /// The statuses, one per request descriptor.
-    pub fn statuses(&self) -> &[DescriptorStatus] {
-        &self.statuses
-    }
-
-    /// Writes the answer as a `RateLimitResponse` message body.
-    pub fn write(&self, buf: &mut impl Sink) {
-        put_uint(buf, 1, super::code(self.code) as u64);
-        for status in &self.statuses {
+    for (key, value) in &decision.headers {
+        let value_len = value.len();
+        put_key(buf, 3, LEN);
+        put_varint(buf, (str_len(key) + bytes_len(value_len)) as u64);
+        put_str(buf, 1, key);
+        if value_len > 0 {
+            // Written from its parts: the value never exists as one string.
             put_key(buf, 2, LEN);
-            put_varint(buf, status_len(status) as u64);
-            write_status(buf, status);
+            put_varint(buf, value_len as u64);
+            value.write(|piece| buf.put_slice(piece));
         }
-        for (key, value) in &self.headers {
-            let value_len = value.len();
-            put_key(buf, 3, LEN);
-            put_varint(buf, (str_len(key) + bytes_len(value_len)) as u64);
-            put_str(buf, 1, key);
-            if value_len > 0 {
-                // Written from its parts: the value never exists as one string.
-                put_key(buf, 2, LEN);
-                put_varint(buf, value_len as u64);
-                value.write(|piece| buf.put_slice(piece));
-            }
-        }
-        if let Some(metadata) = &self.metadata {
-            use prost::Message;
-            put_key(buf, 6, LEN);
-            buf.put_slice(&metadata.encode_length_delimited_to_vec());
-        }
+    }
+    if let Some(metadata) = &decision.dynamic_metadata {
+        use prost::Message;
+        put_key(buf, 6, LEN);
+        buf.put_slice(&super::to_struct(metadata).encode_length_delimited_to_vec());
     }
 }
 
 /// The codec of the generated RLS route: requests decoded by prost (undecodable ones are
-/// `INVALID_ARGUMENT`), answers written by [`Answer::write`].
+/// `INVALID_ARGUMENT`), decisions written by [`write`].
 #[derive(Debug, Clone, Default)]
-pub struct AnswerCodec;
+pub struct DecisionCodec;
 
-impl Codec for AnswerCodec {
-    type Encode = Answer;
+impl Codec for DecisionCodec {
+    type Encode = Decision;
     type Decode = RateLimitRequest;
-    type Encoder = AnswerEncoder;
+    type Encoder = DecisionEncoder;
     type Decoder = RequestDecoder<RateLimitRequest>;
 
     fn encoder(&mut self) -> Self::Encoder {
-        AnswerEncoder
+        DecisionEncoder
     }
 
     fn decoder(&mut self) -> Self::Decoder {
@@ -103,24 +63,24 @@ impl Codec for AnswerCodec {
     }
 }
 
-/// Writes answers into tonic's frame buffer.
+/// Writes decisions into tonic's frame buffer.
 #[derive(Debug, Clone, Default)]
-pub struct AnswerEncoder;
+pub struct DecisionEncoder;
 
-impl Encoder for AnswerEncoder {
-    type Item = Answer;
+impl Encoder for DecisionEncoder {
+    type Item = Decision;
     type Error = Status;
 
-    fn encode(&mut self, answer: Answer, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+    fn encode(&mut self, decision: Decision, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
         // Written on the stack first, then copied in one go: byte by byte, tonic's buffer
         // checks its room through two layers on every write, which cost more than the writing.
         let mut stack = StackSink::new();
-        answer.write(&mut stack);
+        write(&decision, &mut stack);
         match stack.written() {
             Some(bytes) => dst.put_slice(bytes),
             None => {
                 let mut bytes = Vec::new();
-                answer.write(&mut bytes);
+                write(&decision, &mut bytes);
                 dst.put_slice(&bytes);
             }
         }
@@ -128,8 +88,8 @@ impl Encoder for AnswerEncoder {
     }
 }
 
-/// Where an answer is written: a buffer on the stack on the route, a `Vec` for an answer too
-/// large for it and in tests.
+/// Where a decision is written: a buffer on the stack on the route, a `Vec` for one too large
+/// for it and in tests.
 pub trait Sink {
     /// Appends one byte.
     fn put_u8(&mut self, byte: u8);
@@ -137,8 +97,8 @@ pub trait Sink {
     fn put_slice(&mut self, bytes: &[u8]);
 }
 
-/// A fixed buffer on the stack that notes when an answer does not fit (then it is written
-/// again into a `Vec`): nothing is lost and nothing panics, whatever the answer's size.
+/// A fixed buffer on the stack that notes when a decision does not fit (then it is written
+/// again into a `Vec`): nothing is lost and nothing panics, whatever its size.
 struct StackSink {
     bytes: [u8; INLINE_ANSWER],
     len: usize,
@@ -154,7 +114,7 @@ impl StackSink {
         }
     }
 
-    /// The bytes written; `None` if the answer did not fit.
+    /// The bytes written; `None` if the decision did not fit.
     fn written(&self) -> Option<&[u8]> {
         (!self.overflowed).then(|| &self.bytes[..self.len])
     }
@@ -194,7 +154,7 @@ impl Sink for Vec<u8> {
     }
 }
 
-/// Answers up to this size (a few statuses with their headers) are written on the stack.
+/// Decisions up to this size (a few statuses with their headers) are written on the stack.
 const INLINE_ANSWER: usize = 256;
 
 /// Wire type of a varint field.

@@ -1,4 +1,4 @@
-//! The answer's bytes decode to exactly the response `to_proto` builds from the same decision.
+//! The bytes `write` makes of a decision decode to exactly the response `to_proto` builds from it.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -7,15 +7,15 @@ use proptest::prelude::*;
 use prost::Message;
 
 use super::*;
-use crate::limiter::{RateLimitItem, ReportedLimit, StoreUse};
+use crate::limiter::{Code, HeaderText, RateLimitItem, ReportedLimit, StoreUse};
 use crate::proto::RateLimitResponse;
 use crate::rules::Unit;
 use crate::service::to_proto;
 
 fn decoded(decision: &Decision) -> RateLimitResponse {
     let mut bytes = Vec::new();
-    Answer::from(decision.clone()).write(&mut bytes);
-    RateLimitResponse::decode(bytes.as_slice()).expect("the answer decodes")
+    write(decision, &mut bytes);
+    RateLimitResponse::decode(bytes.as_slice()).expect("the written decision decodes")
 }
 
 fn code() -> impl Strategy<Value = Code> {
@@ -109,12 +109,12 @@ proptest! {
     /// Any decision — every unit, empty and long names, zero and huge numbers, headers long
     /// enough for two-byte lengths, metadata or none — reads back as `to_proto` of it.
     #[test]
-    fn the_answer_decodes_as_the_generated_response(decision in decision()) {
+    fn a_written_decision_decodes_as_the_generated_response(decision in decision()) {
         prop_assert_eq!(decoded(&decision), to_proto(decision));
     }
 }
 
-/// The common answer: one counted descriptor, draft-10 headers.
+/// The common decision: one counted descriptor, draft-10 headers.
 #[test]
 fn an_admitted_call_reads_back_whole() {
     let decision = Decision {
