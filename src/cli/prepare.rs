@@ -23,13 +23,13 @@ pub struct Prepared {
 /// Turns the flags into settings; with `--upstream-env` (or as `ratelimit`) envoyproxy/ratelimit's
 /// variables fill in what no flag gave explicitly (`matches` tells which did).
 pub fn prepare(mut args: ServeArgs, matches: Option<&ArgMatches>) -> anyhow::Result<Prepared> {
-    let mut outcome = compat::Outcome::default();
+    let mut applied = compat::Applied::default();
     if args.serving.upstream_env {
-        outcome = compat::apply(&mut args, matches, &compat::Env::from_process())?;
+        applied = compat::apply(&mut args, matches, &compat::Env::from_process())?;
     }
     let mut settings = args.settings();
     if args.serving.upstream_env {
-        settings.runtime = outcome.runtime;
+        settings.runtime = applied.runtime;
         // As envoyproxy/ratelimit: rules that do not load leave the server up, unhealthy, waiting
         // for them.
         settings.rules_required = false;
@@ -38,6 +38,6 @@ pub fn prepare(mut args: ServeArgs, matches: Option<&ArgMatches>) -> anyhow::Res
         settings,
         log_format: args.log_format,
         log_level: args.log_level,
-        warning: outcome.warning,
+        warning: applied.warning,
     })
 }

@@ -1,5 +1,5 @@
 //! The vocabulary between the quota book and the RLQS streams: buckets, usage, strategies and
-//! answers.
+//! assignments.
 
 use std::num::NonZeroU32;
 
@@ -43,9 +43,9 @@ pub enum Strategy {
     },
 }
 
-/// One bucket action for a stream.
+/// What a stream is told about one bucket: Envoy's `Assignment`, an assignment or an abandon.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
+pub enum Assignment {
     /// `quota_assignment_action`: use `strategy` for `ttl_seconds`.
     Assign {
         /// The bucket.
@@ -62,10 +62,10 @@ pub enum Answer {
     },
 }
 
-/// A stream's way to receive answers it did not ask for (pushed when another stream's report, a
-/// reload or a departure moves its share).
+/// A stream's way to receive assignments it did not ask for (pushed when another stream's
+/// report, a reload or a departure moves its share).
 pub trait Push: Send + Sync {
     /// Queues `answers` for the stream without waiting. `false` when the stream cannot take them
     /// (gone, or too far behind): the book then treats the stream as closed.
-    fn push(&self, answers: Vec<Answer>) -> bool;
+    fn push(&self, answers: Vec<Assignment>) -> bool;
 }

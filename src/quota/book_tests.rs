@@ -11,7 +11,7 @@ use super::share::Share;
 use super::*;
 
 /// Every push of a test in order: (stream number, answers).
-type Log = Arc<Mutex<Vec<(usize, Vec<Answer>)>>>;
+type Log = Arc<Mutex<Vec<(usize, Vec<Assignment>)>>>;
 
 /// A stream's pushes, and every push of the test in order (stream number, answers).
 #[derive(Clone)]
@@ -21,7 +21,7 @@ struct Inbox {
 }
 
 impl Push for Inbox {
-    fn push(&self, answers: Vec<Answer>) -> bool {
+    fn push(&self, answers: Vec<Assignment>) -> bool {
         self.all.lock().unwrap().push((self.name, answers));
         true
     }
@@ -55,7 +55,7 @@ impl Rig {
         self.book.open("edge", Arc::new(inbox))
     }
 
-    fn taken(&self) -> Vec<(usize, Vec<Answer>)> {
+    fn taken(&self) -> Vec<(usize, Vec<Assignment>)> {
         std::mem::take(&mut *self.pushes.lock().unwrap())
     }
 
@@ -101,10 +101,10 @@ fn tb(max: u32, tpf: u32, interval: u32) -> Strategy {
     }
 }
 
-fn strategy_of(answer: &Answer) -> Option<Strategy> {
+fn strategy_of(answer: &Assignment) -> Option<Strategy> {
     match answer {
-        Answer::Assign { strategy, .. } => Some(*strategy),
-        Answer::Abandon { .. } => None,
+        Assignment::Assign { strategy, .. } => Some(*strategy),
+        Assignment::Abandon { .. } => None,
     }
 }
 
@@ -337,7 +337,7 @@ fn a_bucket_nobody_reports_is_forgotten_and_abandoned() {
     let pushes = rig.taken();
     assert_eq!(
         pushes.last().map(|(_, p)| p[0].clone()),
-        Some(Answer::Abandon { bucket: id("x") })
+        Some(Assignment::Abandon { bucket: id("x") })
     );
     assert_eq!(rig.book.buckets(), 0);
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use crate::clock::{Nanos, SECOND};
 
-use super::assign::{Answer, BucketId, Strategy, Usage};
+use super::assign::{Assignment, BucketId, Strategy, Usage};
 use super::limits::REPORT_INTERVAL;
 
 /// What one bucket of the modelled Envoy enforces right now.
@@ -168,14 +168,14 @@ impl EnvoyModel {
     /// Applies a server's answers at `now`, sent by server process `generation`. Returns the
     /// tokens the assignments added at once (a token bucket starting full, or one grown while
     /// keeping its fill ratio): the bound's slack.
-    pub fn apply(&mut self, answers: &[Answer], generation: u64, now: Nanos) -> f64 {
+    pub fn apply(&mut self, answers: &[Assignment], generation: u64, now: Nanos) -> f64 {
         let mut jump = 0.0;
         for answer in answers {
             match answer {
-                Answer::Abandon { bucket } => {
+                Assignment::Abandon { bucket } => {
                     self.buckets.remove(bucket);
                 }
-                Answer::Assign {
+                Assignment::Assign {
                     bucket,
                     strategy,
                     ttl_seconds,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::clock::{Clock, ManualClock, Nanos, SECOND};
 use crate::rules::bucket::{QuotaAction, QuotaRate};
 
-use super::assign::{Answer, BucketId, Push, Strategy, StreamId, Usage};
+use super::assign::{Assignment, BucketId, Push, Strategy, StreamId, Usage};
 use super::book::{QuotaBook, rate_of};
 use super::envoy_model::EnvoyModel;
 use super::limits::HELD_FOR;
@@ -73,7 +73,7 @@ pub struct StepRecord {
     pub previous: f64,
 }
 
-type Log = Arc<Mutex<Vec<(usize, Vec<Answer>)>>>;
+type Log = Arc<Mutex<Vec<(usize, Vec<Assignment>)>>>;
 
 /// A stream's pushes, logged in order; the fleet applies them to the Envoy after each call.
 struct Mailbox {
@@ -82,7 +82,7 @@ struct Mailbox {
 }
 
 impl Push for Mailbox {
-    fn push(&self, answers: Vec<Answer>) -> bool {
+    fn push(&self, answers: Vec<Assignment>) -> bool {
         self.log
             .lock()
             .map(|mut log| log.push((self.member, answers)))

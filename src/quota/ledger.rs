@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::clock::{Clock, Nanos};
 use crate::rules::bucket::QuotaAction;
 
-use super::assign::{Answer, BucketId, Push, Strategy, StreamId};
+use super::assign::{Assignment, BucketId, Push, Strategy, StreamId};
 use super::bucket::{Bucket, Change};
 use super::limits::{ASSIGNMENT_TTL_SECONDS, WARM_UP};
 use super::portion::Portion;
@@ -152,7 +152,7 @@ impl Ledger {
                 .push((key, change));
         }
         for (stream, changes) in by_stream {
-            let answers: Vec<Answer> = changes
+            let answers: Vec<Assignment> = changes
                 .iter()
                 .filter_map(|(key, c)| Some(assign(&self.buckets.get(key)?.id, c.new)))
                 .collect();
@@ -188,8 +188,8 @@ impl Ledger {
 }
 
 /// An assignment of `strategy` for `bucket` with the book's TTL.
-pub(crate) fn assign(bucket: &BucketId, strategy: Strategy) -> Answer {
-    Answer::Assign {
+pub(crate) fn assign(bucket: &BucketId, strategy: Strategy) -> Assignment {
+    Assignment::Assign {
         bucket: bucket.clone(),
         strategy,
         ttl_seconds: ASSIGNMENT_TTL_SECONDS,

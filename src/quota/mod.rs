@@ -28,7 +28,7 @@ mod upkeep;
 mod view;
 
 pub use crate::store::{Claim, ClaimError, ClaimFuture, Claimed, PortionStore};
-pub use assign::{Answer, BucketId, Push, Strategy, StreamId, Usage};
+pub use assign::{Assignment, BucketId, Push, Strategy, StreamId, Usage};
 pub use book::QuotaBook;
 pub use limits::{
     ASSIGNMENT_TTL_SECONDS, FORGET_AFTER, HEADROOM, HELD_FOR, MAX_BUCKETS_PER_STREAM,

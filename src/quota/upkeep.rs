@@ -4,7 +4,7 @@
 use crate::clock::Nanos;
 use crate::rules::bucket::QuotaAction;
 
-use super::assign::{Answer, BucketId};
+use super::assign::{Assignment, BucketId};
 use super::ledger::{Key, Ledger};
 use super::limits::{FORGET_AFTER, HELD_FOR, SILENT_AFTER};
 
@@ -87,10 +87,10 @@ impl Ledger {
             .collect();
         let mut lost = false;
         for stream in holding {
-            let pushed = self
-                .streams
-                .get(&stream)
-                .is_some_and(|s| s.push.push(vec![Answer::Abandon { bucket: id.clone() }]));
+            let pushed = self.streams.get(&stream).is_some_and(|s| {
+                s.push
+                    .push(vec![Assignment::Abandon { bucket: id.clone() }])
+            });
             if !pushed {
                 lost = true;
                 self.close(stream);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::rules::bucket::QuotaRate;
 
-use super::assign::{Answer, BucketId, Strategy, StreamId};
+use super::assign::{Assignment, BucketId, Strategy, StreamId};
 
 /// What one usage report produced.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -13,7 +13,7 @@ pub struct Reported {
     /// This stream's answers, to send in order after the pushes the report caused. Every
     /// reported bucket gets one (a new or changed strategy, or the same one again to restart its
     /// time to live), except buckets of a counted limit during the warm-up after a start.
-    pub answers: Vec<Answer>,
+    pub answers: Vec<Assignment>,
     /// One tally per reported bucket, for the metrics.
     pub tallies: Vec<Tally>,
 }

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::runner::Outcome;
+use super::runner::AlgorithmRun;
 use sluice::clock::{MILLI, Nanos};
 
 /// What was simulated, for headings.
@@ -26,7 +26,7 @@ pub fn seconds(nanos: i128) -> String {
 }
 
 /// The table: one row per algorithm with admitted, denied and the most admitted in any window.
-pub fn table(scenario: &Scenario, outcomes: &[Outcome]) -> String {
+pub fn table(scenario: &Scenario, outcomes: &[AlgorithmRun]) -> String {
     let w = seconds(i128::from(scenario.window));
     let calls = outcomes.first().map_or(0, |o| o.decisions.len());
     let mut out = format!(
@@ -73,7 +73,7 @@ fn millis(nanos: i64) -> String {
 /// "results": [{"algorithm", "admitted", "denied", "max_in_any_window", "decisions":
 /// [{"t_ms", "admitted"}]}]}`. Written by hand because every string in it is one of ours
 /// (pattern and algorithm names), so nothing needs escaping, and the key order is kept.
-pub fn json(scenario: &Scenario, outcomes: &[Outcome]) -> String {
+pub fn json(scenario: &Scenario, outcomes: &[AlgorithmRun]) -> String {
     let mut out = format!(
         r#"{{"pattern":"{}","limit":{},"window_ms":{},"results":["#,
         scenario.pattern,

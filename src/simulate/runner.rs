@@ -6,7 +6,7 @@ use sluice::store::{Charge, CounterKeyBuilder, Gate, MemoryStore};
 
 /// What one algorithm did with the traffic.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
+pub struct AlgorithmRun {
     /// The algorithm.
     pub algorithm: Algorithm,
     /// Each call's arrival time (ns from t = 0) and whether it was admitted, in time order.
@@ -29,7 +29,7 @@ fn origin(window: Nanos) -> Nanos {
 
 /// Runs `arrivals` (sorted, ns from t = 0) through every algorithm with `limit` calls per
 /// `window` ns; the token bucket holds `burst` and starts full.
-pub fn run(arrivals: &[i64], limit: u64, window: Nanos, burst: u64) -> Vec<Outcome> {
+pub fn run(arrivals: &[i64], limit: u64, window: Nanos, burst: u64) -> Vec<AlgorithmRun> {
     let window = window.max(1);
     let origin = origin(window);
     Algorithm::ALL
@@ -51,7 +51,7 @@ pub fn run(arrivals: &[i64], limit: u64, window: Nanos, burst: u64) -> Vec<Outco
         .collect()
 }
 
-fn replay(arrivals: &[i64], limit: Limit, origin: Nanos) -> Outcome {
+fn replay(arrivals: &[i64], limit: Limit, origin: Nanos) -> AlgorithmRun {
     let store = MemoryStore::with_shards(1);
     let clock = ManualClock::new(origin);
     let mut key = CounterKeyBuilder::new("simulate");
@@ -71,7 +71,7 @@ fn replay(arrivals: &[i64], limit: Limit, origin: Nanos) -> Outcome {
         })
         .collect();
     let admitted: Vec<i64> = decisions.iter().filter(|d| d.1).map(|d| d.0).collect();
-    Outcome {
+    AlgorithmRun {
         algorithm: limit.algorithm,
         admitted: admitted.len(),
         denied: decisions.len() - admitted.len(),

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::report::{Scenario, seconds};
-use super::runner::Outcome;
+use super::runner::AlgorithmRun;
 
 const WIDTH: f64 = 960.0;
 /// Room for the row labels on the left.
@@ -33,7 +33,7 @@ impl Span {
 }
 
 /// Draws the timeline of `outcomes` as a standalone SVG document.
-pub fn timeline(scenario: &Scenario, outcomes: &[Outcome]) -> String {
+pub fn timeline(scenario: &Scenario, outcomes: &[AlgorithmRun]) -> String {
     let window = i128::from(scenario.window.max(1));
     let times = outcomes.first().map_or(&[][..], |o| &o.decisions[..]);
     let first = times.first().map_or(0, |d| i128::from(d.0));
@@ -73,7 +73,7 @@ pub fn timeline(scenario: &Scenario, outcomes: &[Outcome]) -> String {
 }
 
 /// One shaded row per algorithm, labelled with its name and figures.
-fn rows(svg: &mut String, outcomes: &[Outcome], w: &str) {
+fn rows(svg: &mut String, outcomes: &[AlgorithmRun], w: &str) {
     for (row, o) in outcomes.iter().enumerate() {
         let top = TOP + ROW * row as f64;
         let mid = top + ROW / 2.0;
@@ -121,7 +121,7 @@ fn edges(svg: &mut String, span: &Span, bottom: f64) {
 }
 
 /// A dot above the row's middle for each admitted call, a cross below it for each denied one.
-fn marks(svg: &mut String, outcome: &Outcome, mid: f64, span: &Span) {
+fn marks(svg: &mut String, outcome: &AlgorithmRun, mid: f64, span: &Span) {
     for &(t, admitted) in &outcome.decisions {
         let cx = span.x(i128::from(t));
         if admitted {

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::XdsSource;
 use super::backoff::Retries;
-use super::protocol::{Protocol, Verdict};
+use super::protocol::{Judgment, Protocol};
 use crate::metrics::Metrics;
 use crate::proto::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use crate::proto::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
@@ -22,8 +22,8 @@ use crate::rules::{ConfigError, ConfigErrors, Location};
 /// Requests waiting to be written to the stream (one per response, so a few at most).
 const OUTGOING: usize = 4;
 
-/// What to send in answer to a response.
-enum Answer {
+/// What to send back for a response.
+enum Reply {
     /// Nothing: the response was not for us.
     Ignore,
     /// At once.
@@ -117,45 +117,45 @@ impl Client {
                 Err(status) => return status.to_string(),
             };
             *delivered = true;
-            let answer = self.answer(&response).await;
-            if !matches!(answer, Answer::Ignore) {
+            let reply = self.reply(&response).await;
+            if !matches!(reply, Reply::Ignore) {
                 // A newer response supersedes a NACK not sent yet (its nonce is stale now).
                 pending = None;
             }
-            match answer {
-                Answer::Ignore => {}
-                Answer::Now(request) => {
+            match reply {
+                Reply::Ignore => {}
+                Reply::Now(request) => {
                     if !self.send(&requests, request).await {
                         return "stream closed".into();
                     }
                 }
-                Answer::After(pause, request) => pending = Some((Instant::now() + pause, request)),
+                Reply::After(pause, request) => pending = Some((Instant::now() + pause, request)),
             }
         }
     }
 
     /// Judges a response and puts accepted rules in force.
-    async fn answer(&mut self, response: &DiscoveryResponse) -> Answer {
+    async fn reply(&mut self, response: &DiscoveryResponse) -> Reply {
         let documents = match self.protocol.judge(response) {
-            Verdict::Repeat { pause } => {
+            Judgment::Repeat { pause } => {
                 tracing::debug!(version = %response.version_info, ?pause, "xDS re-sent a rejected response");
-                return Answer::After(pause, self.protocol.repeat_nack(response));
+                return Reply::After(pause, self.protocol.repeat_nack(response));
             }
-            Verdict::Foreign => {
+            Judgment::Foreign => {
                 tracing::warn!(
                     type_url = %response.type_url,
                     version = %response.version_info,
                     "xDS response of a type not subscribed to; ignored"
                 );
-                return Answer::Ignore;
+                return Reply::Ignore;
             }
-            Verdict::Unchanged => {
+            Judgment::Unchanged => {
                 tracing::debug!(version = %response.version_info, "xDS re-sent the rules in force");
                 self.metrics.record_xds_accepted(&response.version_info);
-                return Answer::Now(self.protocol.accepted(response));
+                return Reply::Now(self.protocol.accepted(response));
             }
-            Verdict::Undecodable(errors) => return self.reject(response, &errors),
-            Verdict::Compile(documents) => documents,
+            Judgment::Undecodable(errors) => return self.reject(response, &errors),
+            Judgment::Compile(documents) => documents,
         };
         let options = self.source.load;
         let version = response.version_info.clone();
@@ -166,16 +166,16 @@ impl Client {
             Ok(Ok(rules)) => {
                 self.reloader.install(rules);
                 self.metrics.record_xds_accepted(&response.version_info);
-                Answer::Now(self.protocol.accepted(response))
+                Reply::Now(self.protocol.accepted(response))
             }
             Ok(Err(errors)) => self.reject(response, &errors),
             Err(e) => self.reject(response, &compiler_failed(&e)),
         }
     }
 
-    fn reject(&mut self, response: &DiscoveryResponse, errors: &ConfigErrors) -> Answer {
+    fn reject(&mut self, response: &DiscoveryResponse, errors: &ConfigErrors) -> Reply {
         self.reloader.reject(errors, Some(&response.version_info));
-        Answer::Now(self.protocol.rejected(response, errors))
+        Reply::Now(self.protocol.rejected(response, errors))
     }
 
     /// Writes a request to the stream; `false` if the stream is gone.

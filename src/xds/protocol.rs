@@ -34,7 +34,7 @@ const INVALID_ARGUMENT: i32 = 3;
 
 /// What to do with a response.
 #[derive(Debug)]
-pub(super) enum Verdict {
+pub(super) enum Judgment {
     /// A response of another type than the one subscribed to: not ours to judge, so neither
     /// ACKed nor NACKed (as Envoy ignores a type it does not watch).
     Foreign,
@@ -96,16 +96,16 @@ impl Protocol {
         self.request(String::new(), None)
     }
 
-    /// Judges a response (see [`Verdict`]).
-    pub(super) fn judge(&mut self, response: &DiscoveryResponse) -> Verdict {
+    /// Judges a response (see [`Judgment`]).
+    pub(super) fn judge(&mut self, response: &DiscoveryResponse) -> Judgment {
         if response.type_url != TYPE_URL {
-            return Verdict::Foreign;
+            return Judgment::Foreign;
         }
         let fingerprint = fingerprint(response);
         if self.accepted.as_deref() == Some(response.version_info.as_str())
             && self.accepted_fingerprint == Some(fingerprint)
         {
-            return Verdict::Unchanged;
+            return Judgment::Unchanged;
         }
         if let Some(rejected) = &mut self.rejected
             && rejected.fingerprint == fingerprint
@@ -113,15 +113,15 @@ impl Protocol {
             rejected.repeats += 1;
             let doublings = (rejected.repeats - 1).min(8);
             let pause = (FIRST_REPEAT_PAUSE * (1 << doublings)).min(MAX_REPEAT_PAUSE);
-            return Verdict::Repeat { pause };
+            return Judgment::Repeat { pause };
         }
         match convert::documents(&response.resources) {
-            Ok(documents) => Verdict::Compile(documents),
-            Err(errors) => Verdict::Undecodable(errors),
+            Ok(documents) => Judgment::Compile(documents),
+            Err(errors) => Judgment::Undecodable(errors),
         }
     }
 
-    /// Compiles `documents` with `options`, for [`Verdict::Compile`] (kept here so that the
+    /// Compiles `documents` with `options`, for [`Judgment::Compile`] (kept here so that the
     /// caller can run it off the async workers).
     pub(super) fn compile(
         documents: &[RuleDocument],

@@ -148,7 +148,7 @@ impl Target<'_> {
 
 /// What the personality adds to the parsed flags.
 #[derive(Debug, Default)]
-pub struct Outcome {
+pub struct Applied {
     /// Rules from envoyproxy/ratelimit's layout (`None`: `--config` was given).
     pub runtime: Option<CompatLayout>,
     /// The one start-up warning, if any variable set is not honoured.
@@ -161,7 +161,7 @@ pub fn apply(
     args: &mut ServeArgs,
     matches: Option<&ArgMatches>,
     env: &Env,
-) -> Result<Outcome, EnvError> {
+) -> Result<Applied, EnvError> {
     check_types(env)?;
     let mut target = Target {
         args,
@@ -192,7 +192,7 @@ pub fn apply(
             items.join("; ")
         )
     });
-    Ok(Outcome {
+    Ok(Applied {
         runtime: target.runtime,
         warning,
     })

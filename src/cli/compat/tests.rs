@@ -22,7 +22,7 @@ fn command() -> clap::Command {
 pub(super) fn personality(
     argv: &[&str],
     env: &[(&str, &str)],
-) -> Result<(ServeArgs, Outcome), EnvError> {
+) -> Result<(ServeArgs, Applied), EnvError> {
     let matches = command()
         .try_get_matches_from(["ratelimit"].iter().chain(argv))
         .expect("flags parse");

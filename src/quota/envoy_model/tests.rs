@@ -16,8 +16,8 @@ fn tb(max: u32, tpf: u32, interval: u32) -> Strategy {
     }
 }
 
-fn assign(strategy: Strategy, ttl_seconds: u32) -> Vec<Answer> {
-    vec![Answer::Assign {
+fn assign(strategy: Strategy, ttl_seconds: u32) -> Vec<Assignment> {
+    vec![Assignment::Assign {
         bucket: bucket(),
         strategy,
         ttl_seconds,
@@ -111,7 +111,7 @@ fn abandon_drops_the_bucket_and_its_next_request_reports_again() {
     let mut envoy = EnvoyModel::new(Strategy::AllowAll);
     envoy.request(&bucket(), 1, T0);
     envoy.immediate(T0);
-    envoy.apply(&[Answer::Abandon { bucket: bucket() }], 0, T0);
+    envoy.apply(&[Assignment::Abandon { bucket: bucket() }], 0, T0);
     assert!(envoy.report(T0 + 5 * SECOND).is_empty());
     envoy.request(&bucket(), 1, T0 + 6 * SECOND);
     assert_eq!(envoy.immediate(T0 + 6 * SECOND).len(), 1);

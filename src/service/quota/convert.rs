@@ -12,7 +12,7 @@ use crate::proto::envoy::service::rate_limit_quota::v3::rate_limit_quota_respons
 use crate::proto::envoy::service::rate_limit_quota::v3::rate_limit_quota_usage_reports::BucketQuotaUsage;
 use crate::proto::envoy::service::rate_limit_quota::v3::{BucketId as WireBucketId, RateLimitQuotaResponse};
 use crate::proto::well_known;
-use crate::quota::{Answer, BucketId, Strategy, Usage};
+use crate::quota::{Assignment, BucketId, Strategy, Usage};
 use crate::rules::bucket::check_bucket;
 
 /// A usage entry as the book takes it; a bucket without entries, an empty key or value, or a
@@ -67,15 +67,15 @@ pub(super) fn describe(bucket: &BucketId) -> String {
 }
 
 /// The response carrying `answers`, in their order.
-pub(super) fn response(answers: &[Answer]) -> RateLimitQuotaResponse {
+pub(super) fn response(answers: &[Assignment]) -> RateLimitQuotaResponse {
     RateLimitQuotaResponse {
         bucket_action: answers.iter().map(action).collect(),
     }
 }
 
-fn action(answer: &Answer) -> BucketAction {
+fn action(answer: &Assignment) -> BucketAction {
     let (bucket, action) = match answer {
-        Answer::Assign {
+        Assignment::Assign {
             bucket,
             strategy,
             ttl_seconds,
@@ -86,7 +86,7 @@ fn action(answer: &Answer) -> BucketAction {
                 rate_limit_strategy: Some(strategy_message(strategy)),
             }),
         ),
-        Answer::Abandon { bucket } => (
+        Assignment::Abandon { bucket } => (
             bucket,
             bucket_action::BucketAction::AbandonAction(AbandonAction {}),
         ),

@@ -9,7 +9,7 @@ use tonic::Status;
 use super::convert;
 use crate::metrics::Metrics;
 use crate::proto::envoy::service::rate_limit_quota::v3::RateLimitQuotaResponse;
-use crate::quota::{Answer, Push, Strategy};
+use crate::quota::{Assignment, Push, Strategy};
 
 /// Queues answers on a stream's response channel.
 pub(super) struct Outbox {
@@ -38,7 +38,7 @@ impl Outbox {
 }
 
 impl Push for Outbox {
-    fn push(&self, answers: Vec<Answer>) -> bool {
+    fn push(&self, answers: Vec<Assignment>) -> bool {
         if answers.is_empty() {
             return true;
         }
@@ -51,13 +51,13 @@ impl Push for Outbox {
     }
 }
 
-fn action_label(answer: &Answer) -> &'static str {
+fn action_label(answer: &Assignment) -> &'static str {
     match answer {
-        Answer::Assign { strategy, .. } => match strategy {
+        Assignment::Assign { strategy, .. } => match strategy {
             Strategy::AllowAll => "allow_all",
             Strategy::DenyAll => "deny_all",
             Strategy::TokenBucket { .. } => "token_bucket",
         },
-        Answer::Abandon { .. } => "abandon",
+        Assignment::Abandon { .. } => "abandon",
     }
 }

@@ -7,7 +7,7 @@ use super::convert;
 use crate::proto::envoy::service::rate_limit_quota::v3::BucketId;
 use crate::proto::envoy::service::rate_limit_quota::v3::rate_limit_quota_usage_reports::BucketQuotaUsage;
 use crate::proto::well_known;
-use crate::quota::{Answer, Strategy};
+use crate::quota::{Assignment, Strategy};
 
 fn usage(entries: &[(&str, &str)], seconds: i64) -> BucketQuotaUsage {
     BucketQuotaUsage {
@@ -50,7 +50,7 @@ fn answers_keep_their_order_and_whole_seconds() {
     };
     let n = |v| NonZeroU32::new(v).unwrap();
     let answers = [
-        Answer::Assign {
+        Assignment::Assign {
             bucket: bucket("a"),
             strategy: Strategy::TokenBucket {
                 max_tokens: n(10),
@@ -59,7 +59,7 @@ fn answers_keep_their_order_and_whole_seconds() {
             },
             ttl_seconds: 10,
         },
-        Answer::Abandon {
+        Assignment::Abandon {
             bucket: bucket("b"),
         },
     ];

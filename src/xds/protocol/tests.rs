@@ -41,7 +41,7 @@ fn response(version: &str, domain: &str, requests: u32) -> DiscoveryResponse {
 /// Judges `response` as the client does: compile, then accept or reject.
 fn answer(protocol: &mut Protocol, response: &DiscoveryResponse) -> DiscoveryRequest {
     match protocol.judge(response) {
-        Verdict::Compile(docs) => {
+        Judgment::Compile(docs) => {
             match Protocol::compile(&docs, &LoadOptions::default(), &response.version_info) {
                 Ok(rules) => {
                     assert_eq!(
@@ -53,10 +53,10 @@ fn answer(protocol: &mut Protocol, response: &DiscoveryResponse) -> DiscoveryReq
                 Err(errors) => protocol.rejected(response, &errors),
             }
         }
-        Verdict::Undecodable(errors) => protocol.rejected(response, &errors),
-        Verdict::Repeat { .. } => protocol.repeat_nack(response),
-        Verdict::Unchanged => protocol.accepted(response),
-        Verdict::Foreign => panic!("a foreign response has no answer"),
+        Judgment::Undecodable(errors) => protocol.rejected(response, &errors),
+        Judgment::Repeat { .. } => protocol.repeat_nack(response),
+        Judgment::Unchanged => protocol.accepted(response),
+        Judgment::Foreign => panic!("a foreign response has no answer"),
     }
 }
 
@@ -120,7 +120,7 @@ fn resends_of_a_rejected_response_are_paced() {
     let first = answer(&mut protocol, &bad);
     let pauses: Vec<Duration> = (0..6)
         .map(|_| match protocol.judge(&bad) {
-            Verdict::Repeat { pause } => pause,
+            Judgment::Repeat { pause } => pause,
             other => panic!("{other:?}"),
         })
         .collect();
@@ -133,12 +133,12 @@ fn resends_of_a_rejected_response_are_paced() {
     // Same version, other content (a restarted control plane counting from 1 again): judged.
     assert!(matches!(
         protocol.judge(&response("7", "bad2", 0)),
-        Verdict::Compile(_)
+        Judgment::Compile(_)
     ));
     let ack = answer(&mut protocol, &response("8", "fixed", 3));
     assert!(ack.error_detail.is_none());
     assert!(
-        matches!(protocol.judge(&bad), Verdict::Compile(_)),
+        matches!(protocol.judge(&bad), Judgment::Compile(_)),
         "rejection forgotten"
     );
 }
@@ -188,9 +188,9 @@ fn responses_of_another_type_are_ignored() {
     answer(&mut protocol, &response("1", "a", 5));
     let mut foreign = response("2", "b", 5);
     foreign.type_url = "type.googleapis.com/envoy.config.cluster.v3.Cluster".into();
-    assert!(matches!(protocol.judge(&foreign), Verdict::Foreign));
+    assert!(matches!(protocol.judge(&foreign), Judgment::Foreign));
     foreign.type_url = String::new();
-    assert!(matches!(protocol.judge(&foreign), Verdict::Foreign));
+    assert!(matches!(protocol.judge(&foreign), Judgment::Foreign));
     assert_eq!(protocol.subscribe().version_info, "1");
 }
 
@@ -203,7 +203,7 @@ fn the_rules_in_force_again_are_not_compiled_again() {
     answer(&mut protocol, &first);
     let mut again = first.clone();
     again.nonce = "n7-again".into();
-    assert!(matches!(protocol.judge(&again), Verdict::Unchanged));
+    assert!(matches!(protocol.judge(&again), Judgment::Unchanged));
     let ack = protocol.accepted(&again);
     assert_eq!(
         (ack.version_info.as_str(), ack.response_nonce.as_str()),
@@ -211,7 +211,7 @@ fn the_rules_in_force_again_are_not_compiled_again() {
     );
     assert!(ack.error_detail.is_none());
     let renamed = response("8", "a", 5);
-    assert!(matches!(protocol.judge(&renamed), Verdict::Compile(_)));
+    assert!(matches!(protocol.judge(&renamed), Judgment::Compile(_)));
     let changed = response("7", "a", 6);
-    assert!(matches!(protocol.judge(&changed), Verdict::Compile(_)));
+    assert!(matches!(protocol.judge(&changed), Judgment::Compile(_)));
 }
