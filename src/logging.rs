@@ -78,7 +78,7 @@ where
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        let mut fields = Fields(Map::new());
+        let mut fields = JsonFields(Map::new());
         event.record(&mut fields);
         let mut timestamp = String::new();
         SystemTime.format_time(&mut Writer::new(&mut timestamp))?;
@@ -107,9 +107,9 @@ fn logrus_level(level: &Level) -> &'static str {
 }
 
 /// An event's fields as JSON values.
-struct Fields(Map<String, Value>);
+struct JsonFields(Map<String, Value>);
 
-impl Visit for Fields {
+impl Visit for JsonFields {
     fn record_str(&mut self, field: &Field, value: &str) {
         self.0.insert(field.name().into(), value.into());
     }

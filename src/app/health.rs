@@ -55,11 +55,11 @@ impl Readiness {
 
 /// The health both service names report.
 #[derive(Clone)]
-pub(super) struct Health {
+pub(super) struct GrpcHealth {
     reporter: HealthReporter,
 }
 
-impl Health {
+impl GrpcHealth {
     /// A health service reporting `serving` for both names.
     pub(super) async fn new(serving: bool) -> (Self, HealthServer<impl HealthApi>) {
         let (reporter, service) = tonic_health::server::health_reporter();
@@ -84,7 +84,7 @@ impl Health {
 /// Mirrors readiness into gRPC health until shutdown (which sets NOT_SERVING itself).
 pub(super) async fn follow(
     readiness: Arc<Readiness>,
-    health: Health,
+    health: GrpcHealth,
     mut serving: bool,
     shutdown: CancellationToken,
 ) {

@@ -31,7 +31,7 @@ pub(super) async fn launch(
     spawn_background(&mut parts, &tasks, &insight, &shutdown)?;
     let readiness = readiness(&parts, &lifecycle);
     let serving_now = readiness.check().is_ok();
-    let (health, health_service) = health::Health::new(serving_now).await;
+    let (health, health_service) = health::GrpcHealth::new(serving_now).await;
     tasks.spawn(health::follow(
         readiness.clone(),
         health.clone(),

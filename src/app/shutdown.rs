@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::health::Health;
+use super::health::GrpcHealth;
 use super::store::StoreHandle;
 
 /// The shared state of one server's shutdown.
@@ -25,7 +25,7 @@ pub(super) struct Lifecycle {
 
 /// Waits for shutdown to be requested, announces it through health, and closes the listeners
 /// after `delay` (so load balancers stop sending calls first).
-pub(super) async fn announce_then_close(lifecycle: Lifecycle, health: Health, delay: Duration) {
+pub(super) async fn announce_then_close(lifecycle: Lifecycle, health: GrpcHealth, delay: Duration) {
     lifecycle.requested.cancelled().await;
     lifecycle.draining.store(true, Ordering::SeqCst);
     health.set(false).await;

@@ -11,7 +11,7 @@ use super::machine;
 /// What the machine did while a command ran, in clock ticks (the JSON scripts/bench records as
 /// `machine`; scripts/bench_machine.py reads it).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Counted {
+pub struct MachineCounts {
     /// Seconds the command ran.
     pub wall_s: f64,
     /// User, nice, system and steal ticks of all CPUs meanwhile (interrupt time left out, as a
@@ -23,7 +23,7 @@ pub struct Counted {
     pub load_ticks: u64,
 }
 
-impl Counted {
+impl MachineCounts {
     /// One JSON object with scripts/bench-counted's keys.
     pub fn json(&self) -> String {
         serde_json::json!({
@@ -50,7 +50,7 @@ pub fn count(out: &Path, command: &[String]) -> Result<i32, BenchError> {
     let wall_s = start.elapsed().as_secs_f64();
     let (busy1, steal1) = machine::busy_and_steal_now().ok_or_else(unreadable)?;
     let children1 = machine::children_ticks_now().ok_or_else(unreadable)?;
-    let counted = Counted {
+    let counted = MachineCounts {
         wall_s,
         busy_ticks: busy1.saturating_sub(busy0),
         steal_ticks: steal1.saturating_sub(steal0),

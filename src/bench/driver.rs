@@ -50,7 +50,7 @@ fn histogram() -> Histogram<u64> {
 }
 
 /// One worker's counts.
-struct Tally {
+struct WorkerTally {
     ok: u64,
     over_limit: u64,
     errors: u64,
@@ -58,7 +58,7 @@ struct Tally {
     first_error: Option<String>,
 }
 
-impl Tally {
+impl WorkerTally {
     fn new() -> Self {
         Self {
             ok: 0,
@@ -89,7 +89,7 @@ impl Tally {
 }
 
 /// What every worker shares.
-struct Shared {
+struct RunState {
     load: Load,
     /// Closed loop: the next call number (also the call budget under `Stop::Calls`).
     next: AtomicU64,
@@ -97,7 +97,7 @@ struct Shared {
     start: Instant,
 }
 
-impl Shared {
+impl RunState {
     /// Claims the next call in closed loop; `None` once the run is over.
     fn claim(&self) -> Option<u64> {
         match self.stop {
@@ -113,7 +113,7 @@ pub async fn drive(connections: Vec<Connection>, load: Load, drive: Drive) -> Re
     let load_before = load_average();
     let cpu_before = CpuSample::take(&drive.watched);
     let start = Instant::now();
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(RunState {
         load,
         next: AtomicU64::new(0),
         stop: drive.stop,
@@ -130,7 +130,7 @@ pub async fn drive(connections: Vec<Connection>, load: Load, drive: Drive) -> Re
             }
         })
         .collect();
-    let mut total = Tally::new();
+    let mut total = WorkerTally::new();
     for worker in workers {
         // A worker never panics (it only counts); a join error would mean it did.
         let Ok(t) = worker.await else { continue };
@@ -155,12 +155,12 @@ pub async fn drive(connections: Vec<Connection>, load: Load, drive: Drive) -> Re
     }
 }
 
-async fn call(client: &mut Connection, shared: &Shared, n: u64) -> Result<i32, String> {
+async fn call(client: &mut Connection, shared: &RunState, n: u64) -> Result<i32, String> {
     client.call(shared.load.body(n)).await
 }
 
-async fn closed_loop(mut client: Connection, shared: Arc<Shared>) -> Tally {
-    let mut tally = Tally::new();
+async fn closed_loop(mut client: Connection, shared: Arc<RunState>) -> WorkerTally {
+    let mut tally = WorkerTally::new();
     while let Some(n) = shared.claim() {
         let sent = Instant::now();
         let answer = call(&mut client, &shared, n).await;
@@ -172,8 +172,8 @@ async fn closed_loop(mut client: Connection, shared: Arc<Shared>) -> Tally {
 /// Intended send times with their call numbers, in order, shared by the open-loop workers.
 type Stamps = Arc<Mutex<mpsc::UnboundedReceiver<(u64, Instant)>>>;
 
-async fn open_loop(mut client: Connection, shared: Arc<Shared>, stamps: Stamps) -> Tally {
-    let mut tally = Tally::new();
+async fn open_loop(mut client: Connection, shared: Arc<RunState>, stamps: Stamps) -> WorkerTally {
+    let mut tally = WorkerTally::new();
     loop {
         let next = stamps.lock().await.recv().await;
         let Some((n, intended)) = next else { break };

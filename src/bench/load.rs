@@ -8,10 +8,10 @@ use sluice::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descript
 use sluice::proto::{RateLimitDescriptor, RateLimitRequest};
 
 /// One descriptor as given on the command line: `(key, value)` entries, outermost first.
-pub type DescriptorArg = Vec<(String, String)>;
+pub type DescriptorEntries = Vec<(String, String)>;
 
 /// Parses `key=value[,key=value...]`. Keys must be non-empty; values may be empty (`key=`).
-pub fn parse_descriptor(text: &str) -> Result<DescriptorArg, String> {
+pub fn parse_descriptor(text: &str) -> Result<DescriptorEntries, String> {
     text.split(',')
         .map(|entry| {
             let (key, value) = entry
@@ -41,7 +41,7 @@ pub struct Load {
 impl Load {
     /// Requests in `domain` with `descriptors`; with `keys` = K, call i appends `i % K` to the
     /// last value of each descriptor, so the calls spread evenly over K counters.
-    pub fn new(domain: &str, descriptors: &[DescriptorArg], keys: Option<u64>) -> Self {
+    pub fn new(domain: &str, descriptors: &[DescriptorEntries], keys: Option<u64>) -> Self {
         let descriptors = descriptors
             .iter()
             .map(|entries| RateLimitDescriptor {

@@ -22,7 +22,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 
 pub use driver::{Drive, Stop, drive};
-pub use load::{DescriptorArg, Load, parse_descriptor};
+pub use load::{DescriptorEntries, Load, parse_descriptor};
 pub use report::Report;
 pub use wire::Connection;
 
@@ -41,7 +41,7 @@ pub struct BenchArgs {
         required_unless_present_any = ["count_cpu", "cpu_ticks"],
         value_parser = parse_descriptor
     )]
-    pub descriptors: Vec<DescriptorArg>,
+    pub descriptors: Vec<DescriptorEntries>,
     /// Spread calls over K counters: appends 0..K-1 to the last value of each descriptor.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub keys: Option<u64>,
@@ -62,8 +62,8 @@ pub struct BenchArgs {
     #[arg(long, value_parser = parse_rate)]
     pub rate: Option<f64>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
+    #[arg(long, value_enum, default_value_t = BenchFormat::Table)]
+    pub format: BenchFormat,
     /// A process whose CPU time is the benchmark's own, not other work: the server under test
     /// on this machine, and its Redis (repeatable; Linux).
     #[arg(long = "server-pid", value_name = "PID")]
@@ -87,7 +87,7 @@ pub struct BenchArgs {
 
 /// Output formats of `sluice bench`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
+pub enum BenchFormat {
     /// A few lines for people.
     Table,
     /// One JSON object.
@@ -217,8 +217,8 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<(), BenchError> {
         None => "closed loop".into(),
     };
     match args.format {
-        Format::Json => writeln!(out, "{}", report.json())?,
-        Format::Table => write!(
+        BenchFormat::Json => writeln!(out, "{}", report.json())?,
+        BenchFormat::Table => write!(
             out,
             "target {}  domain {}  {mode}, concurrency {} over {} connections\n{}",
             args.target,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use sluice::app::{self, Running, Settings};
 use sluice::clock::{ManualClock, SECOND};
 
-use super::{BenchArgs, BenchError, Format, execute, parse_descriptor};
+use super::{BenchArgs, BenchError, BenchFormat, execute, parse_descriptor};
 
 /// An in-process sluice on loopback port 0 with `rules`, on a manual clock that never moves.
 struct TestServer {
@@ -54,7 +54,7 @@ fn args(server: &TestServer, descriptor: &str) -> BenchArgs {
         duration: None,
         calls: Some(60),
         rate: None,
-        format: Format::Json,
+        format: BenchFormat::Json,
         server_pids: Vec::new(),
         count_cpu: None,
         cpu_ticks: None,

@@ -31,14 +31,14 @@ pub struct CountersArgs {
 #[derive(Debug, Subcommand)]
 pub enum CountersAction {
     /// Print what a descriptor's counters hold (GET /counters): every limit, every shard.
-    Get(Target),
+    Get(AdminTarget),
     /// Reset every counter of a descriptor (DELETE /counters) and print what was reset.
-    Reset(Target),
+    Reset(AdminTarget),
 }
 
 /// Which admin listener, with which token, and which descriptor.
 #[derive(Debug, Args)]
-pub struct Target {
+pub struct AdminTarget {
     /// The admin listener, e.g. `http://127.0.0.1:9901` (it speaks plain HTTP).
     #[arg(long, value_name = "URL")]
     pub admin: String,
@@ -70,7 +70,7 @@ pub fn run(args: &CountersArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         CountersAction::Reset(target) => (Method::DELETE, target),
     };
     let token = read_token(&target.token_file, target.token_name.as_deref())?;
-    let endpoint = Endpoint::parse(&target.admin)?;
+    let endpoint = AdminEndpoint::parse(&target.admin)?;
     let query = url::form_urlencoded::Serializer::new(String::new())
         .append_pair("domain", &target.domain)
         .append_pair("descriptor", &target.descriptor)
@@ -103,13 +103,13 @@ pub fn run(args: &CountersArgs, out: &mut dyn Write) -> anyhow::Result<()> {
 /// Where the admin listener is: the address to connect to, the `Host` header and a path
 /// prefix (a listener behind a proxy path).
 #[derive(Debug, PartialEq, Eq)]
-struct Endpoint {
+struct AdminEndpoint {
     connect: String,
     host: String,
     path: String,
 }
 
-impl Endpoint {
+impl AdminEndpoint {
     fn parse(text: &str) -> anyhow::Result<Self> {
         let url = url::Url::parse(text)
             .with_context(|| format!("--admin {text}: not a URL (e.g. http://127.0.0.1:9901)"))?;
@@ -237,20 +237,20 @@ mod tests {
     /// Plain HTTP only, with a default port and an optional path prefix.
     #[test]
     fn the_admin_url() {
-        let e = Endpoint::parse("http://127.0.0.1:9901").unwrap();
+        let e = AdminEndpoint::parse("http://127.0.0.1:9901").unwrap();
         assert_eq!(
             (e.connect.as_str(), e.path.as_str()),
             ("127.0.0.1:9901", "/counters")
         );
-        let e = Endpoint::parse("http://admin.local/sluice/").unwrap();
+        let e = AdminEndpoint::parse("http://admin.local/sluice/").unwrap();
         assert_eq!(
             (e.connect.as_str(), e.path.as_str()),
             ("admin.local:80", "/sluice/counters")
         );
-        let e = Endpoint::parse("http://[::1]:9901").unwrap();
+        let e = AdminEndpoint::parse("http://[::1]:9901").unwrap();
         assert_eq!(e.connect, "[::1]:9901");
         for bad in ["https://x:1", "ftp://x", "127.0.0.1:9901", "nonsense"] {
-            assert!(Endpoint::parse(bad).is_err(), "{bad}");
+            assert!(AdminEndpoint::parse(bad).is_err(), "{bad}");
         }
     }
 }

@@ -13,8 +13,8 @@ pub struct StatsdArgs {
     #[arg(long, env = "SLUICE_STATSD_ADDR", value_parser = parse_host_port)]
     pub statsd_addr: Option<String>,
     /// UDP datagrams (at most 1432 bytes) or a TCP stream (reconnected quietly).
-    #[arg(long, env = "SLUICE_STATSD_PROTOCOL", value_enum, default_value_t = ProtocolArg::Udp)]
-    pub statsd_protocol: ProtocolArg,
+    #[arg(long, env = "SLUICE_STATSD_PROTOCOL", value_enum, default_value_t = StatsdProtocolArg::Udp)]
+    pub statsd_protocol: StatsdProtocolArg,
     /// Plain statsd (tags as `.__k=v` name suffixes, as gostats) or DogStatsD (`|#k:v`).
     #[arg(long, env = "SLUICE_STATSD_FORMAT", value_enum, default_value_t = FormatArg::Statsd)]
     pub statsd_format: FormatArg,
@@ -36,7 +36,7 @@ pub struct StatsdArgs {
 
 /// `--statsd-protocol`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ProtocolArg {
+pub enum StatsdProtocolArg {
     /// Datagrams.
     Udp,
     /// A stream.
@@ -58,8 +58,8 @@ impl StatsdArgs {
         let addr = self.statsd_addr.clone()?;
         Some(StatsdSettings {
             protocol: match self.statsd_protocol {
-                ProtocolArg::Udp => StatsdProtocol::Udp,
-                ProtocolArg::Tcp => StatsdProtocol::Tcp,
+                StatsdProtocolArg::Udp => StatsdProtocol::Udp,
+                StatsdProtocolArg::Tcp => StatsdProtocol::Tcp,
             },
             format: match self.statsd_format {
                 FormatArg::Statsd => StatsdFormat::Statsd,

@@ -12,8 +12,8 @@ pub struct TraceArgs {
     #[arg(long, env = "SLUICE_OTLP_ENDPOINT")]
     pub otlp_endpoint: Option<String>,
     /// OTLP over gRPC or over HTTP (protobuf, plain http:// only).
-    #[arg(long, env = "SLUICE_OTLP_PROTOCOL", value_enum, default_value_t = ProtocolArg::Grpc)]
-    pub otlp_protocol: ProtocolArg,
+    #[arg(long, env = "SLUICE_OTLP_PROTOCOL", value_enum, default_value_t = OtlpProtocolArg::Grpc)]
+    pub otlp_protocol: OtlpProtocolArg,
     /// Fraction of calls traced when Envoy sent no sampling decision (0 to 1); a call whose
     /// parent span was sampled, or not, keeps that decision.
     #[arg(long, env = "SLUICE_TRACE_SAMPLING_RATIO", default_value_t = 1.0, value_parser = super::parse_ratio)]
@@ -60,7 +60,7 @@ impl PropagatorArg {
 
 /// `--otlp-protocol`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ProtocolArg {
+pub enum OtlpProtocolArg {
     /// OTLP/gRPC (collector port 4317).
     Grpc,
     /// OTLP/HTTP with protobuf bodies (collector port 4318).
@@ -73,8 +73,8 @@ impl TraceArgs {
         let endpoint = self.otlp_endpoint.as_ref()?;
         Some(TraceSettings {
             protocol: match self.otlp_protocol {
-                ProtocolArg::Grpc => OtlpProtocol::Grpc,
-                ProtocolArg::Http => OtlpProtocol::Http,
+                OtlpProtocolArg::Grpc => OtlpProtocol::Grpc,
+                OtlpProtocolArg::Http => OtlpProtocol::Http,
             },
             sampling_ratio: self.trace_sampling_ratio,
             service_name: self.service_name.clone(),

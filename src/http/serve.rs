@@ -43,7 +43,7 @@ pub struct Peer(pub std::net::SocketAddr);
 
 /// How the listener bounds its connections.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub struct ConnLimits {
     /// See [`MAX_CONNECTIONS`].
     pub max_connections: usize,
     /// See [`HEADER_TIMEOUT`].
@@ -52,7 +52,7 @@ pub struct Limits {
     pub request_timeout: Duration,
 }
 
-impl Default for Limits {
+impl Default for ConnLimits {
     fn default() -> Self {
         Self {
             max_connections: MAX_CONNECTIONS,
@@ -67,7 +67,7 @@ impl Default for Limits {
 pub async fn serve(
     listener: TcpListener,
     router: Router,
-    limits: Limits,
+    limits: ConnLimits,
     close: CancellationToken,
 ) {
     let open = Arc::new(Open::default());
@@ -137,7 +137,7 @@ impl Open {
 async fn serve_connection(
     (stream, peer): (TcpStream, Peer),
     router: Router,
-    limits: Limits,
+    limits: ConnLimits,
     evicted: CancellationToken,
     close: CancellationToken,
 ) {

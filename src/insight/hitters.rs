@@ -204,7 +204,7 @@ impl Ring {
 }
 
 #[derive(Debug)]
-struct Entry {
+struct Tracked {
     id: u128,
     shown: Shown,
     count: u64,
@@ -215,7 +215,7 @@ struct Entry {
 #[derive(Debug)]
 struct SpaceSaving {
     slots: usize,
-    entries: Vec<Entry>,
+    entries: Vec<Tracked>,
     index: HashMap<u128, usize, foldhash::fast::RandomState>,
 }
 
@@ -243,7 +243,7 @@ impl SpaceSaving {
         }
         if self.entries.len() < self.slots {
             self.index.insert(id, self.entries.len());
-            self.entries.push(Entry {
+            self.entries.push(Tracked {
                 id,
                 shown: shown(),
                 count: 1,
@@ -262,7 +262,7 @@ impl SpaceSaving {
         };
         let old = std::mem::replace(
             &mut self.entries[at],
-            Entry {
+            Tracked {
                 id,
                 shown: shown(),
                 count: least + 1,

@@ -18,11 +18,11 @@ pub struct Rates {
     over_limit: AtomicU64,
     degraded: AtomicU64,
     errors: AtomicU64,
-    history: Mutex<VecDeque<Totals>>,
+    history: Mutex<VecDeque<RateTotals>>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-struct Totals {
+struct RateTotals {
     ok: u64,
     over_limit: u64,
     degraded: u64,
@@ -72,8 +72,8 @@ impl Rates {
         self.errors.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn totals(&self) -> Totals {
-        Totals {
+    fn totals(&self) -> RateTotals {
+        RateTotals {
             ok: self.ok.load(Ordering::Relaxed),
             over_limit: self.over_limit.load(Ordering::Relaxed),
             degraded: self.degraded.load(Ordering::Relaxed),
@@ -94,7 +94,7 @@ impl Rates {
     /// The rates over the recorded history.
     pub fn rates(&self) -> DecisionRates {
         let history = self.history.lock();
-        let samples: Vec<Totals> = history.iter().copied().collect();
+        let samples: Vec<RateTotals> = history.iter().copied().collect();
         drop(history);
         let now = self.totals();
         DecisionRates {
@@ -110,7 +110,7 @@ impl Rates {
 }
 
 /// The rate over the last `seconds` samples (or as many as there are).
-fn over(samples: &[Totals], seconds: usize) -> PerSecond {
+fn over(samples: &[RateTotals], seconds: usize) -> PerSecond {
     let Some(&last) = samples.last() else {
         return PerSecond::default();
     };
@@ -121,7 +121,7 @@ fn over(samples: &[Totals], seconds: usize) -> PerSecond {
     per_second(samples[samples.len() - 1 - back], last, back)
 }
 
-fn per_second(from: Totals, to: Totals, seconds: usize) -> PerSecond {
+fn per_second(from: RateTotals, to: RateTotals, seconds: usize) -> PerSecond {
     let rate = |a: u64, b: u64| b.saturating_sub(a) as f64 / seconds as f64;
     PerSecond {
         ok: rate(from.ok, to.ok),

@@ -8,7 +8,7 @@ use smallvec::SmallVec;
 
 use super::LimiterOptions;
 use super::decision::{Code, Decision, DescriptorStatus, ReportedLimit};
-use super::plan::{Plan, RuleRef, Slot, is_quota_mode, quota_mode_group};
+use super::plan::{Plan, Resolved, RuleRef, is_quota_mode, quota_mode_group};
 use super::request::Request;
 use super::response_options::{HeaderStyle, ResetPrecision};
 use super::{HeaderText, compat_headers, headers, metadata};
@@ -35,7 +35,7 @@ pub(super) fn compose(
     let mut chosen: SmallVec<[Option<(&LimitRule, Verdict)>; 2]> = SmallVec::new();
     for (at, slot) in slots.iter().enumerate() {
         match slot {
-            Slot::Free => {
+            Resolved::Free => {
                 statuses.push(DescriptorStatus::unlimited_by_absence());
                 chosen.push(None);
                 // envoyproxy/ratelimit's global quota mode counts it as a quota-mode descriptor that
@@ -44,11 +44,11 @@ pub(super) fn compose(
                     gates.push((quota_mode_group(at), true));
                 }
             }
-            Slot::Unlimited => {
+            Resolved::Unlimited => {
                 statuses.push(DescriptorStatus::unlimited());
                 chosen.push(None);
             }
-            Slot::Counted {
+            Resolved::Counted {
                 gate,
                 quota_mode,
                 limits,
@@ -57,7 +57,7 @@ pub(super) fn compose(
                 ..
             } => {
                 let (rule, outcome) = binding_limit(limits, outcomes);
-                let counted = Counted {
+                let counted = CountedDescriptor {
                     rule,
                     outcome,
                     gate: *gate,
@@ -100,14 +100,14 @@ pub(super) fn compose(
 }
 
 /// A counted descriptor: the limit that describes it and that limit's outcome.
-struct Counted<'a> {
+struct CountedDescriptor<'a> {
     rule: &'a LimitRule,
     outcome: ChargeOutcome,
     gate: Gate,
     cost: u64,
 }
 
-impl Counted<'_> {
+impl CountedDescriptor<'_> {
     /// How the descriptor gates the call and whether it fits (the binding limit is a denied
     /// one if any is); in quota mode (`quota_mode`: its group) a shadow rule is a quota-mode descriptor
     /// that always fits.

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use super::decision::{Code, DescriptorStatus};
-use super::plan::Slot;
+use super::plan::Resolved;
 use super::request::{Descriptor, LimitOverride, Request};
 
 /// The key of a hits addend, on the call and on a descriptor.
@@ -15,7 +15,7 @@ const HITS_ADDEND: &str = "hitsAddend";
 /// any. Built per call, only when the response options ask for it.
 pub(super) fn build(
     request: &Request,
-    slots: &[Slot<'_>],
+    slots: &[Resolved<'_>],
     statuses: &[DescriptorStatus],
 ) -> Map<String, Value> {
     let mut fields = Map::new();
@@ -29,7 +29,7 @@ pub(super) fn build(
     for (slot, status) in slots.iter().zip(statuses) {
         // A descriptor passed when its own status is not OVER_LIMIT: a shadow-mode rule over
         // its limit passed, a quota-mode one did not.
-        if let Slot::Counted {
+        if let Resolved::Counted {
             metadata: Some(Value::Object(metadata)),
             ..
         } = slot

@@ -22,7 +22,7 @@ use crate::store::{Charge, CounterKeyBuilder, Gate};
 // A slot lives only for its call, inline in the plan; boxing the large variant would bring back
 // the heap allocation per call the inline vectors avoid.
 #[allow(clippy::large_enum_variant)]
-pub(super) enum Slot<'r> {
+pub(super) enum Resolved<'r> {
     /// No limit applies (no match, whitelist, replaced, unknown domain).
     Free,
     /// An `unlimited: true` rule.
@@ -38,7 +38,7 @@ pub(super) enum Slot<'r> {
         /// The rule's `metadata` (`None` for a request-side override).
         metadata: Option<&'r serde_json::Value>,
         /// Each limit and the index of its charge.
-        limits: Limits<'r>,
+        limits: SlotLimits<'r>,
         /// Hits charged.
         cost: u64,
         /// The rule's statistics series.
@@ -50,7 +50,7 @@ pub(super) enum Slot<'r> {
 }
 
 /// A counted descriptor's limits, each with the index of its charge.
-pub(super) type Limits<'r> = SmallVec<[(RuleRef<'r>, usize); 2]>;
+pub(super) type SlotLimits<'r> = SmallVec<[(RuleRef<'r>, usize); 2]>;
 
 /// A limit that applies to a descriptor: a configured rule's, or one the request sent. Two
 /// words (a `Cow` would hold a whole rule inline), so a plan's slots stay small to build and
@@ -79,7 +79,7 @@ type PerCall<T> = SmallVec<[T; 2]>;
 
 /// A planned call: per-descriptor slots and the charges to send to the store.
 pub(super) struct Plan<'r> {
-    slots: PerCall<Slot<'r>>,
+    slots: PerCall<Resolved<'r>>,
     charges: PerCall<Charge>,
 }
 
@@ -106,7 +106,7 @@ impl<'r> Plan<'r> {
             now,
             charges: PerCall::new(),
         };
-        let slots: PerCall<Slot<'r>> = request
+        let slots: PerCall<Resolved<'r>> = request
             .descriptors
             .iter()
             .zip(matched)
@@ -134,7 +134,7 @@ impl<'r> Plan<'r> {
     }
 
     /// What each descriptor resolved to, in request order.
-    pub(super) fn slots(&self) -> &[Slot<'r>] {
+    pub(super) fn slots(&self) -> &[Resolved<'r>] {
         &self.slots
     }
 
@@ -148,7 +148,7 @@ impl<'r> Plan<'r> {
     pub(super) fn failure_modes(&self) -> Vec<(usize, Option<FailureMode>)> {
         let mut modes = vec![(0, None); self.charges.len()];
         for (descriptor, slot) in self.slots.iter().enumerate() {
-            if let Slot::Counted {
+            if let Resolved::Counted {
                 limits, failure, ..
             } = slot
             {
@@ -163,22 +163,22 @@ impl<'r> Plan<'r> {
 
 /// Whether `slot` is a quota-mode descriptor: its rule's `quota_mode`, or global quota mode (which
 /// leaves out only `unlimited` descriptors).
-pub(super) fn is_quota_mode(slot: &Slot<'_>, global_quota_mode: bool) -> bool {
+pub(super) fn is_quota_mode(slot: &Resolved<'_>, global_quota_mode: bool) -> bool {
     match slot {
-        Slot::Free => global_quota_mode,
-        Slot::Unlimited => false,
-        Slot::Counted { quota_mode, .. } => *quota_mode,
+        Resolved::Free => global_quota_mode,
+        Resolved::Unlimited => false,
+        Resolved::Counted { quota_mode, .. } => *quota_mode,
     }
 }
 
 /// Whether `slot` is a quota-mode descriptor that can never be over its limit: a shadow-mode
 /// rule in quota mode, or under global quota mode a descriptor no limit applies to
 /// (envoyproxy/ratelimit counts every descriptor but `unlimited` ones in quota mode then).
-fn passes_quota_mode(slot: &Slot<'_>, global_quota_mode: bool) -> bool {
+fn passes_quota_mode(slot: &Resolved<'_>, global_quota_mode: bool) -> bool {
     match slot {
-        Slot::Free => global_quota_mode,
-        Slot::Unlimited => false,
-        Slot::Counted {
+        Resolved::Free => global_quota_mode,
+        Resolved::Unlimited => false,
+        Resolved::Counted {
             gate, quota_mode, ..
         } => *quota_mode && *gate == Gate::Advisory,
     }
@@ -254,13 +254,13 @@ impl<'r> Planner<'_, 'r> {
         descriptor: &Descriptor,
         cost: u64,
         m: Matched<'r>,
-    ) -> Slot<'r> {
+    ) -> Resolved<'r> {
         // The node's series slot goes with a stats key the rules fix (`Borrowed`: its full key).
         let (rules, counted, stats_key, slot) = match m {
-            Matched::Nothing => return Slot::Free,
+            Matched::Nothing => return Resolved::Free,
             Matched::Override(o, stats_key) => {
                 let quota_mode = self.options.global_quota_mode;
-                let counted = Counted {
+                let counted = ChargeParams {
                     key: counter_key(self.domain, descriptor, None),
                     cost,
                     gate: if quota_mode { group } else { Gate::Enforced },
@@ -286,10 +286,10 @@ impl<'r> Planner<'_, 'r> {
                     .map(RuleRef::Rule)
                     .collect();
                 if kept.iter().any(|l| l.kind == LimitKind::Unlimited) {
-                    return Slot::Unlimited;
+                    return Resolved::Unlimited;
                 }
                 let quota_mode = node.quota_mode || self.options.global_quota_mode;
-                let counted = Counted {
+                let counted = ChargeParams {
                     key: counter_key(self.domain, descriptor, Some(&found)),
                     cost,
                     gate: gate_of(node, quota_mode.then_some(group)),
@@ -329,7 +329,7 @@ pub(super) fn quota_mode_group(at: usize) -> Gate {
 }
 
 /// The shared parameters of one counted descriptor's charges.
-struct Counted<'r> {
+struct ChargeParams<'r> {
     key: CounterKeyBuilder,
     cost: u64,
     gate: Gate,
@@ -340,7 +340,7 @@ struct Counted<'r> {
     failure: Option<FailureMode>,
 }
 
-impl<'r> Counted<'r> {
+impl<'r> ChargeParams<'r> {
     /// One charge per counted limit at `now` (a calendar limit over the local period `now`
     /// falls in); `Free` when every limit was replaced.
     fn plan(
@@ -350,9 +350,9 @@ impl<'r> Counted<'r> {
         options: &LimiterOptions,
         now: Nanos,
         charges: &mut PerCall<Charge>,
-    ) -> Slot<'r> {
+    ) -> Resolved<'r> {
         if rules.is_empty() {
-            return Slot::Free;
+            return Resolved::Free;
         }
         // Under global shadow mode nothing blocks the call, so every admitted counter is charged.
         let charge_gate = if options.global_shadow_mode {
@@ -381,7 +381,7 @@ impl<'r> Counted<'r> {
                 Some((rule, charges.len() - 1))
             })
             .collect();
-        Slot::Counted {
+        Resolved::Counted {
             gate: self.gate,
             quota_mode: self.quota_mode,
             metadata: self.metadata,

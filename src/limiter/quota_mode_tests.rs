@@ -23,18 +23,18 @@ descriptors:
 /// 2026-01-01T00:00:02Z.
 const START: u64 = 1_767_225_600 * SECOND + 2 * SECOND;
 
-struct Fixture {
+struct QuotaModeFixture {
     limiter: Limiter,
     clock: ManualClock,
 }
 
-fn fixture() -> Fixture {
+fn fixture() -> QuotaModeFixture {
     let clock = ManualClock::new(START);
     let limiter = limiter_for(RULES, LimiterOptions::default(), &clock);
-    Fixture { limiter, clock }
+    QuotaModeFixture { limiter, clock }
 }
 
-impl Fixture {
+impl QuotaModeFixture {
     fn call(&self, keys: &[&str]) -> Decision {
         let request = Request {
             domain: "d".into(),

@@ -9,7 +9,7 @@ use super::names::{
     CONFIG_LOAD_ERROR, CONFIG_LOAD_SUCCESS, GLOBAL_SHADOW_MODE, RESPONSE_TIME, SERVICE_ERROR,
     SHOULD_RATE_LIMIT, SHOULD_RATE_LIMIT_ERROR, STORE_ERROR, TOTAL_REQUESTS,
 };
-use super::series::{RuleSeries, Series, SeriesSlot};
+use super::series::{PerRuleSeries, RuleSeries, SeriesSlot};
 use super::{Families, Metrics, RuleCounters};
 
 /// How one descriptor's hits fell against its limit.
@@ -73,7 +73,7 @@ pub(crate) fn split_hits(outcome: &HitOutcome, near_ratio: f64) -> HitSplit {
 
 /// The envoyproxy/ratelimit families.
 pub(super) struct Compat {
-    pub(super) series: Series,
+    pub(super) series: PerRuleSeries,
     near_ratio: f64,
     pub(super) config_load_success: IntCounter,
     pub(super) config_load_error: IntCounter,
@@ -88,7 +88,7 @@ impl Compat {
     pub(super) fn new(families: &Families<'_>, near_ratio: f64, max_series: usize) -> Self {
         let method = [SHOULD_RATE_LIMIT];
         Self {
-            series: Series::new(families, max_series),
+            series: PerRuleSeries::new(families, max_series),
             near_ratio,
             config_load_success: families.counter(CONFIG_LOAD_SUCCESS, "Rule sets loaded."),
             config_load_error: families

@@ -31,12 +31,12 @@ pub struct ConfiguredLimit {
 }
 
 /// The two gauge families of one rule set.
-struct Families {
+struct LimitGauges {
     limit: IntGaugeVec,
     window: GaugeVec,
 }
 
-impl Families {
+impl LimitGauges {
     fn of(limits: &[ConfiguredLimit]) -> Self {
         let families = Self::empty();
         for limit in limits {
@@ -82,13 +82,13 @@ impl Families {
 /// The gauges of the rules in force, registered once and swapped whole on each load.
 #[derive(Clone)]
 pub(super) struct ConfiguredLimits {
-    current: Arc<ArcSwap<Families>>,
+    current: Arc<ArcSwap<LimitGauges>>,
     descs: Vec<Desc>,
 }
 
 impl ConfiguredLimits {
     pub(super) fn new() -> Self {
-        let families = Families::empty();
+        let families = LimitGauges::empty();
         let descs = families
             .limit
             .desc()
@@ -104,7 +104,7 @@ impl ConfiguredLimits {
 
     /// Puts `limits` in place of the previous rule set's.
     pub(super) fn replace(&self, limits: &[ConfiguredLimit]) {
-        self.current.store(Arc::new(Families::of(limits)));
+        self.current.store(Arc::new(LimitGauges::of(limits)));
     }
 }
 

@@ -79,7 +79,7 @@ impl Deref for RuleSeries<'_> {
 }
 
 /// The five families of the per-rule series and the series created so far.
-pub(super) struct Series {
+pub(super) struct PerRuleSeries {
     families: [IntCounterVec; 5],
     /// Hashed with foldhash, not SipHash: this lookup runs on every counted call, the keys
     /// are short, and the map is capped (a client cannot grow it past `max_series`).
@@ -90,7 +90,7 @@ pub(super) struct Series {
     overflowed: parking_lot::Mutex<HashMap<Box<str>, Arc<RuleCounters>>>,
 }
 
-impl Series {
+impl PerRuleSeries {
     /// Registers the families; at most `max_series` (at least 1) series are created.
     pub(super) fn new(families: &Families<'_>, max_series: usize) -> Self {
         let rule = |name: &str, help: &str| families.counter_vec(name, help, &RULE_LABELS);

@@ -1,23 +1,21 @@
 //! The quota book on its own: answers, pushes and their order, warm-up, expiry, reloads, caps.
 
 use std::num::NonZeroU32;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::{ManualClock, SECOND};
 use crate::rules::bucket::{QuotaAction, QuotaRate};
 
+use super::fleet::PushLog;
 use super::share::Share;
 use super::*;
-
-/// Every push of a test in order: (stream number, answers).
-type Log = Arc<Mutex<Vec<(usize, Vec<Assignment>)>>>;
 
 /// A stream's pushes, and every push of the test in order (stream number, answers).
 #[derive(Clone)]
 struct Inbox {
     name: usize,
-    all: Log,
+    all: PushLog,
 }
 
 impl Push for Inbox {
@@ -30,7 +28,7 @@ impl Push for Inbox {
 struct Rig {
     clock: ManualClock,
     book: QuotaBook,
-    pushes: Log,
+    pushes: PushLog,
 }
 
 impl Rig {
@@ -173,7 +171,7 @@ fn a_small_move_re_sends_the_same_strategy() {
 fn during_the_warm_up_enforced_limits_get_no_answer() {
     let clock = ManualClock::new(1_000 * SECOND);
     let book = QuotaBook::new(Arc::new(clock.clone()), Arc::new(WholeLimit));
-    let pushes: Log = Arc::default();
+    let pushes: PushLog = Arc::default();
     let a = book.open(
         "edge",
         Arc::new(Inbox {

@@ -32,7 +32,7 @@ pub(crate) struct Holder {
 
 /// A strategy the book has decided to send, with what to restore if it cannot be delivered.
 #[derive(Debug, Clone)]
-pub(crate) struct Change {
+pub(crate) struct StrategyChange {
     pub stream: StreamId,
     pub old: Option<Strategy>,
     pub old_sent: Nanos,
@@ -226,7 +226,11 @@ impl Bucket {
     /// The changes that take nothing from the limit, for streams other than `reporter`: sent
     /// first, so the room they free is there before anything grows. Every change of a blanket
     /// rule is one.
-    pub(crate) fn plan_shrinks(&mut self, reporter: Option<StreamId>, now: Nanos) -> Vec<Change> {
+    pub(crate) fn plan_shrinks(
+        &mut self,
+        reporter: Option<StreamId>,
+        now: Nanos,
+    ) -> Vec<StrategyChange> {
         let interval = self.grid.map_or(1, |g| g.interval);
         let blanket = self.grid.is_none();
         let mut out = Vec::new();
@@ -244,7 +248,11 @@ impl Bucket {
 
     /// The changes that grow a share, for streams other than `reporter`, each cut to the room
     /// left with every other holder (the reporter at what it holds now) counted.
-    pub(crate) fn plan_grows(&mut self, reporter: Option<StreamId>, now: Nanos) -> Vec<Change> {
+    pub(crate) fn plan_grows(
+        &mut self,
+        reporter: Option<StreamId>,
+        now: Nanos,
+    ) -> Vec<StrategyChange> {
         let Some(grid) = self.grid else {
             return Vec::new();
         };
@@ -277,7 +285,7 @@ impl Bucket {
     }
 
     /// Undoes a change that could not be delivered.
-    pub(crate) fn revert(&mut self, change: &Change) {
+    pub(crate) fn revert(&mut self, change: &StrategyChange) {
         if let Some(h) = self.holders.iter_mut().find(|h| h.stream == change.stream) {
             h.held = change.old;
             h.last_sent = change.old_sent;
@@ -309,8 +317,8 @@ fn fitted(h: &Holder, grid: Grid, sum: &mut Sum) -> Option<Strategy> {
     if keep { None } else { chosen }
 }
 
-fn apply(h: &mut Holder, new: Strategy, now: Nanos) -> Change {
-    let change = Change {
+fn apply(h: &mut Holder, new: Strategy, now: Nanos) -> StrategyChange {
+    let change = StrategyChange {
         stream: h.stream,
         old: h.held,
         old_sent: h.last_sent,

@@ -73,12 +73,13 @@ pub struct StepRecord {
     pub previous: f64,
 }
 
-type Log = Arc<Mutex<Vec<(usize, Vec<Assignment>)>>>;
+/// Every push in order: (stream number, assignments).
+pub(super) type PushLog = Arc<Mutex<Vec<(usize, Vec<Assignment>)>>>;
 
 /// A stream's pushes, logged in order; the fleet applies them to the Envoy after each call.
 struct Mailbox {
     member: usize,
-    log: Log,
+    log: PushLog,
 }
 
 impl Push for Mailbox {
@@ -98,7 +99,7 @@ pub struct Fleet {
     generation: u64,
     bucket: BucketId,
     members: Vec<Member>,
-    log: Log,
+    log: PushLog,
     records: Vec<StepRecord>,
     violations: Vec<String>,
     reports: u64,
@@ -120,7 +121,7 @@ impl Fleet {
             generation: 0,
             bucket: BucketId::from([("name".to_string(), "shared".to_string())]),
             members: Vec::new(),
-            log: Log::default(),
+            log: PushLog::default(),
             records: Vec::new(),
             violations: Vec::new(),
             reports: 0,

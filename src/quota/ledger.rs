@@ -9,7 +9,7 @@ use crate::clock::{Clock, Nanos};
 use crate::rules::bucket::QuotaAction;
 
 use super::assign::{Assignment, BucketId, Push, Strategy, StreamId};
-use super::bucket::{Bucket, Change};
+use super::bucket::{Bucket, StrategyChange};
 use super::limits::{ASSIGNMENT_TTL_SECONDS, WARM_UP};
 use super::portion::Portion;
 
@@ -130,8 +130,8 @@ impl Ledger {
     fn plan(
         &mut self,
         keys: &[Key],
-        mut step: impl FnMut(&mut Bucket) -> Vec<Change>,
-    ) -> Vec<(Key, Change)> {
+        mut step: impl FnMut(&mut Bucket) -> Vec<StrategyChange>,
+    ) -> Vec<(Key, StrategyChange)> {
         let mut out = Vec::new();
         for key in keys {
             if let Some(bucket) = self.buckets.get_mut(key) {
@@ -143,8 +143,8 @@ impl Ledger {
 
     /// Pushes `changes`, one push per stream. A stream that cannot take its push is closed, and
     /// its changes are undone: it still holds what it held before.
-    pub(crate) fn deliver(&mut self, changes: Vec<(Key, Change)>) {
-        let mut by_stream: BTreeMap<StreamId, Vec<(Key, Change)>> = BTreeMap::new();
+    pub(crate) fn deliver(&mut self, changes: Vec<(Key, StrategyChange)>) {
+        let mut by_stream: BTreeMap<StreamId, Vec<(Key, StrategyChange)>> = BTreeMap::new();
         for (key, change) in changes {
             by_stream
                 .entry(change.stream)

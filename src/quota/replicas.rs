@@ -21,19 +21,19 @@ type BucketOf = (Arc<str>, BucketId);
 /// The portions this replica last claimed, per bucket.
 #[derive(Default)]
 pub struct Portions {
-    held: Mutex<Held>,
+    held: Mutex<LastClaims>,
 }
 
 /// Each bucket's last claim and until when it holds.
 #[derive(Default)]
-struct Held {
+struct LastClaims {
     by_bucket: HashMap<BucketOf, (Claimed, Nanos)>,
     /// The most other replicas seen on any bucket lately: a new bucket's first guess.
     others: u32,
 }
 
 impl Portions {
-    fn state(&self) -> std::sync::MutexGuard<'_, Held> {
+    fn state(&self) -> std::sync::MutexGuard<'_, LastClaims> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

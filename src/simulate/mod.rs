@@ -17,7 +17,7 @@ use clap::{Args, ValueEnum};
 
 use sluice::clock::Nanos;
 
-pub use pattern::Pattern;
+pub use pattern::TrafficPattern;
 pub use report::Scenario;
 
 /// Flags of `sluice simulate`.
@@ -30,7 +30,7 @@ pub struct SimulateArgs {
         required_unless_present_any = ["times", "rlqs"],
         conflicts_with = "times"
     )]
-    pub pattern: Option<Pattern>,
+    pub pattern: Option<TrafficPattern>,
     /// A file of arrival times instead of a pattern: one time in seconds per line.
     #[arg(long, value_name = "FILE")]
     pub times: Option<PathBuf>,
@@ -44,8 +44,8 @@ pub struct SimulateArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub burst: Option<u64>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
+    #[arg(long, value_enum, default_value_t = SimulateFormat::Table)]
+    pub format: SimulateFormat,
     /// Also draw the timeline as an SVG image into FILE.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
@@ -75,7 +75,7 @@ pub struct SimulateArgs {
 
 /// Output formats of `sluice simulate`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
+pub enum SimulateFormat {
     /// A table for people.
     Table,
     /// One JSON document with every decision.
@@ -162,8 +162,8 @@ pub fn run(args: &SimulateArgs, out: &mut impl Write) -> Result<(), SimulateErro
         })?;
     }
     let text = match args.format {
-        Format::Table => report::table(&scenario, &outcomes),
-        Format::Json => report::json(&scenario, &outcomes) + "\n",
+        SimulateFormat::Table => report::table(&scenario, &outcomes),
+        SimulateFormat::Json => report::json(&scenario, &outcomes) + "\n",
     };
     out.write_all(text.as_bytes())
         .map_err(|error| SimulateError::Write {

@@ -7,7 +7,7 @@ pub const MAX_CALLS: usize = 1_000_000;
 
 /// A traffic pattern that shows how an algorithm treats one kind of traffic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Pattern {
+pub enum TrafficPattern {
     /// N calls just before a window edge and N just after it: the fixed window's 2N burst.
     EdgeBurst,
     /// A steady stream at twice the limit for six windows.
@@ -16,13 +16,13 @@ pub enum Pattern {
     BurstTrickle,
 }
 
-impl Pattern {
+impl TrafficPattern {
     /// The name used on the command line and in JSON output.
     pub fn name(self) -> &'static str {
         match self {
-            Pattern::EdgeBurst => "edge-burst",
-            Pattern::DoubleRate => "double-rate",
-            Pattern::BurstTrickle => "burst-trickle",
+            TrafficPattern::EdgeBurst => "edge-burst",
+            TrafficPattern::DoubleRate => "double-rate",
+            TrafficPattern::BurstTrickle => "burst-trickle",
         }
     }
 
@@ -31,10 +31,10 @@ impl Pattern {
     /// under 2 s starts before t = 0). Errors when the pattern would exceed [`MAX_CALLS`].
     pub fn arrivals(self, limit: u64, window: u64) -> Result<Vec<i64>, String> {
         let calls = match self {
-            Pattern::EdgeBurst => limit.saturating_mul(2),
-            Pattern::DoubleRate => limit.saturating_mul(12),
+            TrafficPattern::EdgeBurst => limit.saturating_mul(2),
+            TrafficPattern::DoubleRate => limit.saturating_mul(12),
             // The trickle adds about 3N calls at most (one every W/N for under 3W).
-            Pattern::BurstTrickle => limit.saturating_mul(5),
+            TrafficPattern::BurstTrickle => limit.saturating_mul(5),
         };
         if calls > MAX_CALLS as u64 {
             return Err(format!(
@@ -49,14 +49,14 @@ impl Pattern {
         };
         let (w, n) = (window as i64, limit);
         let times = match self {
-            Pattern::EdgeBurst => {
+            TrafficPattern::EdgeBurst => {
                 let spread = 1_990 * sluice::clock::MILLI;
                 let before = (0..n).map(|i| w - 2 * SECOND as i64 + step(i, spread, n));
                 let after = (0..n).map(|i| w + step(i, spread, n));
                 before.chain(after).collect()
             }
-            Pattern::DoubleRate => (0..12 * n).map(|k| step(k, window, 2 * n)).collect(),
-            Pattern::BurstTrickle => {
+            TrafficPattern::DoubleRate => (0..12 * n).map(|k| step(k, window, 2 * n)).collect(),
+            TrafficPattern::BurstTrickle => {
                 let burst = (0..2 * n).map(|i| step(i, SECOND, 2 * n));
                 let trickle = (0..)
                     .map(|j| 2 * SECOND as i64 + step(j, window, n))
@@ -75,7 +75,7 @@ mod tests {
     /// Edge-burst puts N calls in the two seconds before the edge and N in the two after it.
     #[test]
     fn edge_burst_straddles_the_edge() {
-        let t = Pattern::EdgeBurst.arrivals(5, 10 * SECOND).unwrap();
+        let t = TrafficPattern::EdgeBurst.arrivals(5, 10 * SECOND).unwrap();
         assert_eq!(t.len(), 10);
         assert_eq!(t[0], 8 * SECOND as i64);
         assert!(
@@ -93,7 +93,7 @@ mod tests {
     /// Double-rate sends 2N per window for six windows, evenly spaced from t = 0.
     #[test]
     fn double_rate_is_twice_the_limit() {
-        let t = Pattern::DoubleRate.arrivals(5, 10 * SECOND).unwrap();
+        let t = TrafficPattern::DoubleRate.arrivals(5, 10 * SECOND).unwrap();
         assert_eq!(t.len(), 60);
         assert_eq!(t[1], SECOND as i64);
         assert!(t.windows(2).all(|p| p[1] - p[0] == SECOND as i64));
@@ -102,7 +102,9 @@ mod tests {
     /// Burst-trickle is 2N calls in the first second, then one call per W/N up to 3W.
     #[test]
     fn burst_trickle_shape() {
-        let t = Pattern::BurstTrickle.arrivals(5, 10 * SECOND).unwrap();
+        let t = TrafficPattern::BurstTrickle
+            .arrivals(5, 10 * SECOND)
+            .unwrap();
         assert_eq!(t[9], 900 * sluice::clock::MILLI as i64);
         assert_eq!(t[10], 2 * SECOND as i64);
         assert_eq!(*t.last().unwrap(), 28 * SECOND as i64);
@@ -112,7 +114,9 @@ mod tests {
     /// A limit that would produce millions of calls is refused, not allocated.
     #[test]
     fn huge_limits_are_refused() {
-        let err = Pattern::DoubleRate.arrivals(u64::MAX, SECOND).unwrap_err();
+        let err = TrafficPattern::DoubleRate
+            .arrivals(u64::MAX, SECOND)
+            .unwrap_err();
         assert!(err.contains("use a smaller --limit"), "{err}");
     }
 }

@@ -128,9 +128,9 @@ mod tests {
     /// The JSON parses, with the documented keys in the documented order.
     #[test]
     fn json_has_the_documented_shape() {
-        use crate::simulate::{Pattern, runner};
+        use crate::simulate::{TrafficPattern, runner};
         use sluice::clock::SECOND;
-        let arrivals = Pattern::EdgeBurst.arrivals(3, 10 * SECOND).unwrap();
+        let arrivals = TrafficPattern::EdgeBurst.arrivals(3, 10 * SECOND).unwrap();
         let outcomes = runner::run(&arrivals, 3, 10 * SECOND, 3);
         let scenario = Scenario {
             pattern: "edge-burst".into(),

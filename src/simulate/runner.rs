@@ -98,9 +98,13 @@ pub fn max_in_window(times: &[i64], window: Nanos) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simulate::Pattern;
+    use crate::simulate::TrafficPattern;
 
-    fn outcomes(pattern: Pattern, n: u64, window: Nanos) -> Vec<(&'static str, usize, usize)> {
+    fn outcomes(
+        pattern: TrafficPattern,
+        n: u64,
+        window: Nanos,
+    ) -> Vec<(&'static str, usize, usize)> {
         let arrivals = pattern.arrivals(n, window).unwrap();
         run(&arrivals, n, window, n)
             .into_iter()
@@ -114,7 +118,7 @@ mod tests {
     #[test]
     fn edge_burst() {
         for n in [5, 100] {
-            let got = outcomes(Pattern::EdgeBurst, n, 10 * SECOND);
+            let got = outcomes(TrafficPattern::EdgeBurst, n, 10 * SECOND);
             let n = n as usize;
             assert_eq!(got[0], ("fixed_window", 2 * n, 2 * n));
             assert_eq!(got[2], ("sliding_log", n, n));
@@ -138,7 +142,7 @@ mod tests {
     /// admits its burst plus the refill, at most burst + N in any window.
     #[test]
     fn double_rate() {
-        let got = outcomes(Pattern::DoubleRate, 5, 10 * SECOND);
+        let got = outcomes(TrafficPattern::DoubleRate, 5, 10 * SECOND);
         assert_eq!(got[0], ("fixed_window", 30, 5));
         assert_eq!(got[2], ("sliding_log", 30, 5));
         let (_, admitted, max) = got[1];
@@ -157,7 +161,7 @@ mod tests {
     /// bucket; the sliding log never admits more than N in any window.
     #[test]
     fn burst_trickle() {
-        let got = outcomes(Pattern::BurstTrickle, 5, 10 * SECOND);
+        let got = outcomes(TrafficPattern::BurstTrickle, 5, 10 * SECOND);
         assert_eq!(got[2].2, 5, "sliding_log is exact");
         assert_eq!(got[1].2, 5, "sliding_window holds N on this pattern");
         for (name, admitted, _) in &got {

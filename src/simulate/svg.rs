@@ -222,14 +222,14 @@ fn axis(svg: &mut String, t0: i128, t1: i128, bottom: f64, x: &impl Fn(i128) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simulate::{Pattern, runner};
+    use crate::simulate::{TrafficPattern, runner};
     use sluice::clock::SECOND;
 
     /// The SVG is one well-formed document: balanced tags, one row label per algorithm, one
     /// mark per call and algorithm.
     #[test]
     fn svg_is_well_formed() {
-        let arrivals = Pattern::EdgeBurst.arrivals(5, 10 * SECOND).unwrap();
+        let arrivals = TrafficPattern::EdgeBurst.arrivals(5, 10 * SECOND).unwrap();
         let outcomes = runner::run(&arrivals, 5, 10 * SECOND, 5);
         let scenario = Scenario {
             pattern: "edge-burst".into(),

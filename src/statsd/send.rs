@@ -20,11 +20,11 @@ const IO_TIMEOUT: Duration = Duration::from_secs(2);
 pub(super) struct Sender {
     addr: String,
     protocol: StatsdProtocol,
-    conn: Option<Conn>,
+    conn: Option<StatsdConn>,
     failing: bool,
 }
 
-enum Conn {
+enum StatsdConn {
     Udp(UdpSocket),
     Tcp(TcpStream),
 }
@@ -70,12 +70,12 @@ impl Sender {
             self.conn = Some(self.connect().await?);
         }
         match self.conn.as_mut() {
-            Some(Conn::Udp(socket)) => {
+            Some(StatsdConn::Udp(socket)) => {
                 for datagram in datagrams(lines, MAX_DATAGRAM) {
                     socket.send(&datagram).await?;
                 }
             }
-            Some(Conn::Tcp(stream)) => {
+            Some(StatsdConn::Tcp(stream)) => {
                 stream.write_all(lines.concat().as_bytes()).await?;
                 stream.flush().await?;
             }
@@ -84,7 +84,7 @@ impl Sender {
         Ok(())
     }
 
-    async fn connect(&self) -> std::io::Result<Conn> {
+    async fn connect(&self) -> std::io::Result<StatsdConn> {
         let addr = tokio::net::lookup_host(&self.addr)
             .await?
             .next()
@@ -98,9 +98,9 @@ impl Sender {
                 };
                 let socket = UdpSocket::bind(local).await?;
                 socket.connect(addr).await?;
-                Conn::Udp(socket)
+                StatsdConn::Udp(socket)
             }
-            StatsdProtocol::Tcp => Conn::Tcp(TcpStream::connect(addr).await?),
+            StatsdProtocol::Tcp => StatsdConn::Tcp(TcpStream::connect(addr).await?),
         })
     }
 }

@@ -38,10 +38,10 @@ pub struct TraceError {
 /// Starts the span of each call and exports the finished ones. Cloning shares the exporter.
 #[derive(Clone)]
 pub struct CallTracer {
-    inner: Arc<Inner>,
+    inner: Arc<TracerInner>,
 }
 
-struct Inner {
+struct TracerInner {
     provider: SdkTracerProvider,
     tracer: SdkTracer,
     propagators: propagate::Propagators,
@@ -73,7 +73,7 @@ impl CallTracer {
             .build();
         let tracer = provider.tracer(env!("CARGO_PKG_NAME"));
         Ok(Self {
-            inner: Arc::new(Inner {
+            inner: Arc::new(TracerInner {
                 provider,
                 tracer,
                 propagators: propagate::Propagators::new(

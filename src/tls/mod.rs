@@ -110,10 +110,10 @@ pub struct TlsStatus {
 /// configuration current at accept time; established connections keep theirs.
 #[derive(Clone)]
 pub struct ServerTls {
-    inner: Arc<Inner>,
+    inner: Arc<TlsInner>,
 }
 
-struct Inner {
+struct TlsInner {
     settings: TlsSettings,
     config: ArcSwap<ServerConfig>,
     /// The file contents of the latest attempt, so unchanged files are not rebuilt or re-logged.
@@ -142,7 +142,7 @@ impl ServerTls {
             ..TlsStatus::default()
         };
         Ok(Self {
-            inner: Arc::new(Inner {
+            inner: Arc::new(TlsInner {
                 settings,
                 config: ArcSwap::from_pointee(config),
                 attempted: Mutex::new(sources),

@@ -8,7 +8,7 @@ use sluice::clock::duration::GoDuration;
 use sluice::store::redis::local_cache_entries;
 
 use super::env::Env;
-use super::{EnvError, Group, Handling, Kind, Target, Var};
+use super::{EnvError, Group, Handling, ServeTarget, Var, VarType};
 use crate::cli::AlgorithmArg;
 use crate::cli::redis::KeyLayoutArg;
 use crate::cli::serve::StoreArg;
@@ -21,7 +21,7 @@ pub const GROUP: Group = Group {
     vars: &[
         Var {
             name: "BACKEND_TYPE",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "redis",
             handling: Handling::Differently(
                 "`redis` (or empty) → `--store redis`; `memcache` stops the start (not supported)",
@@ -29,7 +29,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "CACHE_KEY_PREFIX",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Honoured(
                 "`--redis-key-prefix` (no `{` or `}`); empty when not set, as upstream",
@@ -37,19 +37,19 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "NEAR_LIMIT_RATIO",
-            kind: Kind::Float,
+            kind: VarType::Float,
             default: "0.8",
             handling: Handling::Honoured("`--near-limit-ratio` (0 to 1)"),
         },
         Var {
             name: "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "false",
             handling: Handling::Differently("always on: a refused call consumes nothing"),
         },
         Var {
             name: "EXPIRATION_JITTER_MAX_SECONDS",
-            kind: Kind::Int,
+            kind: VarType::Int,
             default: "300",
             handling: Handling::Honoured(
                 "`--redis-expiration-jitter` (N → `Ns`) of the counters kept in upstream's keys",
@@ -57,7 +57,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "LOCAL_CACHE_SIZE_IN_BYTES",
-            kind: Kind::Int,
+            kind: VarType::Int,
             default: "0",
             handling: Handling::Differently(
                 "`--local-cache-size` = bytes / 192 entries (at least upstream's 512 KiB); 0 turns the cache off; not set keeps sluice's cache, which only answers what Redis would",
@@ -65,55 +65,55 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "MEMCACHE_HOST_PORT",
-            kind: Kind::List,
+            kind: VarType::List,
             default: "",
             handling: Handling::Ignored(NO_MEMCACHE),
         },
         Var {
             name: "MEMCACHE_SRV",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Ignored(NO_MEMCACHE),
         },
         Var {
             name: "MEMCACHE_MAX_IDLE_CONNS",
-            kind: Kind::Int,
+            kind: VarType::Int,
             default: "2",
             handling: Handling::Ignored(NO_MEMCACHE),
         },
         Var {
             name: "MEMCACHE_SRV_REFRESH",
-            kind: Kind::Duration,
+            kind: VarType::Duration,
             default: "0",
             handling: Handling::Ignored(NO_MEMCACHE),
         },
         Var {
             name: "MEMCACHE_TLS",
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "false",
             handling: Handling::Ignored(NO_MEMCACHE),
         },
         Var {
             name: "MEMCACHE_TLS_CLIENT_CERT",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Ignored(NO_MEMCACHE),
         },
         Var {
             name: "MEMCACHE_TLS_CLIENT_KEY",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Ignored(NO_MEMCACHE),
         },
         Var {
             name: "MEMCACHE_TLS_CACERT",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Ignored(NO_MEMCACHE),
         },
         Var {
             name: "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION",
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "false",
             handling: Handling::Ignored(NO_MEMCACHE),
         },
@@ -121,7 +121,7 @@ pub const GROUP: Group = Group {
     apply,
 };
 
-fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+fn apply(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
     target.unless_explicit(env, "store", &["BACKEND_TYPE"], |args| {
         match env.string("BACKEND_TYPE", "redis") {
             "redis" | "" => args.store = StoreArg::Redis,
@@ -170,7 +170,7 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
 /// serve side by side on one Redis during a rolling update of the image and afterwards: fixed
 /// windows for rules that name no algorithm, kept in envoyproxy/ratelimit's keys (each replaced
 /// unless its flag is given).
-fn count_as_upstream(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+fn count_as_upstream(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
     target.unless_explicit(env, "default_algorithm", &[], |args| {
         args.rules.default_algorithm = AlgorithmArg::FixedWindow;
         Ok(())

@@ -1,7 +1,7 @@
 //! Health: `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`, `REDIS_HEALTH_CHECK_ACTIVE_CONNECTION`.
 
 use super::env::Env;
-use super::{EnvError, Group, Handling, Kind, Target, Var};
+use super::{EnvError, Group, Handling, ServeTarget, Var, VarType};
 
 const DOMAINS: &str = "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED";
 const STORE: &str = "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION";
@@ -12,7 +12,7 @@ pub const GROUP: Group = Group {
     vars: &[
         Var {
             name: DOMAINS,
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "false",
             handling: Handling::Honoured(
                 "`--health-requires-domains`: unhealthy while the loaded rules hold no domain",
@@ -20,7 +20,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: STORE,
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "false",
             handling: Handling::Differently(
                 "`--health-checks-store`: unhealthy once the Redis breaker has stayed open for 10 s (upstream: when the pool has no active connection)",
@@ -30,7 +30,7 @@ pub const GROUP: Group = Group {
     apply,
 };
 
-fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+fn apply(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
     target.unless_explicit(env, "health_requires_domains", &[DOMAINS], |args| {
         args.serving.health_requires_domains = env.bool(DOMAINS, false)?;
         Ok(())

@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 use sluice::clock::duration::GoDuration;
 
 use super::env::Env;
-use super::{EnvError, Group, Handling, Kind, Target, Var};
+use super::{EnvError, Group, Handling, ServeTarget, Var, VarType};
 
 /// The listener variables.
 pub const GROUP: Group = Group {
@@ -14,37 +14,37 @@ pub const GROUP: Group = Group {
     vars: &[
         Var {
             name: "HOST",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "0.0.0.0",
             handling: Handling::Honoured("`--http-addr` (`::` listens on IPv6 and IPv4)"),
         },
         Var {
             name: "PORT",
-            kind: Kind::Int,
+            kind: VarType::Int,
             default: "8080",
             handling: Handling::Honoured("`--http-addr`"),
         },
         Var {
             name: "GRPC_HOST",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "0.0.0.0",
             handling: Handling::Honoured("`--grpc-addr` (`::` listens on IPv6 and IPv4)"),
         },
         Var {
             name: "GRPC_PORT",
-            kind: Kind::Int,
+            kind: VarType::Int,
             default: "8081",
             handling: Handling::Honoured("`--grpc-addr`"),
         },
         Var {
             name: "GRPC_UDS",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Honoured("`--grpc-socket` (plaintext only)"),
         },
         Var {
             name: "GRPC_MAX_CONNECTION_AGE",
-            kind: Kind::Duration,
+            kind: VarType::Duration,
             default: "24h",
             handling: Handling::Honoured(
                 "`--grpc-max-connection-age` (each connection's age moved by a random ±10 %, as grpc-go does)",
@@ -52,13 +52,13 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "GRPC_MAX_CONNECTION_AGE_GRACE",
-            kind: Kind::Duration,
+            kind: VarType::Duration,
             default: "1h",
             handling: Handling::Honoured("`--grpc-max-connection-age-grace`"),
         },
         Var {
             name: "DEBUG_HOST",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "0.0.0.0",
             handling: Handling::Ignored(
                 "no debug listener: /rlconfig and /metrics are on PORT; no pprof or expvar",
@@ -66,7 +66,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "DEBUG_PORT",
-            kind: Kind::Int,
+            kind: VarType::Int,
             default: "6070",
             handling: Handling::Ignored(
                 "no debug listener: /rlconfig and /metrics are on PORT; no pprof or expvar",
@@ -76,7 +76,7 @@ pub const GROUP: Group = Group {
     apply,
 };
 
-fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+fn apply(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
     target.unless_explicit(env, "http_addr", &["HOST", "PORT"], |args| {
         args.http_addr = address(env, "HOST", "PORT", 8080)?;
         Ok(())

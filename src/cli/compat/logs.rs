@@ -2,7 +2,7 @@
 //! keys).
 
 use super::env::Env;
-use super::{EnvError, Group, Handling, Kind, Target, Var};
+use super::{EnvError, Group, Handling, ServeTarget, Var, VarType};
 use crate::cli::LogFormat;
 
 /// The log variables.
@@ -11,7 +11,7 @@ pub const GROUP: Group = Group {
     vars: &[
         Var {
             name: "LOG_LEVEL",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "WARN",
             handling: Handling::Honoured(
                 "`--log-level` (logrus names: panic, fatal, error, warn, info, debug, trace; any case)",
@@ -19,7 +19,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "LOG_FORMAT",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "text",
             handling: Handling::Differently(
                 "`json` → `--log-format upstream-json` (keys `@timestamp`, `level`, `@message`); anything else is sluice's text format",
@@ -29,7 +29,7 @@ pub const GROUP: Group = Group {
     apply,
 };
 
-fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+fn apply(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
     target.unless_explicit(env, "log_level", &["LOG_LEVEL"], |args| {
         // envoyproxy/ratelimit's default, WARN, unless RUST_LOG says otherwise.
         let level = match env.get("LOG_LEVEL") {

@@ -53,7 +53,7 @@ pub struct Group {
     /// Its variables.
     pub vars: &'static [Var],
     /// Writes the variables that are set into the target.
-    pub apply: fn(&Env, &mut Target<'_>) -> Result<(), EnvError>,
+    pub apply: fn(&Env, &mut ServeTarget<'_>) -> Result<(), EnvError>,
 }
 
 /// One envoyproxy/ratelimit variable.
@@ -61,7 +61,7 @@ pub struct Var {
     /// Its exact name; a trailing `*` names every variable with that prefix.
     pub name: &'static str,
     /// Its type, as envoyproxy/ratelimit parses it.
-    pub kind: Kind,
+    pub kind: VarType,
     /// envoyproxy/ratelimit's default, as text (for the README's table).
     pub default: &'static str,
     /// What sluice does with it.
@@ -70,7 +70,7 @@ pub struct Var {
 
 /// The type of a variable (each set variable is checked against it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum VarType {
     /// Any text.
     Str,
     /// Go's booleans.
@@ -100,7 +100,7 @@ pub enum Handling {
 
 /// What the groups write into: the flags (unless given explicitly), the rule layout, and the
 /// notes for the start-up warning.
-pub struct Target<'a> {
+pub struct ServeTarget<'a> {
     /// The `serve` flags, parsed.
     pub args: &'a mut ServeArgs,
     matches: Option<&'a ArgMatches>,
@@ -109,7 +109,7 @@ pub struct Target<'a> {
     notes: Vec<(String, String)>,
 }
 
-impl Target<'_> {
+impl ServeTarget<'_> {
     /// Whether the flag `id` was given on the command line or as its `SLUICE_*` variable; then
     /// the envoyproxy/ratelimit variables for it yield.
     pub fn explicit(&self, id: &str) -> bool {
@@ -163,7 +163,7 @@ pub fn apply(
     env: &Env,
 ) -> Result<Applied, EnvError> {
     check_types(env)?;
-    let mut target = Target {
+    let mut target = ServeTarget {
         args,
         matches,
         runtime: None,
@@ -227,16 +227,16 @@ pub fn table() -> String {
     out
 }
 
-impl Kind {
+impl VarType {
     fn name(self) -> &'static str {
         match self {
-            Kind::Str => "string",
-            Kind::Bool => "bool",
-            Kind::Int => "int",
-            Kind::Float => "float",
-            Kind::Duration => "duration",
-            Kind::Map => "map",
-            Kind::List => "list",
+            VarType::Str => "string",
+            VarType::Bool => "bool",
+            VarType::Int => "int",
+            VarType::Float => "float",
+            VarType::Duration => "duration",
+            VarType::Map => "map",
+            VarType::List => "list",
         }
     }
 }
@@ -258,12 +258,12 @@ fn set_names<'e>(env: &'e Env, pattern: &'static str) -> Vec<&'e str> {
 fn check_types(env: &Env) -> Result<(), EnvError> {
     for var in all_vars().filter(|v| !v.name.ends_with('*')) {
         let checked = match var.kind {
-            Kind::Str | Kind::List => Ok(None),
-            Kind::Bool => env.parsed(var.name, env::go_bool).map(|_| None),
-            Kind::Int => env.parsed(var.name, env::go_int).map(|_| None),
-            Kind::Float => env.parsed(var.name, env::go_float).map(|_| None),
-            Kind::Map => env.parsed(var.name, env::go_map).map(|_| None),
-            Kind::Duration => env
+            VarType::Str | VarType::List => Ok(None),
+            VarType::Bool => env.parsed(var.name, env::go_bool).map(|_| None),
+            VarType::Int => env.parsed(var.name, env::go_int).map(|_| None),
+            VarType::Float => env.parsed(var.name, env::go_float).map(|_| None),
+            VarType::Map => env.parsed(var.name, env::go_map).map(|_| None),
+            VarType::Duration => env
                 .parsed(var.name, |t| {
                     sluice::clock::duration::parse(t).map_err(|e| e.problem.to_string())
                 })

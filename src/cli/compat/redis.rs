@@ -7,7 +7,7 @@ use std::time::Duration;
 use sluice::clock::duration::GoDuration;
 
 use super::env::Env;
-use super::{EnvError, Group, Handling, Kind, Target, Var};
+use super::{EnvError, Group, Handling, ServeTarget, Var, VarType};
 use crate::cli::serve::{ServeArgs, StoreArg};
 
 /// The variables that say which Redis, and so `--redis-url`.
@@ -31,7 +31,7 @@ pub const GROUP: Group = Group {
     vars: &[
         Var {
             name: "REDIS_SOCKET_TYPE",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "unix",
             handling: Handling::Honoured(
                 "`--redis-url`: with REDIS_TYPE=single, `tcp` reaches REDIS_URL as `host:port` or `redis://…`, `unix` as a socket path",
@@ -39,7 +39,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "REDIS_TYPE",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "SINGLE",
             handling: Handling::Honoured(
                 "`--redis-url` (any case): `single`, `cluster` → `redis+cluster://<REDIS_URL>`, `sentinel` → `redis+sentinel://<host:port,…>/<master>`",
@@ -47,7 +47,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "REDIS_URL",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: DEFAULT_URL,
             handling: Handling::Honoured(
                 "`--redis-url`: `host:port`, `redis://…`, a socket path, a cluster's `host:port,…` seeds, or Sentinel's `<master>,<host:port>,…` (at least two items)",
@@ -55,7 +55,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "REDIS_AUTH",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Honoured(
                 "`password` → `--redis-password`; `user:password` (split at the first `:`) → `--redis-username` and `--redis-password`; beats credentials in REDIS_URL",
@@ -63,7 +63,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "REDIS_SENTINEL_AUTH",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Honoured(
                 "`--redis-sentinel-password` (and `--redis-sentinel-username`), split as REDIS_AUTH",
@@ -71,7 +71,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "REDIS_POOL_SIZE",
-            kind: Kind::Int,
+            kind: VarType::Int,
             default: "10",
             handling: Handling::Differently(
                 "`--redis-connections` (1 to 65535; sluice's 2 when not set): multiplexed connections, each carrying any number of calls at once (a cluster opens one per node)",
@@ -79,7 +79,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "REDIS_TIMEOUT",
-            kind: Kind::Duration,
+            kind: VarType::Duration,
             default: "10s",
             handling: Handling::Differently(
                 "`--redis-connect-timeout` (sluice's 1s when not set): bounds connecting and the handshake, as upstream; each call is bounded by `--redis-timeout` (10ms), upstream's by the gRPC deadline",
@@ -87,55 +87,55 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "REDIS_PIPELINE_WINDOW",
-            kind: Kind::Duration,
+            kind: VarType::Duration,
             default: "0",
             handling: Handling::Ignored(BATCHED),
         },
         Var {
             name: "REDIS_PIPELINE_LIMIT",
-            kind: Kind::Int,
+            kind: VarType::Int,
             default: "0",
             handling: Handling::Ignored(BATCHED),
         },
         Var {
             name: "REDIS_CLUSTER_PIPELINE_PARALLELISM",
-            kind: Kind::Int,
+            kind: VarType::Int,
             default: "1",
             handling: Handling::Ignored(BATCHED),
         },
         Var {
             name: "REDIS_POOL_ON_EMPTY_BEHAVIOR",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "WAIT",
             handling: Handling::Ignored(BATCHED),
         },
         Var {
             name: "REDIS_STARTUP_INITIAL_INTERVAL",
-            kind: Kind::Duration,
+            kind: VarType::Duration,
             default: "1s",
             handling: Handling::Ignored(NO_WAIT),
         },
         Var {
             name: "REDIS_STARTUP_MAX_INTERVAL",
-            kind: Kind::Duration,
+            kind: VarType::Duration,
             default: "30s",
             handling: Handling::Ignored(NO_WAIT),
         },
         Var {
             name: "REDIS_STARTUP_MAX_ELAPSED_TIME",
-            kind: Kind::Duration,
+            kind: VarType::Duration,
             default: "0",
             handling: Handling::Ignored(NO_WAIT),
         },
         Var {
             name: "REDIS_PERSECOND",
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "false",
             handling: Handling::Ignored(ONE_REDIS),
         },
         Var {
             name: "REDIS_PERSECOND_*",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Ignored(ONE_REDIS),
         },
@@ -143,7 +143,7 @@ pub const GROUP: Group = Group {
     apply,
 };
 
-fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+fn apply(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
     if !matches!(target.args.store, StoreArg::Redis) {
         for name in URL_VARS
             .into_iter()
@@ -262,7 +262,7 @@ fn sentinel_url(env: &Env, list: &str) -> Result<String, EnvError> {
 /// default user) through `write`, unless its flag `id` was given.
 fn credentials(
     env: &Env,
-    target: &mut Target<'_>,
+    target: &mut ServeTarget<'_>,
     name: &str,
     id: &str,
     write: impl FnOnce(&mut ServeArgs, Option<String>, String),

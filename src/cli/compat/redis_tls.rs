@@ -2,7 +2,7 @@
 
 use super::env::Env;
 use super::redis::unix_socket;
-use super::{EnvError, Group, Handling, Kind, Target, Var};
+use super::{EnvError, Group, Handling, ServeTarget, Var, VarType};
 use crate::cli::serve::StoreArg;
 
 const SWITCH: &str = "REDIS_TLS";
@@ -19,7 +19,7 @@ pub const GROUP: Group = Group {
     vars: &[
         Var {
             name: SWITCH,
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "false",
             handling: Handling::Honoured(
                 "`--redis-tls`: TLS to every node (single, cluster, the sentinels and their master); refused with a unix socket",
@@ -27,7 +27,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: CA,
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Differently(
                 "`--redis-ca`: trusted roots are this file only (upstream adds the system's)",
@@ -35,19 +35,19 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: CERT,
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Honoured("`--redis-client-cert` (with REDIS_TLS_CLIENT_KEY)"),
         },
         Var {
             name: KEY,
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Honoured("`--redis-client-key` (with REDIS_TLS_CLIENT_CERT)"),
         },
         Var {
             name: SKIP,
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "false",
             handling: Handling::Honoured(
                 "`--redis-tls-skip-hostname-verification`: the chain is still verified",
@@ -57,7 +57,7 @@ pub const GROUP: Group = Group {
     apply,
 };
 
-fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+fn apply(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
     let names = [SWITCH].into_iter().chain(WITH_TLS);
     if !matches!(target.args.store, StoreArg::Redis) {
         for name in names.filter(|n| env.is_set(n)) {

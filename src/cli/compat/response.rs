@@ -2,7 +2,7 @@
 //! headers (`LIMIT_RESPONSE_HEADERS_ENABLED` and the names of the three).
 
 use super::env::Env;
-use super::{EnvError, Group, Handling, Kind, Target, Var};
+use super::{EnvError, Group, Handling, ServeTarget, Var, VarType};
 use crate::cli::response::{HeadersArg, ResponseArgs, parse_header_name};
 
 const ENABLED: &str = "LIMIT_RESPONSE_HEADERS_ENABLED";
@@ -27,25 +27,25 @@ pub const GROUP: Group = Group {
     vars: &[
         Var {
             name: "SHADOW_MODE",
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "false",
             handling: Handling::Honoured("`--shadow-mode`"),
         },
         Var {
             name: "QUOTA_MODE",
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "false",
             handling: Handling::Honoured("`--quota-mode`"),
         },
         Var {
             name: "RESPONSE_DYNAMIC_METADATA",
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "false",
             handling: Handling::Honoured("`--response-dynamic-metadata`"),
         },
         Var {
             name: ENABLED,
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "false",
             handling: Handling::Differently(
                 "`true` → `--response-headers upstream` (exactly upstream's three headers); `false` or not set keeps sluice's draft-10 headers with Retry-After on OVER_LIMIT",
@@ -53,19 +53,19 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "LIMIT_LIMIT_HEADER",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "RateLimit-Limit",
             handling: Handling::Honoured("`--limit-header` (verbatim)"),
         },
         Var {
             name: "LIMIT_REMAINING_HEADER",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "RateLimit-Remaining",
             handling: Handling::Honoured("`--remaining-header` (verbatim)"),
         },
         Var {
             name: "LIMIT_RESET_HEADER",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "RateLimit-Reset",
             handling: Handling::Honoured("`--reset-header` (verbatim)"),
         },
@@ -73,7 +73,7 @@ pub const GROUP: Group = Group {
     apply,
 };
 
-fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+fn apply(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
     target.unless_explicit(env, "shadow_mode", &["SHADOW_MODE"], |args| {
         args.shadow_mode = env.bool("SHADOW_MODE", false)?;
         Ok(())
@@ -99,7 +99,7 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
 /// The header names, when envoyproxy/ratelimit's headers are what is sent (by
 /// LIMIT_RESPONSE_HEADERS_ENABLED or `--response-headers upstream`); otherwise they have no effect,
 /// as envoyproxy/ratelimit.
-fn header_names(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+fn header_names(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
     let upstream = target.args.response.response_headers == HeadersArg::Upstream;
     for (name, id, field) in NAMES {
         let Some(value) = env.get(name) else { continue };

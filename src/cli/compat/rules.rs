@@ -4,7 +4,7 @@
 use sluice::rules::CompatLayout;
 
 use super::env::Env;
-use super::{EnvError, Group, Handling, Kind, Target, Var};
+use super::{EnvError, Group, Handling, ServeTarget, Var, VarType};
 
 const LAYOUT: [&str; 5] = [
     "RUNTIME_ROOT",
@@ -20,7 +20,7 @@ pub const GROUP: Group = Group {
     vars: &[
         Var {
             name: "RUNTIME_ROOT",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "/srv/runtime_data/current",
             handling: Handling::Honoured(
                 "rules from upstream's layout (unless `--config` is given)",
@@ -28,7 +28,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "RUNTIME_SUBDIRECTORY",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Honoured(
                 "as upstream (empty with RUNTIME_WATCH_ROOT=true loads no rules)",
@@ -36,19 +36,19 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "RUNTIME_APPDIRECTORY",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "config",
             handling: Handling::Honoured("as upstream"),
         },
         Var {
             name: "RUNTIME_IGNOREDOTFILES",
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "false",
             handling: Handling::Honoured("as upstream (needed for ConfigMap mounts)"),
         },
         Var {
             name: "RUNTIME_WATCH_ROOT",
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "true",
             handling: Handling::Differently(
                 "which directory is read, as upstream; sluice reloads on any change of the files read (upstream, with `true`, only on a swap of RUNTIME_ROOT)",
@@ -56,7 +56,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "MERGE_DOMAIN_CONFIG",
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "false",
             handling: Handling::Honoured("`--merge-domains`"),
         },
@@ -64,7 +64,7 @@ pub const GROUP: Group = Group {
     apply,
 };
 
-fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+fn apply(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
     let merge = &["MERGE_DOMAIN_CONFIG"];
     target.unless_explicit(env, "merge_domains", merge, |args| {
         args.rules.merge_domains = env.bool(merge[0], false)?;

@@ -8,8 +8,8 @@ use sluice::clock::duration;
 
 use super::env::{Env, go_map};
 use super::listeners::listen_address;
-use super::{EnvError, Group, Handling, Kind, Target, Var};
-use crate::cli::statsd::{FormatArg, ProtocolArg};
+use super::{EnvError, Group, Handling, ServeTarget, Var, VarType};
+use crate::cli::statsd::{FormatArg, StatsdProtocolArg};
 
 const NO_SINK: &str = "no effect without a statsd sink (USE_STATSD or USE_DOG_STATSD), as upstream";
 const DOG_ONLY: &str = "no effect without USE_DOG_STATSD=true, as upstream";
@@ -21,7 +21,7 @@ pub const GROUP: Group = Group {
     vars: &[
         Var {
             name: "USE_STATSD",
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "true",
             handling: Handling::Honoured(
                 "`--statsd-addr STATSD_HOST:STATSD_PORT`; a receiver that is absent does not stop the start and costs calls nothing",
@@ -29,19 +29,19 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "STATSD_HOST",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "localhost",
             handling: Handling::Honoured("`--statsd-addr`"),
         },
         Var {
             name: "STATSD_PORT",
-            kind: Kind::Int,
+            kind: VarType::Int,
             default: "8125",
             handling: Handling::Honoured("`--statsd-addr`"),
         },
         Var {
             name: "STATSD_PROTOCOL",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "tcp",
             handling: Handling::Honoured(
                 "`--statsd-protocol` (gostats' variable: `tcp` or `udp`; DogStatsD is always UDP)",
@@ -49,7 +49,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "USE_DOG_STATSD",
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "false",
             handling: Handling::Honoured(
                 "`--statsd-format dogstatsd`, over UDP to STATSD_HOST:STATSD_PORT; with USE_STATSD or USE_PROMETHEUS also true the start fails, as upstream",
@@ -57,7 +57,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "USE_DOG_STATSD_MOGRIFIERS",
-            kind: Kind::List,
+            kind: VarType::List,
             default: "",
             handling: Handling::Honoured(
                 "each name's `DOG_STATSD_MOGRIFIER_<NAME>_*`, tried in order; environment only",
@@ -65,7 +65,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "DOG_STATSD_MOGRIFIER_*",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Honoured(
                 "`_PATTERN` (a regular expression), `_NAME` and `_TAGS` (`k:v,...`) with `$1`…; a missing pattern or name stops the start",
@@ -73,7 +73,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "USE_PROMETHEUS",
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "false",
             handling: Handling::Honoured(
                 "a metrics listener of its own (`--metrics-addr`); /metrics on PORT stays",
@@ -81,7 +81,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "PROMETHEUS_ADDR",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: ":9090",
             handling: Handling::Differently(
                 "`--metrics-addr` (`:port` = every interface); a port that cannot be bound stops the start (upstream ignores it)",
@@ -89,13 +89,13 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "PROMETHEUS_PATH",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "/metrics",
             handling: Handling::Honoured("`--metrics-path`"),
         },
         Var {
             name: "PROMETHEUS_MAPPER_YAML",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Differently(
                 "`--prometheus-mapper` (with USE_PROMETHEUS=true, as upstream): its families replace the built-in ones on /metrics; a file that cannot be read or is invalid stops the start with its line and column (upstream starts with no mappings)",
@@ -103,13 +103,13 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "false",
             handling: Handling::Ignored("response times are in seconds"),
         },
         Var {
             name: "EXTRA_TAGS",
-            kind: Kind::Map,
+            kind: VarType::Map,
             default: "",
             handling: Handling::Differently(
                 "`--statsd-tags` on every statsd or DogStatsD stat; the Prometheus families do not carry them (add labels in the scrape configuration)",
@@ -117,13 +117,13 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "STATS_FLUSH_INTERVAL",
-            kind: Kind::Duration,
+            kind: VarType::Duration,
             default: "10s",
             handling: Handling::Honoured("`--statsd-flush-interval` (10ms to 1h)"),
         },
         Var {
             name: "DISABLE_STATS",
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "false",
             handling: Handling::Differently(
                 "no statsd sink and no Prometheus listener, as upstream; /metrics on PORT is still served",
@@ -136,18 +136,18 @@ pub const GROUP: Group = Group {
 /// The sink upstream would start: DISABLE_STATS, else DogStatsD, else statsd, else none (its
 /// Prometheus sink is the listener, applied apart; its stdout logging sink has no counterpart).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Sink {
+enum StatsSink {
     Disabled,
     DogStatsd,
     Statsd,
     None,
 }
 
-fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+fn apply(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
     let sink = sink(env)?;
     match sink {
-        Sink::Statsd | Sink::DogStatsd => apply_sink(env, target, sink)?,
-        Sink::Disabled | Sink::None => {
+        StatsSink::Statsd | StatsSink::DogStatsd => apply_sink(env, target, sink)?,
+        StatsSink::Disabled | StatsSink::None => {
             for name in [
                 "STATSD_HOST",
                 "STATSD_PORT",
@@ -162,18 +162,18 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
             }
         }
     }
-    if sink != Sink::DogStatsd {
+    if sink != StatsSink::DogStatsd {
         for name in mogrifier_names(env) {
             target.note(&name, DOG_ONLY);
         }
     }
-    apply_prometheus(env, target, sink == Sink::Disabled)
+    apply_prometheus(env, target, sink == StatsSink::Disabled)
 }
 
 /// Which sink the variables choose; two of them at once is upstream's fatal error.
-fn sink(env: &Env) -> Result<Sink, EnvError> {
+fn sink(env: &Env) -> Result<StatsSink, EnvError> {
     if env.bool("DISABLE_STATS", false)? {
-        return Ok(Sink::Disabled);
+        return Ok(StatsSink::Disabled);
     }
     let statsd = env.bool("USE_STATSD", true)?;
     let dog = env.bool("USE_DOG_STATSD", false)?;
@@ -190,14 +190,14 @@ fn sink(env: &Env) -> Result<Sink, EnvError> {
         ));
     }
     Ok(match (dog, statsd) {
-        (true, _) => Sink::DogStatsd,
-        (false, true) => Sink::Statsd,
-        (false, false) => Sink::None,
+        (true, _) => StatsSink::DogStatsd,
+        (false, true) => StatsSink::Statsd,
+        (false, false) => StatsSink::None,
     })
 }
 
 /// The statsd flags from the variables, each unless its flag was given.
-fn apply_sink(env: &Env, target: &mut Target<'_>, sink: Sink) -> Result<(), EnvError> {
+fn apply_sink(env: &Env, target: &mut ServeTarget<'_>, sink: StatsSink) -> Result<(), EnvError> {
     let addr_vars = ["USE_STATSD", "USE_DOG_STATSD", "STATSD_HOST", "STATSD_PORT"];
     target.unless_explicit(env, "statsd_addr", &addr_vars, |args| {
         let host = env.string("STATSD_HOST", "localhost");
@@ -218,17 +218,17 @@ fn apply_sink(env: &Env, target: &mut Target<'_>, sink: Sink) -> Result<(), EnvE
     })?;
     target.unless_explicit(env, "statsd_format", &["USE_DOG_STATSD"], |args| {
         args.statsd.statsd_format = match sink {
-            Sink::DogStatsd => FormatArg::Dogstatsd,
+            StatsSink::DogStatsd => FormatArg::Dogstatsd,
             _ => FormatArg::Statsd,
         };
         Ok(())
     })?;
-    if sink == Sink::DogStatsd {
+    if sink == StatsSink::DogStatsd {
         if env.is_set("STATSD_PROTOCOL") {
             target.note("STATSD_PROTOCOL", "DogStatsD is sent over UDP, as upstream");
         }
         if !target.explicit("statsd_protocol") {
-            target.args.statsd.statsd_protocol = ProtocolArg::Udp;
+            target.args.statsd.statsd_protocol = StatsdProtocolArg::Udp;
         }
         target.args.statsd.mogrifiers = mogrifiers(env)?;
     } else {
@@ -266,10 +266,10 @@ fn apply_sink(env: &Env, target: &mut Target<'_>, sink: Sink) -> Result<(), EnvE
 }
 
 /// gostats' STATSD_PROTOCOL: `tcp` (its default) or `udp`, with the address family variants.
-fn protocol(env: &Env) -> Result<ProtocolArg, EnvError> {
+fn protocol(env: &Env) -> Result<StatsdProtocolArg, EnvError> {
     match env.string("STATSD_PROTOCOL", "tcp") {
-        "tcp" | "tcp4" | "tcp6" => Ok(ProtocolArg::Tcp),
-        "udp" | "udp4" | "udp6" => Ok(ProtocolArg::Udp),
+        "tcp" | "tcp4" | "tcp6" => Ok(StatsdProtocolArg::Tcp),
+        "udp" | "udp4" | "udp6" => Ok(StatsdProtocolArg::Udp),
         _ => Err(env.error("STATSD_PROTOCOL", "not a protocol (tcp or udp)")),
     }
 }
@@ -312,7 +312,11 @@ fn mogrifier_names(env: &Env) -> Vec<String> {
 }
 
 /// The Prometheus listener: USE_PROMETHEUS (not with DISABLE_STATS, as upstream).
-fn apply_prometheus(env: &Env, target: &mut Target<'_>, disabled: bool) -> Result<(), EnvError> {
+fn apply_prometheus(
+    env: &Env,
+    target: &mut ServeTarget<'_>,
+    disabled: bool,
+) -> Result<(), EnvError> {
     let listener = ["USE_PROMETHEUS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH"];
     let mapper = ["PROMETHEUS_MAPPER_YAML"];
     if disabled || !env.bool("USE_PROMETHEUS", false)? {

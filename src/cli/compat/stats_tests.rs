@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::tests::personality;
-use crate::cli::statsd::{FormatArg, ProtocolArg};
+use crate::cli::statsd::{FormatArg, StatsdProtocolArg};
 
 const TCP_REDIS: (&str, &str) = ("REDIS_SOCKET_TYPE", "tcp");
 
@@ -14,7 +14,7 @@ fn statsd_is_on_by_default() {
     let (args, outcome) = personality(&[], &[TCP_REDIS]).unwrap();
     let settings = args.statsd.settings().expect("a statsd sink");
     assert_eq!(settings.addr, "localhost:8125");
-    assert_eq!(args.statsd.statsd_protocol, ProtocolArg::Tcp);
+    assert_eq!(args.statsd.statsd_protocol, StatsdProtocolArg::Tcp);
     assert_eq!(args.statsd.statsd_format, FormatArg::Statsd);
     assert_eq!(settings.flush_interval, Duration::from_secs(10));
     assert!(outcome.warning.is_none(), "{:?}", outcome.warning);
@@ -34,7 +34,7 @@ fn statsd_variables_land_on_their_flags() {
     let (args, _) = personality(&[], &env).unwrap();
     let settings = args.statsd.settings().unwrap();
     assert_eq!(settings.addr, "[fd00::1]:9125");
-    assert_eq!(args.statsd.statsd_protocol, ProtocolArg::Udp);
+    assert_eq!(args.statsd.statsd_protocol, StatsdProtocolArg::Udp);
     assert_eq!(
         settings.tags,
         [("env".into(), "prod".into()), ("zone".into(), "eu".into())]
@@ -75,7 +75,7 @@ fn dogstatsd_with_mogrifiers() {
     ];
     let (args, outcome) = personality(&[], &env).unwrap();
     assert_eq!(args.statsd.statsd_format, FormatArg::Dogstatsd);
-    assert_eq!(args.statsd.statsd_protocol, ProtocolArg::Udp);
+    assert_eq!(args.statsd.statsd_protocol, StatsdProtocolArg::Udp);
     assert_eq!(args.statsd.mogrifiers.len(), 2);
     assert!(outcome.warning.is_none(), "{:?}", outcome.warning);
 }

@@ -2,7 +2,7 @@
 //! (`GRPC_CLIENT_TLS_CACERT`, `GRPC_CLIENT_TLS_SAN`).
 
 use super::env::Env;
-use super::{EnvError, Group, Handling, Kind, Target, Var};
+use super::{EnvError, Group, Handling, ServeTarget, Var, VarType};
 
 const USE_TLS: &str = "GRPC_SERVER_USE_TLS";
 const CERT: &str = "GRPC_SERVER_TLS_CERT";
@@ -16,13 +16,13 @@ pub const GROUP: Group = Group {
     vars: &[
         Var {
             name: USE_TLS,
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "false",
             handling: Handling::Honoured("TLS on gRPC (`--tls-cert`, `--tls-key`)"),
         },
         Var {
             name: CERT,
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Differently(
                 "`--tls-cert`, reloaded when it changes; the key need not be in the same directory",
@@ -30,13 +30,13 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: KEY,
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Honoured("`--tls-key`, reloaded when it changes"),
         },
         Var {
             name: CLIENT_CA,
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Differently(
                 "`--tls-client-ca`: client certificates required; trusted roots are this file only (upstream adds the system's), and it is reloaded when it changes",
@@ -44,7 +44,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: CLIENT_SAN,
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Honoured(
                 "`--tls-client-san`: the client certificate must be valid for this name",
@@ -52,7 +52,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "GRPC_SERVER_TLS_CA_CERT",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Ignored(
                 "not an envoyproxy/ratelimit variable (Envoy Gateway sets it); client certificates are asked for only with GRPC_CLIENT_TLS_CACERT, as upstream",
@@ -62,7 +62,7 @@ pub const GROUP: Group = Group {
     apply,
 };
 
-fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+fn apply(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
     let files = [CERT, KEY, CLIENT_CA, CLIENT_SAN];
     if !env.bool(USE_TLS, false)? {
         for name in files

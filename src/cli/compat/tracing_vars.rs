@@ -3,8 +3,8 @@
 //! `OTEL_PROPAGATORS`, `--otlp-propagators`.
 
 use super::env::Env;
-use super::{EnvError, Group, Handling, Kind, Target, Var};
-use crate::cli::trace::{PropagatorArg, ProtocolArg};
+use super::{EnvError, Group, Handling, ServeTarget, Var, VarType};
+use crate::cli::trace::{OtlpProtocolArg, PropagatorArg};
 
 /// The tracing variables.
 pub const GROUP: Group = Group {
@@ -12,7 +12,7 @@ pub const GROUP: Group = Group {
     vars: &[
         Var {
             name: "TRACING_ENABLED",
-            kind: Kind::Bool,
+            kind: VarType::Bool,
             default: "false",
             handling: Handling::Honoured(
                 "tracing on, to `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` (`--otlp-endpoint`)",
@@ -20,7 +20,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "TRACING_EXPORTER_PROTOCOL",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "http",
             handling: Handling::Honoured(
                 "`--otlp-protocol` (`http`: protobuf bodies to a plain `http://` collector; `https://` is refused at start)",
@@ -28,19 +28,19 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "TRACING_SERVICE_NAME",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "RateLimit",
             handling: Handling::Honoured("`--service-name`"),
         },
         Var {
             name: "TRACING_SERVICE_NAMESPACE",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Honoured("`--service-namespace`"),
         },
         Var {
             name: "TRACING_SERVICE_INSTANCE_ID",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "(random UUID)",
             handling: Handling::Differently(
                 "`--service-instance-id`; unset, spans carry no instance id (not a random one)",
@@ -48,7 +48,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "TRACING_SAMPLING_RATE",
-            kind: Kind::Float,
+            kind: VarType::Float,
             default: "1",
             handling: Handling::Honoured(
                 "`--trace-sampling-ratio` (parent-based, as upstream; clamped to 0..1)",
@@ -56,7 +56,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "OTEL_EXPORTER_OTLP_*",
-            kind: Kind::Str,
+            kind: VarType::Str,
             default: "",
             handling: Handling::Differently(
                 "`…_TRACES_ENDPOINT` (as is) or `…_ENDPOINT` (with `/v1/traces` added over HTTP) is the collector (`http://` added when missing, as Envoy Gateway does); the OpenTelemetry SDK reads the others (`…_HEADERS`, `…_TIMEOUT`) itself",
@@ -64,7 +64,7 @@ pub const GROUP: Group = Group {
         },
         Var {
             name: "OTEL_PROPAGATORS",
-            kind: Kind::List,
+            kind: VarType::List,
             default: "tracecontext,b3,baggage",
             handling: Handling::Honoured(
                 "`--otlp-propagators`: `tracecontext` → `w3c`, `b3` and `b3multi` → `b3` (both B3 forms are read either way), `none` reads no parent; `baggage` is accepted and has no effect (spans carry no baggage); other names are an error",
@@ -77,7 +77,7 @@ pub const GROUP: Group = Group {
 /// Why the other tracing variables do nothing while tracing is off.
 const NOT_ENABLED: &str = "no effect without TRACING_ENABLED=true, as upstream";
 
-fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+fn apply(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
     if !env.bool("TRACING_ENABLED", false)? {
         note_not_enabled(env, target);
         return Ok(());
@@ -89,7 +89,7 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
 }
 
 /// Notes every other tracing variable that is set, since tracing is off.
-fn note_not_enabled(env: &Env, target: &mut Target<'_>) {
+fn note_not_enabled(env: &Env, target: &mut ServeTarget<'_>) {
     let set: Vec<String> = env
         .names()
         .filter(|n| *n != "TRACING_ENABLED")
@@ -106,10 +106,10 @@ fn note_not_enabled(env: &Env, target: &mut Target<'_>) {
 }
 
 /// The exporter's protocol and collector: `--otlp-protocol` and `--otlp-endpoint`.
-fn apply_exporter(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+fn apply_exporter(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
     let protocol = match env.string("TRACING_EXPORTER_PROTOCOL", "http") {
-        "grpc" => ProtocolArg::Grpc,
-        "http" => ProtocolArg::Http,
+        "grpc" => OtlpProtocolArg::Grpc,
+        "http" => OtlpProtocolArg::Http,
         _ => {
             return Err(env.error("TRACING_EXPORTER_PROTOCOL", "must be http or grpc"));
         }
@@ -135,7 +135,7 @@ fn apply_exporter(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
 }
 
 /// The sampling ratio, `--trace-sampling-ratio`: clamped to 0..1, and 1 for NaN.
-fn apply_sampling(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+fn apply_sampling(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
     let rate = env.float("TRACING_SAMPLING_RATE", 1.0)?;
     target.unless_explicit(
         env,
@@ -154,7 +154,7 @@ fn apply_sampling(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
 
 /// The service's identity in spans: `--service-name`, `--service-namespace` and
 /// `--service-instance-id` (empty values count as unset).
-fn apply_service(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+fn apply_service(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
     let name = env.string("TRACING_SERVICE_NAME", "RateLimit").to_owned();
     target.unless_explicit(env, "service_name", &["TRACING_SERVICE_NAME"], |args| {
         args.trace.service_name = name;
@@ -189,7 +189,7 @@ fn apply_service(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
 }
 
 /// `OTEL_PROPAGATORS` (the OpenTelemetry SDK's list) as `--otlp-propagators`, in its order.
-fn apply_propagators(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+fn apply_propagators(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
     let Some(list) = env.get("OTEL_PROPAGATORS").filter(|l| !l.trim().is_empty()) else {
         return Ok(());
     };
@@ -221,14 +221,14 @@ fn apply_propagators(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError>
 /// The collector as the OpenTelemetry SDK reads its variables: the traces endpoint as is, else
 /// the base endpoint (over HTTP with `/v1/traces` added), else the default collector; `http://`
 /// added when missing, as Envoy Gateway does.
-fn collector(env: &Env, protocol: ProtocolArg) -> String {
+fn collector(env: &Env, protocol: OtlpProtocolArg) -> String {
     let set = |name: &str| env.get(name).filter(|e| !e.is_empty());
     let endpoint = match (set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), protocol) {
         (Some(traces), _) => traces.to_owned(),
-        (None, ProtocolArg::Grpc) => set("OTEL_EXPORTER_OTLP_ENDPOINT")
+        (None, OtlpProtocolArg::Grpc) => set("OTEL_EXPORTER_OTLP_ENDPOINT")
             .unwrap_or("localhost:4317")
             .to_owned(),
-        (None, ProtocolArg::Http) => {
+        (None, OtlpProtocolArg::Http) => {
             let base = set("OTEL_EXPORTER_OTLP_ENDPOINT").unwrap_or("localhost:4318");
             format!("{}/v1/traces", base.trim_end_matches('/'))
         }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use sluice::clock::duration::GoDuration;
 
 use super::env::{self, Env};
-use super::{EnvError, Group, Handling, Kind, Target, Var};
+use super::{EnvError, Group, Handling, ServeTarget, Var, VarType};
 
 const CONFIG_TYPE: &str = "CONFIG_TYPE";
 const FORCE_START: &str = "FORCE_START_WITHOUT_INITIAL_CONFIG";
@@ -36,7 +36,7 @@ pub const GROUP: Group = Group {
     vars: &[
         var(
             CONFIG_TYPE,
-            Kind::Str,
+            VarType::Str,
             "FILE",
             Handling::Honoured(
                 "`FILE` (rule files) or `GRPC_XDS_SOTW` (`--xds-server`: rules over xDS, state of the world), case-sensitive",
@@ -44,7 +44,7 @@ pub const GROUP: Group = Group {
         ),
         var(
             FORCE_START,
-            Kind::Bool,
+            VarType::Bool,
             "false",
             Handling::Honoured(
                 "`--xds-force-start`: serve before the first rules (every call OK, healthy); without it sluice's ports open at once but health is 503/NOT_SERVING and calls fail UNAVAILABLE until then (upstream keeps its ports closed); no effect with FILE",
@@ -52,37 +52,37 @@ pub const GROUP: Group = Group {
         ),
         var(
             URL,
-            Kind::Str,
+            VarType::Str,
             "localhost:18000",
             Handling::Honoured("`--xds-server` (`host:port`; the host is the TLS name)"),
         ),
         var(
             NODE_ID,
-            Kind::Str,
+            VarType::Str,
             "default",
             Handling::Honoured("`--xds-node-id`"),
         ),
         var(
             NODE_METADATA,
-            Kind::Str,
+            VarType::Str,
             "",
             Handling::Honoured("`--xds-node-metadata` (`k=v,k2=v2`, string values)"),
         ),
         var(
             HEADERS,
-            Kind::Map,
+            VarType::Map,
             "",
             Handling::Honoured("`--xds-header`: gRPC metadata on the stream"),
         ),
         var(
             USE_TLS,
-            Kind::Bool,
+            VarType::Bool,
             "false",
             Handling::Honoured("`--xds-tls`"),
         ),
         var(
             CLIENT_CERT,
-            Kind::Str,
+            VarType::Str,
             "",
             Handling::Differently(
                 "`--xds-tls-cert`; read again at every connection attempt (upstream: once)",
@@ -90,7 +90,7 @@ pub const GROUP: Group = Group {
         ),
         var(
             CLIENT_KEY,
-            Kind::Str,
+            VarType::Str,
             "",
             Handling::Differently(
                 "`--xds-tls-key`; read again at every connection attempt (upstream: once)",
@@ -98,19 +98,19 @@ pub const GROUP: Group = Group {
         ),
         var(
             SERVER_CA,
-            Kind::Str,
+            VarType::Str,
             "",
             Handling::Honoured("`--xds-tls-ca`, trusted besides the system's roots"),
         ),
         var(
             SERVER_SAN,
-            Kind::Str,
+            VarType::Str,
             "",
             Handling::Honoured("`--xds-tls-server-name`"),
         ),
         var(
             RETRY_INTERVAL,
-            Kind::Duration,
+            VarType::Duration,
             "3s",
             Handling::Ignored(
                 "inert in upstream too (its retry interceptor makes no retries); reconnection pauses are XDS_CLIENT_BACKOFF_*",
@@ -118,7 +118,7 @@ pub const GROUP: Group = Group {
         ),
         var(
             BACKOFF_INITIAL,
-            Kind::Duration,
+            VarType::Duration,
             "10s",
             Handling::Differently(
                 "`--xds-backoff-initial`; sluice doubles the pause per failed attempt (upstream grows it by RANDOM_FACTOR, so by default never); unset: sluice's 1s",
@@ -126,13 +126,13 @@ pub const GROUP: Group = Group {
         ),
         var(
             BACKOFF_MAX,
-            Kind::Duration,
+            VarType::Duration,
             "60s",
             Handling::Differently("`--xds-backoff-max`; unset: sluice's 30s"),
         ),
         var(
             BACKOFF_FACTOR,
-            Kind::Float,
+            VarType::Float,
             "0.5",
             Handling::Differently(
                 "`--xds-backoff-random-factor`: how far below its length a pause may fall, 0 to 1 (upstream uses it as the growth factor); above 1 is taken as 1",
@@ -140,13 +140,13 @@ pub const GROUP: Group = Group {
         ),
         var(
             BACKOFF_JITTER,
-            Kind::Bool,
+            VarType::Bool,
             "true",
             Handling::Honoured("`--xds-backoff-no-jitter` when false"),
         ),
         var(
             MAX_MESSAGE,
-            Kind::Int,
+            VarType::Int,
             "(4 MiB)",
             Handling::Honoured("`--xds-max-message-size`"),
         ),
@@ -154,7 +154,7 @@ pub const GROUP: Group = Group {
     apply,
 };
 
-const fn var(name: &'static str, kind: Kind, default: &'static str, handling: Handling) -> Var {
+const fn var(name: &'static str, kind: VarType, default: &'static str, handling: Handling) -> Var {
     Var {
         name,
         kind,
@@ -163,7 +163,7 @@ const fn var(name: &'static str, kind: Kind, default: &'static str, handling: Ha
     }
 }
 
-fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+fn apply(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
     let xds = match env.string(CONFIG_TYPE, "FILE") {
         "FILE" => false,
         "GRPC_XDS_SOTW" => true,
@@ -198,7 +198,7 @@ fn apply(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
 }
 
 /// The control plane, the node, the headers, the message size, force-start.
-fn stream(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+fn stream(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
     target.unless_explicit(env, "xds_server", &[URL], |args| {
         args.xds.xds_server = Some(env.string(URL, "localhost:18000").to_string());
         Ok(())
@@ -233,7 +233,7 @@ fn stream(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
 }
 
 /// TLS to the control plane: the files count only with `CONFIG_GRPC_XDS_SERVER_USE_TLS`.
-fn tls(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+fn tls(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
     let files = [CLIENT_CERT, CLIENT_KEY, SERVER_CA, SERVER_SAN];
     if !env.bool(USE_TLS, false)? {
         for name in files.into_iter().filter(|n| set_nonempty(env, n)) {
@@ -268,7 +268,7 @@ fn tls(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
 }
 
 /// Reconnection pauses; an unset variable keeps sluice's default (see the table).
-fn backoff(env: &Env, target: &mut Target<'_>) -> Result<(), EnvError> {
+fn backoff(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
     let initial = pause(env, BACKOFF_INITIAL)?;
     target.unless_explicit(env, "xds_backoff_initial", &[BACKOFF_INITIAL], |args| {
         if let Some(d) = initial {

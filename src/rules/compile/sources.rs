@@ -40,7 +40,7 @@ impl Collected {
             )),
             Ok(meta) if meta.is_dir() => {
                 let mut files = Vec::new();
-                let mut walk = Walk {
+                let mut walk = DirWalk {
                     files: &mut files,
                     seen: HashSet::new(),
                     collected: self,
@@ -82,13 +82,13 @@ impl Collected {
 
 /// A directory walk: the rule files found so far and the directories already walked, so a
 /// symlink loop is walked once instead of forever.
-struct Walk<'a> {
+struct DirWalk<'a> {
     files: &'a mut Vec<PathBuf>,
     seen: HashSet<PathBuf>,
     collected: &'a mut Collected,
 }
 
-impl Walk<'_> {
+impl DirWalk<'_> {
     /// Finds the rule files under `dir`.
     fn dir(&mut self, dir: &Path) {
         if !self

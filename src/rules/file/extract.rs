@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::scalar::Value;
-use super::yaml::{Kind, Yaml};
+use super::yaml::{Yaml, YamlKind};
 use super::{
     Checker, Pos, RawDescriptor, RawFile, RawLimit, Spanned, go_fmt, is_known, is_null, string_key,
 };
@@ -65,14 +65,14 @@ impl Checker<'_> {
     /// The map elements of a list (non-maps were reported by pass 1); null is an empty list.
     fn maps<'y>(&mut self, node: &'y Yaml, target: &str) -> Vec<(Pos, &'y [(Yaml, Yaml)])> {
         match &node.kind {
-            Kind::Seq(items) => items
+            YamlKind::Seq(items) => items
                 .iter()
                 .filter_map(|item| match &item.kind {
-                    Kind::Map(pairs) => Some((item.pos, pairs.as_slice())),
+                    YamlKind::Map(pairs) => Some((item.pos, pairs.as_slice())),
                     _ => None,
                 })
                 .collect(),
-            Kind::Scalar(s) if matches!(s.resolve(), Value::Null | Value::Float) => Vec::new(),
+            YamlKind::Scalar(s) if matches!(s.resolve(), Value::Null | Value::Float) => Vec::new(),
             _ => {
                 self.type_error(node, target);
                 Vec::new()
@@ -95,12 +95,14 @@ impl Checker<'_> {
                     ok &= self.text(v, &mut d.value);
                 }
                 "rate_limit" => match &v.kind {
-                    Kind::Map(limit) => d.rate_limit = Some(self.limit(v.pos, limit)),
+                    YamlKind::Map(limit) => d.rate_limit = Some(self.limit(v.pos, limit)),
                     _ => ok &= self.null(v, "rate_limit"),
                 },
                 "rate_limits" => {
                     let all_maps = match &v.kind {
-                        Kind::Seq(items) => items.iter().all(|i| matches!(i.kind, Kind::Map(_))),
+                        YamlKind::Seq(items) => {
+                            items.iter().all(|i| matches!(i.kind, YamlKind::Map(_)))
+                        }
                         _ => false,
                     };
                     let limits = self.maps(v, "[]rate_limit");
@@ -170,7 +172,7 @@ impl Checker<'_> {
                         .is_ok()
                 }
                 "replaces" => {
-                    ok &= is_null(v) || matches!(v.kind, Kind::Seq(_));
+                    ok &= is_null(v) || matches!(v.kind, YamlKind::Seq(_));
                     for (p, entry) in self.maps(v, "[]replaces") {
                         let mut name = String::new();
                         for (ekey, ek, ev) in self.entries(entry) {
@@ -243,7 +245,7 @@ impl Checker<'_> {
     /// string), null as absent. `Err` when already reported.
     fn string(&mut self, node: &Yaml) -> Result<Option<String>, ()> {
         match &node.kind {
-            Kind::Scalar(s) => match s.resolve() {
+            YamlKind::Scalar(s) => match s.resolve() {
                 Value::Null => Ok(None),
                 Value::Float => Err(()),
                 _ => Ok(Some(s.text.clone())),
@@ -255,7 +257,7 @@ impl Checker<'_> {
     /// A boolean field (null is false). Returns whether it was valid.
     fn flag(&mut self, node: &Yaml, out: &mut bool) -> bool {
         match &node.kind {
-            Kind::Scalar(s) => match s.resolve() {
+            YamlKind::Scalar(s) => match s.resolve() {
                 Value::Null => true,
                 Value::Bool(b) => {
                     *out = b;
@@ -271,7 +273,7 @@ impl Checker<'_> {
     /// An integer field (null is absent); the range is the caller's to check.
     fn int(&mut self, node: &Yaml, target: &str) -> Result<Option<i128>, ()> {
         match &node.kind {
-            Kind::Scalar(s) => match s.resolve() {
+            YamlKind::Scalar(s) => match s.resolve() {
                 Value::Null => Ok(None),
                 Value::Int(n) => Ok(Some(n)),
                 Value::Float => Err(()),
@@ -284,15 +286,15 @@ impl Checker<'_> {
     /// A field that must be a map or null (`rate_limit`). Returns whether it was valid.
     fn null(&mut self, node: &Yaml, target: &str) -> bool {
         match &node.kind {
-            Kind::Scalar(s) if s.resolve() == Value::Null => true,
-            Kind::Scalar(s) if s.resolve() == Value::Float => false,
+            YamlKind::Scalar(s) if s.resolve() == Value::Null => true,
+            YamlKind::Scalar(s) if s.resolve() == Value::Float => false,
             _ => self.fail(|c| c.type_error(node, target)),
         }
     }
 
     fn metadata(&mut self, node: &Yaml) -> Option<serde_json::Value> {
         match &node.kind {
-            Kind::Map(_) => match to_json(node) {
+            YamlKind::Map(_) => match to_json(node) {
                 Ok(json) => Some(json),
                 Err((pos, why)) => {
                     self.error(pos, format!("error parsing metadata: {why}"));
@@ -319,19 +321,19 @@ fn spanned<T>(value: T, node: &Yaml) -> Spanned<T> {
 fn to_json(node: &Yaml) -> Result<serde_json::Value, (Pos, String)> {
     use serde_json::Value as J;
     Ok(match &node.kind {
-        Kind::Map(pairs) => {
+        YamlKind::Map(pairs) => {
             let mut object = serde_json::Map::new();
             for (k, v) in pairs {
                 let key = match &k.kind {
-                    Kind::Scalar(s) if s.resolve() != Value::Null => s.text.clone(),
+                    YamlKind::Scalar(s) if s.resolve() != Value::Null => s.text.clone(),
                     _ => return Err((k.pos, format!("key is not of type string: {}", go_fmt(k)))),
                 };
                 object.insert(key, to_json(v)?);
             }
             J::Object(object)
         }
-        Kind::Seq(items) => J::Array(items.iter().map(to_json).collect::<Result<_, _>>()?),
-        Kind::Scalar(s) => match s.resolve() {
+        YamlKind::Seq(items) => J::Array(items.iter().map(to_json).collect::<Result<_, _>>()?),
+        YamlKind::Scalar(s) => match s.resolve() {
             Value::Null => J::Null,
             Value::Bool(b) => J::Bool(b),
             Value::Int(n) => match i64::try_from(n) {

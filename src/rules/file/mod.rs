@@ -18,7 +18,7 @@ use std::path::Path;
 
 use crate::rules::ConfigError;
 use scalar::Value;
-use yaml::{Kind, Yaml};
+use yaml::{Yaml, YamlKind};
 
 /// A 1-based line and column.
 pub(crate) type Pos = (usize, usize);
@@ -195,7 +195,7 @@ pub(super) fn read(path: &Path, text: &str) -> Parsed {
         },
         Some(
             root @ Yaml {
-                kind: Kind::Map(pairs),
+                kind: YamlKind::Map(pairs),
                 ..
             },
         ) => {
@@ -203,7 +203,7 @@ pub(super) fn read(path: &Path, text: &str) -> Parsed {
             c.root(root.pos, pairs)
         }
         Some(root) => {
-            if matches!(root.kind, Kind::Seq(_)) {
+            if matches!(root.kind, YamlKind::Seq(_)) {
                 // Not via type_error, which leaves lists to pass 1 (not run on a non-map root).
                 c.error(
                     root.pos,
@@ -227,7 +227,7 @@ pub(super) fn read(path: &Path, text: &str) -> Parsed {
 }
 
 fn is_null(node: &Yaml) -> bool {
-    matches!(&node.kind, Kind::Scalar(s) if s.resolve() == Value::Null)
+    matches!(&node.kind, YamlKind::Scalar(s) if s.resolve() == Value::Null)
 }
 
 /// Collects the findings of one file.
@@ -251,15 +251,15 @@ impl Checker<'_> {
     /// go-yaml's decoding error for a node of the wrong type.
     fn type_error(&mut self, node: &Yaml, target: &str) {
         // A list with a non-map element was reported by pass 1 already.
-        if let Kind::Seq(items) = &node.kind
-            && items.iter().any(|i| !matches!(i.kind, Kind::Map(_)))
+        if let YamlKind::Seq(items) = &node.kind
+            && items.iter().any(|i| !matches!(i.kind, YamlKind::Map(_)))
         {
             return;
         }
         let found = match &node.kind {
-            Kind::Map(_) => "!!map".to_string(),
-            Kind::Seq(_) => "!!seq".to_string(),
-            Kind::Scalar(s) => {
+            YamlKind::Map(_) => "!!map".to_string(),
+            YamlKind::Seq(_) => "!!seq".to_string(),
+            YamlKind::Scalar(s) => {
                 let tag = match s.resolve() {
                     Value::Null => "null",
                     Value::Bool(_) => "bool",
@@ -304,10 +304,10 @@ impl Checker<'_> {
 
     fn validate_value(&mut self, node: &Yaml) {
         match &node.kind {
-            Kind::Seq(items) => {
+            YamlKind::Seq(items) => {
                 for item in items {
                     match &item.kind {
-                        Kind::Map(pairs) => self.validate_map(pairs),
+                        YamlKind::Map(pairs) => self.validate_map(pairs),
                         _ => self.error(
                             item.pos,
                             format!(
@@ -318,8 +318,8 @@ impl Checker<'_> {
                     }
                 }
             }
-            Kind::Map(pairs) => self.validate_map(pairs),
-            Kind::Scalar(s) => {
+            YamlKind::Map(pairs) => self.validate_map(pairs),
+            YamlKind::Scalar(s) => {
                 if s.resolve() == Value::Float {
                     self.error(node.pos, "error checking config");
                 }
@@ -331,7 +331,7 @@ impl Checker<'_> {
 /// The key's text if it resolves to a string (go-yaml: `0.25`, `1`, `true`, `~` do not).
 fn string_key(node: &Yaml) -> Option<&str> {
     match &node.kind {
-        Kind::Scalar(s) => match s.resolve() {
+        YamlKind::Scalar(s) => match s.resolve() {
             Value::Str(text) => Some(text),
             _ => None,
         },
@@ -351,17 +351,17 @@ fn short(mut text: String) -> String {
 /// A node as Go's `%v` prints the decoded value (for envoyproxy/ratelimit's messages).
 fn go_fmt(node: &Yaml) -> String {
     match &node.kind {
-        Kind::Scalar(s) => match s.resolve() {
+        YamlKind::Scalar(s) => match s.resolve() {
             Value::Null => "<nil>".to_string(),
             Value::Bool(b) => b.to_string(),
             Value::Int(n) => n.to_string(),
             Value::Float | Value::Str(_) => s.text.clone(),
         },
-        Kind::Seq(items) => {
+        YamlKind::Seq(items) => {
             let items: Vec<String> = items.iter().map(go_fmt).collect();
             format!("[{}]", items.join(" "))
         }
-        Kind::Map(pairs) => {
+        YamlKind::Map(pairs) => {
             let pairs: Vec<String> = pairs
                 .iter()
                 .map(|(k, v)| format!("{}:{}", go_fmt(k), go_fmt(v)))

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::scalar::Value;
-use super::yaml::{self, Kind, Yaml};
+use super::yaml::{self, Yaml, YamlKind};
 use super::{Parsed, read};
 use crate::rules::{LoadOptions, load_sources};
 
@@ -12,7 +12,7 @@ use crate::rules::{LoadOptions, load_sources};
 fn resolve(text: &str) -> String {
     let docs = yaml::parse(text).unwrap_or_else(|e| panic!("{e:?}"));
     match docs.first().map(|d| &d.kind) {
-        Some(Kind::Scalar(s)) => format!("{:?}", s.resolve()),
+        Some(YamlKind::Scalar(s)) => format!("{:?}", s.resolve()),
         other => panic!("not a scalar: {other:?}"),
     }
 }
@@ -90,18 +90,18 @@ fn positions() {
     let docs = yaml::parse("a:\n  - b: 1\n    c: [x, y]\n").unwrap_or_else(|e| panic!("{e:?}"));
     let Some(Yaml {
         pos,
-        kind: Kind::Map(top),
+        kind: YamlKind::Map(top),
     }) = docs.first()
     else {
         panic!("not a map")
     };
     assert_eq!(*pos, (1, 1));
-    let Kind::Seq(items) = &top[0].1.kind else {
+    let YamlKind::Seq(items) = &top[0].1.kind else {
         panic!("not a list")
     };
     assert_eq!(top[0].1.pos, (2, 3));
     assert_eq!(items[0].pos, (2, 5));
-    let Kind::Map(item) = &items[0].kind else {
+    let YamlKind::Map(item) = &items[0].kind else {
         panic!("not a map")
     };
     assert_eq!(item[1].0.pos, (3, 5));

@@ -28,12 +28,12 @@ pub(crate) struct Yaml {
     /// Where the node starts (for a block map: its first key).
     pub pos: Pos,
     /// What it is.
-    pub kind: Kind,
+    pub kind: YamlKind,
 }
 
 /// The shape of a node.
 #[derive(Debug, Clone)]
-pub(crate) enum Kind {
+pub(crate) enum YamlKind {
     /// Key/value pairs in file order (`<<` merges already applied).
     Map(Vec<(Yaml, Yaml)>),
     /// A list.
@@ -113,8 +113,8 @@ impl Frame {
         self.bytes = self.bytes.saturating_add(child.bytes);
         self.height = self.height.max(child.height + 1);
         match &mut self.node.kind {
-            Kind::Seq(items) => items.push(child.node),
-            Kind::Map(pairs) => match self.key.take() {
+            YamlKind::Seq(items) => items.push(child.node),
+            YamlKind::Map(pairs) => match self.key.take() {
                 Some(key) => {
                     // A block map's start mark is unreliable; its first key is where it starts.
                     if pairs.is_empty() {
@@ -123,14 +123,14 @@ impl Frame {
                     let mut value = child.node;
                     // An empty value (`domain:`) is marked where the next token starts, often
                     // the next line; its key is the better place to point at.
-                    if matches!(&value.kind, Kind::Scalar(s) if s.plain && s.text.is_empty()) {
+                    if matches!(&value.kind, YamlKind::Scalar(s) if s.plain && s.text.is_empty()) {
                         value.pos = key.pos;
                     }
                     pairs.push((key, value));
                 }
                 None => self.key = Some(child.node),
             },
-            Kind::Scalar(_) => {}
+            YamlKind::Scalar(_) => {}
         }
     }
 }
@@ -200,7 +200,7 @@ impl Builder {
                     plain: style == TScalarStyle::Plain,
                     tag: tag.as_ref().and_then(core_tag),
                 };
-                Frame::new(leaf(mark, Kind::Scalar(scalar)), anchor, cost)
+                Frame::new(leaf(mark, YamlKind::Scalar(scalar)), anchor, cost)
             }
             Event::Alias(id) => {
                 let Some(&(_, cost)) = self.anchors.get(&id) else {
@@ -220,9 +220,9 @@ impl Builder {
                     ));
                 }
                 let kind = if matches!(event, Event::SequenceStart(..)) {
-                    Kind::Seq(Vec::new())
+                    YamlKind::Seq(Vec::new())
                 } else {
-                    Kind::Map(Vec::new())
+                    YamlKind::Map(Vec::new())
                 };
                 let cost = Cost::node(0);
                 self.spend(cost, mark)?;
@@ -233,7 +233,7 @@ impl Builder {
                 let Some(mut frame) = self.stack.pop() else {
                     return Ok(None);
                 };
-                if let Kind::Map(pairs) = &mut frame.node.kind {
+                if let YamlKind::Map(pairs) = &mut frame.node.kind {
                     apply_merges(pairs).map_err(|p| SyntaxError {
                         pos: p,
                         message: "error loading config file: yaml: map merge requires map or \
@@ -302,7 +302,7 @@ fn pos(mark: Marker) -> Pos {
     (mark.line(), mark.col() + 1)
 }
 
-fn leaf(mark: Marker, kind: Kind) -> Yaml {
+fn leaf(mark: Marker, kind: YamlKind) -> Yaml {
     Yaml {
         pos: pos(mark),
         kind,
@@ -333,7 +333,7 @@ fn core_tag(tag: &Tag) -> Option<String> {
 /// Applies YAML merge keys (`<<: *base`): merged entries fill in keys the map does not set.
 /// On error returns the position of the bad `<<` value.
 fn apply_merges(pairs: &mut Vec<(Yaml, Yaml)>) -> Result<(), Pos> {
-    let is_merge = |k: &Yaml| matches!(&k.kind, Kind::Scalar(s) if s.plain && s.tag.is_none() && s.text == "<<");
+    let is_merge = |k: &Yaml| matches!(&k.kind, YamlKind::Scalar(s) if s.plain && s.tag.is_none() && s.text == "<<");
     if !pairs.iter().any(|(k, _)| is_merge(k)) {
         return Ok(());
     }
@@ -348,12 +348,12 @@ fn apply_merges(pairs: &mut Vec<(Yaml, Yaml)>) -> Result<(), Pos> {
         .collect();
     for (_, value) in merges {
         let sources = match value.kind {
-            Kind::Map(entries) => vec![entries],
-            Kind::Seq(items) => {
+            YamlKind::Map(entries) => vec![entries],
+            YamlKind::Seq(items) => {
                 let mut maps = Vec::new();
                 for item in items {
                     match item.kind {
-                        Kind::Map(entries) => maps.push(entries),
+                        YamlKind::Map(entries) => maps.push(entries),
                         _ => return Err(item.pos),
                     }
                 }
@@ -378,7 +378,7 @@ fn apply_merges(pairs: &mut Vec<(Yaml, Yaml)>) -> Result<(), Pos> {
 /// A scalar node's text.
 pub(crate) fn scalar_text(node: &Yaml) -> Option<&str> {
     match &node.kind {
-        Kind::Scalar(s) => Some(&s.text),
+        YamlKind::Scalar(s) => Some(&s.text),
         _ => None,
     }
 }

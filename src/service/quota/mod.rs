@@ -34,7 +34,7 @@ pub const MAX_STREAMS: usize = 10_000;
 pub const MAX_PENDING_ANSWERS: usize = 64;
 
 /// What every stream shares.
-struct Shared {
+struct ServiceState {
     book: Arc<QuotaBook>,
     rules: Arc<ArcSwap<RuleSet>>,
     metrics: Arc<Metrics>,
@@ -46,7 +46,7 @@ struct Shared {
 /// The RLQS service over a [`QuotaBook`] and the rules in force.
 #[derive(Clone)]
 pub struct QuotaService {
-    shared: Arc<Shared>,
+    shared: Arc<ServiceState>,
 }
 
 impl QuotaService {
@@ -59,7 +59,7 @@ impl QuotaService {
         tracer: Option<CallTracer>,
     ) -> Self {
         Self {
-            shared: Arc::new(Shared {
+            shared: Arc::new(ServiceState {
                 book,
                 rules,
                 metrics,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tonic::{Status, Streaming};
 
-use super::Shared;
+use super::ServiceState;
 use super::convert;
 use super::push::Outbox;
 use crate::metrics::ReportedOutcome;
@@ -19,7 +19,7 @@ use crate::telemetry::{StreamEvent, StreamTrace};
 
 /// Serves one stream until the client ends it, breaks a rule of the protocol, or stops reading.
 pub(super) async fn serve(
-    shared: Arc<Shared>,
+    shared: Arc<ServiceState>,
     mut reports: Streaming<RateLimitQuotaUsageReports>,
     answers: mpsc::Sender<Result<RateLimitQuotaResponse, Status>>,
     _permit: OwnedSemaphorePermit,
@@ -61,7 +61,7 @@ pub(super) async fn serve(
 
 /// A stream the book knows; dropping it (the stream ending in any way) gives its shares back.
 struct Bound<'s> {
-    shared: &'s Shared,
+    shared: &'s ServiceState,
     domain: String,
     id: StreamId,
     outbox: Arc<Outbox>,
@@ -72,7 +72,7 @@ struct Bound<'s> {
 
 impl<'s> Bound<'s> {
     fn open(
-        shared: &'s Shared,
+        shared: &'s ServiceState,
         domain: &str,
         outbox: Arc<Outbox>,
         mut trace: Option<StreamTrace>,

@@ -9,7 +9,7 @@ use regex::Regex;
 
 use super::{Mapper, Rule, StatKind};
 use crate::rules::file::Pos;
-use crate::rules::file::yaml::{self, Kind, Yaml};
+use crate::rules::file::yaml::{self, Yaml, YamlKind};
 
 /// An error and where.
 type Error = (Pos, String);
@@ -75,7 +75,7 @@ pub(super) fn mapper(text: &str) -> Result<Mapper, Error> {
     let mut globs = Vec::new();
     let mut regexes = Vec::new();
     if let Some(mappings) = mappings {
-        let Kind::Seq(items) = &mappings.kind else {
+        let YamlKind::Seq(items) = &mappings.kind else {
             return Err((mappings.pos, "mappings must be a list".to_owned()));
         };
         for item in items {
@@ -202,7 +202,7 @@ fn valid_label(name: &str) -> bool {
 /// A map's pairs.
 fn pairs<'a>(node: &'a Yaml, what: &str) -> Result<&'a [(Yaml, Yaml)], Error> {
     match &node.kind {
-        Kind::Map(pairs) => Ok(pairs),
+        YamlKind::Map(pairs) => Ok(pairs),
         _ => Err((node.pos, format!("{what} must be a map"))),
     }
 }

@@ -16,10 +16,10 @@ type Labels = Vec<(String, String)>;
 
 struct Family {
     help: String,
-    series: Series,
+    series: MappedSeries,
 }
 
-enum Series {
+enum MappedSeries {
     Counter(BTreeMap<Labels, u64>),
     Histogram(BTreeMap<Labels, TimerTotals>),
 }
@@ -40,15 +40,15 @@ pub(super) fn families(mapper: &Mapper, stats: &[CompatStat]) -> String {
         let family = families.entry(mapped.name).or_insert_with(|| Family {
             help: mapped.help.unwrap_or(DEFAULT_HELP).to_owned(),
             series: match kind {
-                StatKind::Observer => Series::Histogram(BTreeMap::new()),
-                _ => Series::Counter(BTreeMap::new()),
+                StatKind::Observer => MappedSeries::Histogram(BTreeMap::new()),
+                _ => MappedSeries::Counter(BTreeMap::new()),
             },
         });
         match (&mut family.series, &stat.value) {
-            (Series::Counter(series), CompatStatValue::Counter(n)) => {
+            (MappedSeries::Counter(series), CompatStatValue::Counter(n)) => {
                 *series.entry(labels).or_default() += n;
             }
-            (Series::Histogram(series), CompatStatValue::Timer(timer)) => {
+            (MappedSeries::Histogram(series), CompatStatValue::Timer(timer)) => {
                 add(series.entry(labels).or_default(), timer, mapped.scale);
             }
             // Another type under the same name: left out.
@@ -90,13 +90,13 @@ fn write_family(out: &mut String, name: &str, family: &Family) {
     let help = family.help.replace('\\', "\\\\").replace('\n', "\\n");
     let _ = writeln!(out, "# HELP {name} {help}");
     match &family.series {
-        Series::Counter(series) => {
+        MappedSeries::Counter(series) => {
             let _ = writeln!(out, "# TYPE {name} counter");
             for (labels, value) in series {
                 let _ = writeln!(out, "{name}{} {value}", label_text(labels, None));
             }
         }
-        Series::Histogram(series) => {
+        MappedSeries::Histogram(series) => {
             let _ = writeln!(out, "# TYPE {name} histogram");
             for (labels, timer) in series {
                 for &(bound, count) in &timer.buckets {

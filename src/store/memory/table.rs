@@ -12,7 +12,7 @@ use crate::store::Fingerprint;
 
 /// A slot: its fingerprint ([`Fingerprint::EMPTY`] when free) and value.
 #[derive(Debug, Default)]
-struct Slot<V> {
+struct TableSlot<V> {
     fp: Fingerprint,
     value: V,
 }
@@ -26,7 +26,7 @@ const MIN_CAPACITY: usize = 8;
 /// The table. `V::default()` fills free slots (it must not allocate).
 #[derive(Debug)]
 pub(super) struct Table<V> {
-    slots: Vec<Slot<V>>,
+    slots: Vec<TableSlot<V>>,
     len: usize,
 }
 
@@ -112,7 +112,7 @@ impl<V: Default> Table<V> {
         let Some(Err(at)) = self.find(fp) else {
             unreachable!("a table with room has a free slot for an absent fingerprint");
         };
-        self.slots[at] = Slot { fp, value };
+        self.slots[at] = TableSlot { fp, value };
         self.len += 1;
         true
     }
@@ -181,7 +181,7 @@ impl<V: Default> Table<V> {
     fn resize(&mut self, capacity: usize) {
         let capacity = capacity.max(MIN_CAPACITY);
         let mut fresh = Vec::with_capacity(capacity);
-        fresh.resize_with(capacity, Slot::default);
+        fresh.resize_with(capacity, TableSlot::default);
         let old = std::mem::replace(&mut self.slots, fresh);
         for slot in old.into_iter().filter(|s| s.fp != Fingerprint::EMPTY) {
             let Some(Err(at)) = self.find(slot.fp) else {

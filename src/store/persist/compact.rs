@@ -14,13 +14,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::Shared;
+use super::PersistState;
 use super::codec;
-use super::file::{FRAME_TARGET, FrameBuf, Kind, sync_dir};
+use super::file::{FRAME_TARGET, FileKind, FrameBuf, sync_dir};
 use crate::clock::Nanos;
 
 /// Starts compacting on a new thread; the `compacting` flag is cleared when it ends.
-pub(super) fn start(shared: Arc<Shared>, now: Nanos) {
+pub(super) fn start(shared: Arc<PersistState>, now: Nanos) {
     let spawned = std::thread::Builder::new()
         .name("sluice-compact".into())
         .spawn({
@@ -44,7 +44,7 @@ pub(super) fn start(shared: Arc<Shared>, now: Nanos) {
 }
 
 /// Compacts on the calling thread and records how it went; the error, if it failed.
-pub(super) fn run(shared: &Shared, now: Nanos) -> Result<(), io::Error> {
+pub(super) fn run(shared: &PersistState, now: Nanos) -> Result<(), io::Error> {
     match compact(shared, now) {
         Ok(bytes) => {
             shared.snapshot_bytes.store(bytes, Ordering::Relaxed);
@@ -68,7 +68,7 @@ pub(super) fn run(shared: &Shared, now: Nanos) -> Result<(), io::Error> {
 /// a snapshot taken after this call started, with every older file deleted. How a removal
 /// (an admin reset) reaches the disk: records only ever add to a counter, so the files that
 /// hold the removed counter must go.
-pub(super) fn run_exclusively(shared: &Shared, now: Nanos) -> Result<(), io::Error> {
+pub(super) fn run_exclusively(shared: &PersistState, now: Nanos) -> Result<(), io::Error> {
     loop {
         if !shared.compacting.swap(true, Ordering::AcqRel) {
             let done = run(shared, now);
@@ -94,7 +94,7 @@ struct Failed {
 }
 
 /// Rotates the journal and writes the snapshot; returns the snapshot's size.
-fn compact(shared: &Shared, now: Nanos) -> Result<u64, Failed> {
+fn compact(shared: &PersistState, now: Nanos) -> Result<u64, Failed> {
     let dir = &shared.settings.dir;
     // No data file before the key that names its counters.
     if shared.key_pending.load(Ordering::Acquire) {
@@ -120,9 +120,9 @@ fn compact(shared: &Shared, now: Nanos) -> Result<u64, Failed> {
         error,
         behind: catching_up,
     };
-    let tmp = dir.join(format!("{}.tmp", Kind::Snapshot.file_name(seq)));
+    let tmp = dir.join(format!("{}.tmp", FileKind::Snapshot.file_name(seq)));
     let written = write_snapshot(shared, &tmp, now).and_then(|bytes| {
-        std::fs::rename(&tmp, dir.join(Kind::Snapshot.file_name(seq)))?;
+        std::fs::rename(&tmp, dir.join(FileKind::Snapshot.file_name(seq)))?;
         Ok(bytes)
     });
     let bytes = match written {
@@ -139,10 +139,10 @@ fn compact(shared: &Shared, now: Nanos) -> Result<u64, Failed> {
     Ok(bytes)
 }
 
-fn write_snapshot(shared: &Shared, path: &Path, now: Nanos) -> io::Result<u64> {
+fn write_snapshot(shared: &PersistState, path: &Path, now: Nanos) -> io::Result<u64> {
     let mut file = OpenOptions::new().write(true).create_new(true).open(path)?;
-    file.write_all(&Kind::Snapshot.header())?;
-    let mut bytes = Kind::Snapshot.header().len() as u64;
+    file.write_all(&FileKind::Snapshot.header())?;
+    let mut bytes = FileKind::Snapshot.header().len() as u64;
     let memory = &shared.memory;
     for shard in 0..memory.shard_count() {
         let mut frames = Vec::new();
@@ -174,7 +174,8 @@ fn remove_older(dir: &Path, seq: u64) {
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some((kind, _)) = Kind::parse(&name.to_string_lossy()).filter(|(_, s)| *s < seq) else {
+        let Some((kind, _)) = FileKind::parse(&name.to_string_lossy()).filter(|(_, s)| *s < seq)
+        else {
             continue;
         };
         let path = entry.path();

@@ -21,11 +21,11 @@ pub const LOG_EVERY: Duration = Duration::from_secs(30);
 /// The persistence failure state; all of it under one lock (touched once per flush).
 #[derive(Debug, Default)]
 pub struct Failure {
-    state: Mutex<State>,
+    state: Mutex<FailureState>,
 }
 
 #[derive(Debug, Default)]
-struct State {
+struct FailureState {
     /// The files miss changes: only a snapshot brings them up to date.
     behind: bool,
     /// When the last snapshot was tried while behind.
@@ -107,7 +107,7 @@ impl Failure {
                 failures = state.failures,
                 "the data directory is writable again: a snapshot holds every counter"
             );
-            *state = State::default();
+            *state = FailureState::default();
         }
     }
 }

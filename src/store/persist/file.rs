@@ -23,25 +23,25 @@ pub const FRAME_TARGET: usize = 1 << 20;
 
 /// What a file holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum FileKind {
     /// Counters changed in each flush interval.
     Journal,
     /// Every active counter at one moment.
     Snapshot,
 }
 
-impl Kind {
+impl FileKind {
     fn tag(self) -> u8 {
         match self {
-            Kind::Journal => b'J',
-            Kind::Snapshot => b'S',
+            FileKind::Journal => b'J',
+            FileKind::Snapshot => b'S',
         }
     }
 
     fn suffix(self) -> &'static str {
         match self {
-            Kind::Journal => ".journal",
-            Kind::Snapshot => ".snapshot",
+            FileKind::Journal => ".journal",
+            FileKind::Snapshot => ".snapshot",
         }
     }
 
@@ -51,8 +51,8 @@ impl Kind {
     }
 
     /// Reads a file name back: its kind and sequence number.
-    pub fn parse(name: &str) -> Option<(Kind, u64)> {
-        [Kind::Journal, Kind::Snapshot]
+    pub fn parse(name: &str) -> Option<(FileKind, u64)> {
+        [FileKind::Journal, FileKind::Snapshot]
             .into_iter()
             .find_map(|kind| {
                 let hex = name.strip_suffix(kind.suffix())?;
@@ -122,7 +122,7 @@ pub struct ReadReport {
 /// and so is a path that is not a regular file ([`io::ErrorKind::InvalidInput`]; a FIFO is
 /// never opened in a way that could block). Reading stops at the size the file had when
 /// opened.
-pub fn read(path: &Path, kind: Kind, visit: &mut dyn FnMut(&[u8])) -> io::Result<ReadReport> {
+pub fn read(path: &Path, kind: FileKind, visit: &mut dyn FnMut(&[u8])) -> io::Result<ReadReport> {
     let (file, size) = crate::files::open(path)?;
     read_from(file.take(size), size, kind, visit)
 }
@@ -131,7 +131,7 @@ pub fn read(path: &Path, kind: Kind, visit: &mut dyn FnMut(&[u8])) -> io::Result
 pub fn read_from(
     input: impl Read,
     size: u64,
-    kind: Kind,
+    kind: FileKind,
     visit: &mut dyn FnMut(&[u8]),
 ) -> io::Result<ReadReport> {
     let mut input = BufReader::with_capacity(1 << 16, input);
@@ -192,7 +192,7 @@ pub fn read_from(
 
 /// Whether `path` is a regular file starting with the header this sluice writes for `kind`:
 /// only such a file may be deleted as superseded (anything else is set aside).
-pub fn is_ours(path: &Path, kind: Kind) -> bool {
+pub fn is_ours(path: &Path, kind: FileKind) -> bool {
     let Ok((file, _)) = crate::files::open(path) else {
         return false;
     };
@@ -241,24 +241,24 @@ mod tests {
         let path = dir.path().join("f");
         std::fs::write(&path, bytes).unwrap();
         let mut seen = Vec::new();
-        let report = read(&path, Kind::Journal, &mut |p| seen.push(p.to_vec())).unwrap();
+        let report = read(&path, FileKind::Journal, &mut |p| seen.push(p.to_vec())).unwrap();
         (seen, report)
     }
 
     /// Names carry kind and sequence number, and sort by number.
     #[test]
     fn names_round_trip() {
-        let name = Kind::Snapshot.file_name(0x2a);
+        let name = FileKind::Snapshot.file_name(0x2a);
         assert_eq!(name, "000000000000002a.snapshot");
-        assert_eq!(Kind::parse(&name), Some((Kind::Snapshot, 42)));
-        assert_eq!(Kind::parse("2a.journal"), None);
-        assert_eq!(Kind::parse("LOCK"), None);
+        assert_eq!(FileKind::parse(&name), Some((FileKind::Snapshot, 42)));
+        assert_eq!(FileKind::parse("2a.journal"), None);
+        assert_eq!(FileKind::parse("LOCK"), None);
     }
 
     /// Intact frames are read in order.
     #[test]
     fn frames_round_trip() {
-        let mut bytes = Kind::Journal.header().to_vec();
+        let mut bytes = FileKind::Journal.header().to_vec();
         bytes.extend(frame(b"one"));
         bytes.extend(frame(b"two"));
         bytes.extend(frame(b"three"));
@@ -277,7 +277,7 @@ mod tests {
     /// A torn or corrupt last frame is reported and skipped; the frames before it are kept.
     #[test]
     fn bad_tail_is_reported_and_skipped() {
-        let mut good = Kind::Journal.header().to_vec();
+        let mut good = FileKind::Journal.header().to_vec();
         good.extend(frame(b"kept"));
         let tail = frame(b"lost");
         let mut torn = good.clone();
@@ -307,7 +307,7 @@ mod tests {
     fn foreign_files_are_skipped() {
         let (seen, report) = read_all(b"hello world, not ours");
         assert!(seen.is_empty() && report.problem.is_some());
-        let mut future = Kind::Journal.header();
+        let mut future = FileKind::Journal.header();
         future[7] = VERSION + 1;
         let (seen, report) = read_all(&future);
         assert!(seen.is_empty() && report.problem.unwrap().contains("version"));

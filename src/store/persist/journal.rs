@@ -8,7 +8,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use super::file::Kind;
+use super::file::FileKind;
 
 /// Names tried past one that is taken (a file left by someone else) before giving up.
 const NAMES_TRIED: u64 = 16;
@@ -29,7 +29,7 @@ impl Journal {
     pub fn closed(dir: &Path, after: u64) -> Self {
         Self {
             file: None,
-            path: dir.join(Kind::Journal.file_name(after)),
+            path: dir.join(FileKind::Journal.file_name(after)),
             seq: after,
             bytes: 0,
         }
@@ -45,9 +45,9 @@ impl Journal {
     /// no journal is open.
     pub fn rotate(&mut self, dir: &Path) -> io::Result<()> {
         self.file = None;
-        let header = Kind::Journal.header();
+        let header = FileKind::Journal.header();
         for seq in (self.seq + 1)..=(self.seq + NAMES_TRIED) {
-            let path = dir.join(Kind::Journal.file_name(seq));
+            let path = dir.join(FileKind::Journal.file_name(seq));
             let mut file = match OpenOptions::new().write(true).create_new(true).open(&path) {
                 Ok(file) => file,
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
@@ -111,7 +111,7 @@ mod tests {
     #[test]
     fn rotation_skips_taken_names() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(Kind::Journal.file_name(2)), b"stray").unwrap();
+        std::fs::write(dir.path().join(FileKind::Journal.file_name(2)), b"stray").unwrap();
         let mut journal = Journal::closed(dir.path(), 1);
         journal.rotate(dir.path()).unwrap();
         assert_eq!(journal.seq, 3);
@@ -119,8 +119,8 @@ mod tests {
         journal.rotate(dir.path()).unwrap();
         assert_eq!(journal.seq, 4);
         assert_eq!(
-            std::fs::read(dir.path().join(Kind::Journal.file_name(3))).unwrap(),
-            [&Kind::Journal.header()[..], b"frame"].concat()
+            std::fs::read(dir.path().join(FileKind::Journal.file_name(3))).unwrap(),
+            [&FileKind::Journal.header()[..], b"frame"].concat()
         );
     }
 

@@ -48,7 +48,7 @@ pub(crate) const LOCK_FILE: &str = "LOCK";
 
 /// Running totals behind [`PersistStats`](super::PersistStats).
 #[derive(Debug, Default)]
-struct Totals {
+struct PersistTotals {
     flushes: AtomicU64,
     records: AtomicU64,
     bytes: AtomicU64,
@@ -60,7 +60,7 @@ struct Totals {
 
 /// The state shared by flushes and the compaction thread.
 #[derive(Debug)]
-struct Shared {
+struct PersistState {
     settings: PersistSettings,
     memory: Arc<MemoryStore>,
     journal: Mutex<Journal>,
@@ -76,7 +76,7 @@ struct Shared {
     compaction: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Size of the last snapshot written, in bytes.
     snapshot_bytes: AtomicU64,
-    totals: Totals,
+    totals: PersistTotals,
     /// Held for the store's lifetime: the directory's exclusive lock.
     _lock: File,
 }
@@ -84,7 +84,7 @@ struct Shared {
 /// The memory store with persistence: counts in memory, journals, snapshots, restores.
 #[derive(Debug, Clone)]
 pub struct PersistentStore {
-    shared: Arc<Shared>,
+    shared: Arc<PersistState>,
 }
 
 impl PersistentStore {

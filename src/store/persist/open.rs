@@ -8,8 +8,8 @@ use parking_lot::Mutex;
 
 use super::journal::Journal;
 use super::{
-    MemoryOptions, MemoryStore, PersistError, PersistSettings, PersistentStore, Shared, Totals,
-    failure, restore, secret,
+    MemoryOptions, MemoryStore, PersistError, PersistSettings, PersistState, PersistTotals,
+    PersistentStore, failure, restore, secret,
 };
 use crate::clock::Nanos;
 
@@ -70,7 +70,7 @@ impl PersistentStore {
         } else if let Err(e) = journal.rotate(&dir) {
             failure.failed(now, "starting a journal", &e);
         }
-        let shared = Shared {
+        let shared = PersistState {
             settings,
             memory,
             journal: Mutex::new(journal),
@@ -80,7 +80,7 @@ impl PersistentStore {
             compaction: Mutex::new(None),
             compact_soon: AtomicBool::new(restored.files > 0),
             snapshot_bytes: AtomicU64::new(0),
-            totals: Totals::default(),
+            totals: PersistTotals::default(),
             _lock: lock,
         };
         shared

@@ -14,7 +14,7 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::file::{self, Kind};
+use super::file::{self, FileKind};
 use super::{LOCK_FILE, PersistError, codec};
 use crate::clock::Nanos;
 use crate::store::MemoryStore;
@@ -92,7 +92,7 @@ pub(super) fn set_aside_damaged_key(dir: &Path, error: &io::Error) -> usize {
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|entry| Kind::parse(&entry.file_name().to_string_lossy()).is_some())
+        .filter(|entry| FileKind::parse(&entry.file_name().to_string_lossy()).is_some())
         .map(|entry| entry.path())
         .collect();
     for path in &data_files {
@@ -137,9 +137,9 @@ fn decode_payload(mut payload: &[u8], memory: &MemoryStore, now: Nanos) -> (u64,
 /// `snapshot`), as a start reads it: header, frames, checksums, records. For the fuzz targets.
 pub(crate) fn restore_bytes(bytes: &[u8], snapshot: bool, memory: &MemoryStore, now: Nanos) -> u64 {
     let kind = if snapshot {
-        Kind::Snapshot
+        FileKind::Snapshot
     } else {
-        Kind::Journal
+        FileKind::Journal
     };
     let mut records = 0;
     let mut visit = |payload: &[u8]| records += decode_payload(payload, memory, now).0;
@@ -177,13 +177,13 @@ pub fn restore(dir: &Path, memory: &MemoryStore, now: Nanos) -> Result<Restored,
         path: dir.to_path_buf(),
         error,
     };
-    let mut found: Vec<(u64, Kind, PathBuf)> = Vec::new();
+    let mut found: Vec<(u64, FileKind, PathBuf)> = Vec::new();
     let mut aside = 0;
     for entry in std::fs::read_dir(dir).map_err(io)? {
         let entry = entry.map_err(io)?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        match Kind::parse(&name) {
+        match FileKind::parse(&name) {
             Some((_, seq)) if seq > MAX_SEQ => {
                 aside += usize::from(set_aside(
                     &entry.path(),
@@ -200,7 +200,7 @@ pub fn restore(dir: &Path, memory: &MemoryStore, now: Nanos) -> Result<Restored,
             None => {}
         }
     }
-    found.sort_by_key(|(seq, kind, _)| (*seq, *kind == Kind::Journal));
+    found.sort_by_key(|(seq, kind, _)| (*seq, *kind == FileKind::Journal));
     let mut restored = Restored {
         set_aside: aside,
         ..Restored::default()

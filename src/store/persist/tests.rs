@@ -53,7 +53,7 @@ fn data_files(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| file::Kind::parse(n).is_some())
+        .filter(|n| file::FileKind::parse(n).is_some())
         .collect();
     names.sort();
     names
@@ -211,13 +211,13 @@ fn garbage_files_never_stop_a_start() {
     ];
     for (i, bytes) in junk.iter().enumerate() {
         std::fs::write(
-            dir.path().join(file::Kind::Journal.file_name(i as u64)),
+            dir.path().join(file::FileKind::Journal.file_name(i as u64)),
             bytes,
         )
         .unwrap();
     }
     std::fs::write(
-        dir.path().join(file::Kind::Snapshot.file_name(9)),
+        dir.path().join(file::FileKind::Snapshot.file_name(9)),
         b"SLUICES\x01\x03\x00\x00\x00\x00\x00\x00\x00abc",
     )
     .unwrap();

@@ -32,14 +32,14 @@ pub const MAX_BATCH_CHARGES: usize = 256;
 
 /// One call's answer from a script run.
 type Outcomes = Result<Vec<Answered>, StoreError>;
-type Reply = oneshot::Sender<Outcomes>;
+type ReplyTo = oneshot::Sender<Outcomes>;
 
 /// A queued call.
 struct Waiting {
     job: Job,
     /// When the call must have its answer (a timeout by then).
     deadline: Instant,
-    reply: Reply,
+    reply: ReplyTo,
 }
 
 /// How a batcher's script runs go out: shared by every batcher of a store (one per slot on a
@@ -107,7 +107,7 @@ impl Batcher {
             Err((job, deadline)) => {
                 // The slot is handed on (or released) when this run ends, even if the caller
                 // stops waiting (a client that goes away drops this future mid-run).
-                let mut slot = Slot(Some(self.clone()));
+                let mut slot = RunSlot(Some(self.clone()));
                 // Calls already decoded, or read by the driver poll this yield brings, queue
                 // behind this one meanwhile and share its run: a busy store's runs grow (each
                 // pays the script's fixed costs and a round trip once), while an idle one only
@@ -228,9 +228,9 @@ impl SlotBatchers {
 
 /// A run slot held by a caller running its own call: when the run ends, calls queued
 /// meanwhile go out in a batch from a task of their own. `None` once handed to such a task.
-struct Slot(Option<Arc<Batcher>>);
+struct RunSlot(Option<Arc<Batcher>>);
 
-impl Slot {
+impl RunSlot {
     /// With calls queued behind it, `job` (due by `deadline`, the earliest: the others
     /// joined later) leads their batch, sent from a task of its own (so no caller going
     /// away strands the others) that takes this slot over: the answer comes back on the
@@ -266,7 +266,7 @@ impl Slot {
     }
 }
 
-impl Drop for Slot {
+impl Drop for RunSlot {
     fn drop(&mut self) {
         if let Some(batcher) = self.0.take()
             && let Some(batch) = batcher.next_batch()

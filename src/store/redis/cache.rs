@@ -10,19 +10,11 @@
 //! reload is a different entry. The cache is bounded: when a shard is full, expired entries
 //! are dropped, and if it is still full the new denial is simply not cached.
 
-use std::collections::HashMap;
-use std::hash::BuildHasher;
-
-use parking_lot::Mutex;
+use super::key_shards::KeyShards;
 
 use crate::algorithm::{Limit, Verdict};
 use crate::clock::Nanos;
 use crate::store::{Charge, ChargeOutcome};
-
-type Hasher = foldhash::fast::RandomState;
-
-/// One lock's share of the cache, by counter key bytes.
-type Shard = Mutex<HashMap<Box<[u8]>, Entry, Hasher>>;
 
 /// What one entry may take in memory, for sizing the cache in bytes (envoyproxy/ratelimit's
 /// `LOCAL_CACHE_SIZE_IN_BYTES`): the key's handle and the entry (64 bytes, checked below) and
@@ -39,7 +31,7 @@ pub fn local_cache_entries(bytes: u64) -> usize {
 
 /// A cached denial, of one hit (or a check: only those are cached, so the cost needs no field).
 #[derive(Debug, Clone, Copy)]
-struct Entry {
+struct CachedDenial {
     limit: Limit,
     /// Until when the denial holds (cache clock).
     until: Nanos,
@@ -48,11 +40,7 @@ struct Entry {
 /// The cache.
 #[derive(Debug)]
 pub struct OverLimitCache {
-    /// Keyed by the counter key's bytes, boxed to their length (a `CounterKey` keeps short
-    /// keys inline, which suits a call's stack, not a long-lived table).
-    shards: Box<[Shard]>,
-    per_shard: usize,
-    hasher: Hasher,
+    shards: KeyShards<CachedDenial>,
 }
 
 impl OverLimitCache {
@@ -60,19 +48,17 @@ impl OverLimitCache {
     pub fn new(capacity: usize) -> Self {
         let count = 16;
         Self {
-            shards: (0..count).map(|_| Mutex::default()).collect(),
-            per_shard: capacity.div_ceil(count),
-            hasher: Hasher::default(),
+            shards: KeyShards::new(count, capacity),
         }
     }
 
     /// The cached outcome of `charge` at `now`, if its counter is known to deny it.
     pub fn lookup(&self, charge: &Charge, now: Nanos) -> Option<ChargeOutcome> {
-        if self.per_shard == 0 {
+        if self.shards.per_shard == 0 {
             return None;
         }
         let key = charge.key.as_bytes();
-        let shard = self.shard(key).lock();
+        let shard = self.shards.shard(key).lock();
         let entry = shard.get(key)?;
         let hit = entry.limit == charge.limit && charge.cost <= 1 && now < entry.until;
         hit.then(|| ChargeOutcome {
@@ -88,22 +74,22 @@ impl OverLimitCache {
     /// Remembers `outcome` of `charge`, decided by Redis after `sent_at`, if it is a denial
     /// of one hit (or a check) where not even one hit fits.
     pub fn remember(&self, charge: &Charge, sent_at: Nanos, outcome: &ChargeOutcome) {
-        if self.per_shard == 0
+        if self.shards.per_shard == 0
             || charge.cost > 1
             || outcome.verdict.admitted
             || outcome.available > 0
         {
             return;
         }
-        let entry = Entry {
+        let entry = CachedDenial {
             limit: charge.limit,
             until: sent_at.saturating_add(outcome.verdict.reset_after),
         };
         let key = charge.key.as_bytes();
-        let mut shard = self.shard(key).lock();
-        if shard.len() >= self.per_shard && !shard.contains_key(key) {
+        let mut shard = self.shards.shard(key).lock();
+        if shard.len() >= self.shards.per_shard && !shard.contains_key(key) {
             shard.retain(|_, e| e.until > sent_at);
-            if shard.len() >= self.per_shard {
+            if shard.len() >= self.shards.per_shard {
                 return;
             }
         }
@@ -115,25 +101,20 @@ impl OverLimitCache {
     pub fn forget(&self, charges: &[Charge]) {
         for charge in charges {
             let key = charge.key.as_bytes();
-            self.shard(key).lock().remove(key);
+            self.shards.shard(key).lock().remove(key);
         }
     }
 
     /// Drops the entries expired at `now`.
     pub fn sweep(&self, now: Nanos) {
-        for shard in self.shards.iter() {
+        for shard in self.shards.all() {
             shard.lock().retain(|_, e| e.until > now);
         }
     }
 
     /// The number of entries held (expired ones count until the next sweep).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().len()).sum()
-    }
-
-    fn shard(&self, key: &[u8]) -> &Shard {
-        let at = self.hasher.hash_one(key) as usize % self.shards.len();
-        &self.shards[at]
+        self.shards.len()
     }
 }
 
@@ -205,7 +186,7 @@ mod tests {
     /// The per-entry size behind [`ENTRY_BYTES`] holds.
     #[test]
     fn entry_size() {
-        let table = std::mem::size_of::<(Box<[u8]>, Entry)>() + 1;
+        let table = std::mem::size_of::<(Box<[u8]>, CachedDenial)>() + 1;
         assert!(table <= 65, "{table}");
         assert!(2 * table + 48 <= ENTRY_BYTES);
     }

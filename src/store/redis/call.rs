@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::cache::OverLimitCache;
-use super::conn::Health;
+use super::conn::PoolHealth;
 use super::lease::Leases;
 use super::route::Route;
 use super::settings::RedisClock;
@@ -19,7 +19,7 @@ use crate::store::{
 /// What every call goes through, from held leases down to Redis.
 pub struct Calls {
     route: Route,
-    health: Arc<Health>,
+    health: Arc<PoolHealth>,
     clock: RedisClock,
     timeout: Duration,
     cache: OverLimitCache,
@@ -36,7 +36,7 @@ impl Calls {
     /// with an over-limit cache of `local_cache_size` entries.
     pub fn new(
         route: Route,
-        health: Arc<Health>,
+        health: Arc<PoolHealth>,
         clock: RedisClock,
         timeout: Duration,
         local_cache_size: usize,

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use redis::{ErrorKind, ServerErrorKind, Value};
 use smallvec::SmallVec;
 
-use super::conn::{self, Attempt, Conn, Generation, Pool};
-use super::script::{self, Answered, Fields};
+use super::conn::{self, Attempt, Generation, Pool, RedisConn};
+use super::script::{self, Answered, ChargeFields};
 use crate::store::StoreError;
 
 /// One call, encoded for the script (inline for calls of up to two charges: no heap blocks).
@@ -17,7 +17,7 @@ pub struct Job {
     /// The call's distinct Redis keys.
     pub keys: SmallVec<[Vec<u8>; 2]>,
     /// Its charges; key indices are 1-based into `keys`.
-    pub charges: SmallVec<[Fields; 2]>,
+    pub charges: SmallVec<[ChargeFields; 2]>,
     /// Each charge's cost (to report what was available when admitted).
     pub costs: SmallVec<[u64; 2]>,
     /// The call's time in microseconds; `None` for Redis's clock.
@@ -30,7 +30,7 @@ pub struct Job {
 async fn send(
     pool: &Arc<Pool>,
     cmd: &redis::Cmd,
-) -> Result<(Generation, Conn, redis::RedisResult<Value>), StoreError> {
+) -> Result<(Generation, RedisConn, redis::RedisResult<Value>), StoreError> {
     let mut tries = pool.size() + 1;
     loop {
         let (generation, mut conn) = pool.get().await?;
@@ -70,7 +70,7 @@ const DEMOTED_RESENDS: usize = 2;
 /// its generation. Every script of the store runs this way.
 ///
 /// On a cluster, a script refused with `READONLY` reached a master a failover demoted (see
-/// [`Conn::refuse_replica_reads`]): a replica refuses every write, so the script stopped at its
+/// [`RedisConn::refuse_replica_reads`]): a replica refuses every write, so the script stopped at its
 /// first and wrote nothing. That node is told to redirect such commands and the script is sent
 /// again: it meets `MOVED` and runs on the new master, within the call's deadline as ever.
 pub async fn run_script(

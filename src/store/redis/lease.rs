@@ -19,21 +19,14 @@
 //! their count early. The property tests in `lease/tests.rs` hold the bounds against several
 //! replicas, late replies, failed calls and window changes.
 
-use std::collections::HashMap;
-use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::Mutex;
+use super::key_shards::KeyShards;
 
 use super::script::Answered;
 use crate::algorithm::{Algorithm, Limit, Verdict};
 use crate::clock::Nanos;
 use crate::store::{Charge, ChargeOutcome};
-
-type Hasher = foldhash::fast::RandomState;
-
-/// One lock's share of the held leases, by counter key bytes.
-type Shard = Mutex<HashMap<Box<[u8]>, Held, Hasher>>;
 
 /// The most counters a store holds leases on (about 150 bytes each with the key); past it a
 /// new counter is decided by Redis on every call until expired leases are swept.
@@ -111,9 +104,7 @@ impl Held {
 /// The leases a Redis store holds.
 #[derive(Debug)]
 pub struct Leases {
-    shards: Box<[Shard]>,
-    per_shard: usize,
-    hasher: Hasher,
+    shards: KeyShards<Held>,
     /// Calls answered from held hits so far.
     answered: AtomicU64,
 }
@@ -128,9 +119,7 @@ impl Leases {
     /// Room for leases on about `capacity` counters.
     pub fn new(capacity: usize) -> Self {
         Self {
-            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            per_shard: capacity.div_ceil(SHARDS),
-            hasher: Hasher::default(),
+            shards: KeyShards::new(SHARDS, capacity),
             answered: AtomicU64::new(0),
         }
     }
@@ -138,10 +127,6 @@ impl Leases {
     /// Whether any charge of a call may take a lease.
     pub fn wanted(charges: &[Charge]) -> bool {
         charges.iter().any(|c| c.lease > 1)
-    }
-
-    fn shard(&self, key: &[u8]) -> &Shard {
-        &self.shards[self.hasher.hash_one(key) as usize % self.shards.len()]
     }
 
     /// The call answered from held hits at `now`, if every charge has a lease holding enough
@@ -161,7 +146,7 @@ impl Leases {
         let mut taken: Vec<(usize, Nanos)> = Vec::with_capacity(charges.len());
         for (i, charge) in charges.iter().enumerate() {
             let key = charge.key.as_bytes();
-            let mut shard = self.shard(key).lock();
+            let mut shard = self.shards.shard(key).lock();
             let held = shard.get_mut(key).filter(|h| {
                 h.limit == charge.limit && h.answers(charge.cost, charge.lease, now, refill_first)
             });
@@ -192,7 +177,7 @@ impl Leases {
         for &(i, until) in taken {
             let charge = &charges[i];
             let key = charge.key.as_bytes();
-            if let Some(held) = self.shard(key).lock().get_mut(key)
+            if let Some(held) = self.shards.shard(key).lock().get_mut(key)
                 && held.until == until
             {
                 held.tokens += charge.cost;
@@ -223,12 +208,12 @@ impl Leases {
 
     fn start_refill(&self, charge: &Charge, sent_at: Nanos, deadline: Nanos) -> u64 {
         let key = charge.key.as_bytes();
-        let mut shard = self.shard(key).lock();
+        let mut shard = self.shards.shard(key).lock();
         if !shard.contains_key(key) {
-            if shard.len() >= self.per_shard {
+            if shard.len() >= self.shards.per_shard {
                 shard.retain(|_, h| h.live(sent_at) > 0 || h.refilling_until > sent_at);
             }
-            if shard.len() >= self.per_shard {
+            if shard.len() >= self.shards.per_shard {
                 return 0;
             }
             shard.insert(key.into(), Held::new(charge.limit));
@@ -268,7 +253,7 @@ impl Leases {
                     return a.outcome;
                 }
                 let key = charge.key.as_bytes();
-                let mut shard = self.shard(key).lock();
+                let mut shard = self.shards.shard(key).lock();
                 let Some(held) = shard.get_mut(key).filter(|h| h.limit == charge.limit) else {
                     return a.outcome;
                 };
@@ -288,7 +273,7 @@ impl Leases {
     pub fn abandon(&self, charges: &[Charge], extras: &[u64], sent_at: Nanos) {
         for (charge, _) in charges.iter().zip(extras).filter(|(_, e)| **e > 0) {
             let key = charge.key.as_bytes();
-            if let Some(held) = self.shard(key).lock().get_mut(key) {
+            if let Some(held) = self.shards.shard(key).lock().get_mut(key) {
                 held.end_refill(sent_at);
             }
         }
@@ -297,7 +282,7 @@ impl Leases {
     /// Hits held for the counter of `charge` usable at `now` (`None`: no lease on it).
     pub fn held(&self, charge: &Charge, now: Nanos) -> Option<u64> {
         let key = charge.key.as_bytes();
-        let shard = self.shard(key).lock();
+        let shard = self.shards.shard(key).lock();
         shard
             .get(key)
             .filter(|h| h.limit == charge.limit)
@@ -312,7 +297,7 @@ impl Leases {
             .iter()
             .filter_map(|charge| {
                 let key = charge.key.as_bytes();
-                self.shard(key).lock().remove(key)
+                self.shards.shard(key).lock().remove(key)
             })
             .map(|held| held.live(now))
             .sum()
@@ -320,7 +305,7 @@ impl Leases {
 
     /// Drops leases with nothing usable and no refill in flight at `now`.
     pub fn sweep(&self, now: Nanos) {
-        for shard in self.shards.iter() {
+        for shard in self.shards.all() {
             shard
                 .lock()
                 .retain(|_, h| h.live(now) > 0 || h.refilling_until > now);
@@ -329,7 +314,7 @@ impl Leases {
 
     /// Counters with a lease now.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().len()).sum()
+        self.shards.len()
     }
 
     /// Calls answered from held hits so far.

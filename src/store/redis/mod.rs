@@ -15,6 +15,7 @@ mod call;
 mod compat_keys;
 mod conn;
 mod eval;
+mod key_shards;
 mod keys;
 mod lease;
 mod portion;
@@ -28,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::batch::Runs;
 use self::call::Calls;
-use self::conn::{Health, Pool, Target};
+use self::conn::{Pool, PoolHealth, Target};
 use self::keys::KeyLayout;
 use self::portion::RedisPortions;
 use self::route::Route;
@@ -54,7 +55,7 @@ pub(crate) fn check_url(url: &str) -> Result<(), StoreError> {
 pub struct RedisStore {
     calls: Calls,
     /// The pool and its breaker, shared with the background work that keeps them healthy.
-    health: Arc<Health>,
+    health: Arc<PoolHealth>,
     /// Where replicas split RLQS limits, on the same connections.
     portions: Arc<RedisPortions>,
 }
@@ -87,7 +88,7 @@ impl RedisStore {
         };
         let route = Route::new(layout, runs, cluster, settings.clock);
         let described = describe_url(&settings.url);
-        let health = Arc::new(Health::new(pool, settings.unhealthy_after, described));
+        let health = Arc::new(PoolHealth::new(pool, settings.unhealthy_after, described));
         let calls = Calls::new(
             route,
             health.clone(),

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use redis::cluster_routing::Slot;
 
-use super::conn::Health;
+use super::conn::PoolHealth;
 use super::eval::run_script;
 use super::keys::{self, fnv1a};
 use super::script::{self, MICRO};
@@ -39,7 +39,7 @@ const REPLY_BYTES: usize = 24;
 
 /// Replicas' portions on the Redis store's connections (no pool of its own).
 pub struct RedisPortions {
-    health: Arc<Health>,
+    health: Arc<PoolHealth>,
     prefix: Box<[u8]>,
     clock: RedisClock,
     cluster: bool,
@@ -52,7 +52,7 @@ impl RedisPortions {
     /// Portions under `prefix` (checked by the store: no braces) on `health`'s pool, timed by
     /// `clock`, split by slot on a `cluster`, each claim bounded by `timeout`.
     pub fn new(
-        health: Arc<Health>,
+        health: Arc<PoolHealth>,
         prefix: &str,
         clock: RedisClock,
         cluster: bool,

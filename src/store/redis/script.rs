@@ -28,10 +28,10 @@ pub const MICRO: Nanos = 1_000;
 pub const MAX_PARAM: u64 = 1 << 48;
 
 /// The seven ARGV fields of one charge, its key index (1-based, into KEYS) first.
-pub type Fields = [u64; 7];
+pub type ChargeFields = [u64; 7];
 
 /// The fields of `charge` whose key is KEYS[`key_index`].
-pub fn fields(charge: &Charge, key_index: usize) -> Fields {
+pub fn fields(charge: &Charge, key_index: usize) -> ChargeFields {
     let limit = &charge.limit;
     // A cost above the capacity never fits, whatever its size: send capacity + 1.
     let cost = charge.cost.min(limit.capacity().min(MAX_PARAM) + 1);
@@ -64,7 +64,7 @@ pub struct NamedWindow {
 /// The fields of `charge` counted in a window its key KEYS[`key_index`] names: the window and
 /// burst fields carry the key's expiry (seconds) and the time left in the window
 /// (microseconds) instead.
-pub fn named_fields(charge: &Charge, key_index: usize, window: &NamedWindow) -> Fields {
+pub fn named_fields(charge: &Charge, key_index: usize, window: &NamedWindow) -> ChargeFields {
     let mut f = fields(charge, key_index);
     f[1] = NAMED_WINDOW;
     f[3] = window.ttl_s;
@@ -78,7 +78,7 @@ pub fn named_fields(charge: &Charge, key_index: usize, window: &NamedWindow) -> 
 pub fn pack_call(
     out: &mut Vec<u8>,
     now_us: Option<u64>,
-    charges: impl ExactSizeIterator<Item = Fields>,
+    charges: impl ExactSizeIterator<Item = ChargeFields>,
 ) {
     out.clear();
     let now = now_us.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
@@ -102,7 +102,7 @@ const EXTRA_SHIFT: u64 = 1 << 16;
 
 /// `fields` asking the script to lease `extra` hits beyond the cost (granted up to what still
 /// fits when the charge is admitted and its call committed).
-pub fn with_extra(mut fields: Fields, extra: u64) -> Fields {
+pub fn with_extra(mut fields: ChargeFields, extra: u64) -> ChargeFields {
     fields[6] += EXTRA_SHIFT * extra;
     fields
 }

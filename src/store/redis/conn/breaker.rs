@@ -16,7 +16,7 @@ pub(super) const FAILURES_TO_OPEN: u32 = 3;
 
 /// A state change worth one log line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Change {
+pub enum BreakerChange {
     /// The breaker opened.
     Opened,
     /// The breaker closed.
@@ -67,13 +67,13 @@ impl Breaker {
     }
 
     /// Records a successful probe; returns `Closed` if that closed the breaker.
-    pub fn probe_succeeded(&self) -> Option<Change> {
+    pub fn probe_succeeded(&self) -> Option<BreakerChange> {
         self.failures.store(0, Ordering::Release);
-        (self.opened_at.swap(0, Ordering::AcqRel) != 0).then_some(Change::Closed)
+        (self.opened_at.swap(0, Ordering::AcqRel) != 0).then_some(BreakerChange::Closed)
     }
 
     /// Records a failed call; returns `Opened` if that opened the breaker.
-    pub fn failure(&self) -> Option<Change> {
+    pub fn failure(&self) -> Option<BreakerChange> {
         let failures = self.failures.fetch_add(1, Ordering::AcqRel) + 1;
         if failures < FAILURES_TO_OPEN {
             return None;
@@ -82,7 +82,7 @@ impl Breaker {
         self.opened_at
             .compare_exchange(0, now, Ordering::AcqRel, Ordering::Acquire)
             .ok()
-            .map(|_| Change::Opened)
+            .map(|_| BreakerChange::Opened)
     }
 
     /// Whether health should report the store unhealthy: open for `unhealthy_after` or more.
@@ -111,7 +111,7 @@ mod tests {
         assert_eq!((b.failure(), b.failure()), (None, None));
         b.success();
         assert_eq!((b.failure(), b.failure()), (None, None));
-        assert_eq!(b.failure(), Some(Change::Opened));
+        assert_eq!(b.failure(), Some(BreakerChange::Opened));
         assert_eq!(b.failure(), None, "already open: no second log line");
         assert!(b.is_open() && !b.unhealthy());
     }
@@ -125,7 +125,7 @@ mod tests {
         }
         b.success();
         assert!(b.is_open());
-        assert_eq!(b.probe_succeeded(), Some(Change::Closed));
+        assert_eq!(b.probe_succeeded(), Some(BreakerChange::Closed));
         assert!(!b.is_open() && b.open_for().is_none());
     }
 }

@@ -4,20 +4,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::breaker::{Breaker, Change, FAILURES_TO_OPEN};
+use super::breaker::{Breaker, BreakerChange, FAILURES_TO_OPEN};
 use super::node::within;
 use super::pool::Pool;
 use crate::store::StoreError;
 
 /// The pool and its breaker, shared by the calls and the background probe.
-pub struct Health {
+pub struct PoolHealth {
     pool: Arc<Pool>,
     breaker: Breaker,
     /// Which Redis, without credentials (for log lines).
     described: String,
 }
 
-impl Health {
+impl PoolHealth {
     /// A closed breaker in front of `pool`; unhealthy once open for `unhealthy_after`.
     pub fn new(pool: Arc<Pool>, unhealthy_after: Duration, described: String) -> Self {
         Self {
@@ -70,9 +70,9 @@ impl Health {
     }
 
     /// One log line per breaker state change.
-    fn record(&self, change: Option<Change>, error: Option<&StoreError>) {
+    fn record(&self, change: Option<BreakerChange>, error: Option<&StoreError>) {
         match change {
-            Some(Change::Opened) => {
+            Some(BreakerChange::Opened) => {
                 tracing::warn!(
                     redis = %self.described,
                     error = %error.map(ToString::to_string).unwrap_or_default(),
@@ -84,7 +84,7 @@ impl Health {
                 // retransmission) or broken; the probe brings fresh ones.
                 self.pool.discard_all();
             }
-            Some(Change::Closed) => {
+            Some(BreakerChange::Closed) => {
                 tracing::info!(redis = %self.described, "redis answers again: circuit closed")
             }
             None => {}

@@ -16,13 +16,13 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-pub use self::health::Health;
+pub use self::health::PoolHealth;
 pub use self::pool::{Generation, Pool, is_lost};
-pub use self::target::{Attempt, Conn, Target};
+pub use self::target::{Attempt, RedisConn, Target};
 
 /// Keeps `health`'s connections healthy until `shutdown`: probes Redis while the breaker is
 /// open (fills the pool while it is closed), and follows Sentinel's failovers.
-pub async fn keep_healthy(health: Arc<Health>, shutdown: CancellationToken) {
+pub async fn keep_healthy(health: Arc<PoolHealth>, shutdown: CancellationToken) {
     let follow = failover::follow(health.pool().clone(), shutdown.clone());
     futures_util::future::join(probe::run(health, shutdown), follow).await;
 }

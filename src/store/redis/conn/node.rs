@@ -15,7 +15,7 @@ use redis::{
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::url::{Endpoint, Node};
+use super::url::{Endpoint, NodeAddr};
 use crate::files::MAX_PEM_BYTES;
 use crate::store::redis::settings::{RedisSettings, describe_url};
 use crate::store::{StoreError, UrlProblem};
@@ -34,7 +34,7 @@ impl NodeTemplate {
     }
 
     /// A client for `node`.
-    pub fn client(&self, node: &Node) -> Result<Client, RedisError> {
+    pub fn client(&self, node: &NodeAddr) -> Result<Client, RedisError> {
         let info = self.info(node)?;
         let Some(tls) = &self.tls else {
             return Client::open(info);
@@ -51,17 +51,17 @@ impl NodeTemplate {
     }
 
     /// The redis-rs address of `node`.
-    pub fn info(&self, node: &Node) -> Result<ConnectionInfo, RedisError> {
+    pub fn info(&self, node: &NodeAddr) -> Result<ConnectionInfo, RedisError> {
         let addr = match (node, &self.tls) {
-            (Node::Tcp { host, port }, None) => ConnectionAddr::Tcp(host.clone(), *port),
-            (Node::Tcp { host, port }, Some(_)) => ConnectionAddr::TcpTls {
+            (NodeAddr::Tcp { host, port }, None) => ConnectionAddr::Tcp(host.clone(), *port),
+            (NodeAddr::Tcp { host, port }, Some(_)) => ConnectionAddr::TcpTls {
                 host: host.clone(),
                 port: *port,
                 insecure: false,
                 tls_params: None,
             },
             // Refused earlier (Tls::load); a unix socket never has TLS.
-            (Node::Unix(path), _) => ConnectionAddr::Unix(path.clone()),
+            (NodeAddr::Unix(path), _) => ConnectionAddr::Unix(path.clone()),
         };
         Ok(addr
             .into_connection_info()?
@@ -151,7 +151,11 @@ impl Tls {
             }
             return Ok(None);
         }
-        if endpoint.nodes.iter().any(|n| matches!(n, Node::Unix(_))) {
+        if endpoint
+            .nodes
+            .iter()
+            .any(|n| matches!(n, NodeAddr::Unix(_)))
+        {
             return Err(StoreError::BadUrl {
                 url: describe_url(&settings.url),
                 problem: UrlProblem::TlsOverUnix,

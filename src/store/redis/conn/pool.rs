@@ -9,7 +9,7 @@
 //!
 //! A connection can break while nobody uses it (Redis restarted while the breaker kept calls
 //! away). Such a connection fails its next command before sending it (its driver task has
-//! ended), which `Conn::try_query` tells apart: the command goes to a live connection, or a
+//! ended), which `RedisConn::try_query` tells apart: the command goes to a live connection, or a
 //! new one opened then, so no call is refused by a connection that broke earlier. A command
 //! that may have reached Redis is never sent twice (the script is not idempotent).
 
@@ -21,7 +21,7 @@ use arc_swap::ArcSwapOption;
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
 use super::sentinel::Sentinel;
-use super::target::Conn;
+use super::target::RedisConn;
 use super::target::Target;
 
 /// Whether `error` means the connection is gone, or reached a server that is no longer the
@@ -44,7 +44,7 @@ pub struct Generation(u64);
 /// A pooled connection and the generation it was opened in.
 pub struct Pooled {
     /// The connection.
-    pub conn: Conn,
+    pub conn: RedisConn,
     generation: u64,
 }
 
@@ -99,7 +99,7 @@ impl Pool {
     /// A connection to use now: the next one round robin, or any other live one while that
     /// slot reconnects in the background; when none is live, a new one, opened now (bounded
     /// by the caller's timeout; concurrent callers share the connect).
-    pub async fn get(self: &Arc<Self>) -> Result<(Generation, Conn), RedisError> {
+    pub async fn get(self: &Arc<Self>) -> Result<(Generation, RedisConn), RedisError> {
         let size = self.slots.len();
         let first = self.next.fetch_add(1, Ordering::Relaxed) % size;
         for slot in (first..size).chain(0..first) {

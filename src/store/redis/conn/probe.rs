@@ -14,7 +14,7 @@ use std::time::Duration;
 use redis::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::health::Health;
+use super::health::PoolHealth;
 use super::pool::{Pool, Pooled};
 
 /// How often an open breaker probes Redis.
@@ -25,7 +25,7 @@ const MAX_PROBES: usize = 4;
 
 /// Runs until `shutdown`: probes while `health`'s breaker is open, fills the pool while it
 /// is closed.
-pub async fn run(health: Arc<Health>, shutdown: CancellationToken) {
+pub async fn run(health: Arc<PoolHealth>, shutdown: CancellationToken) {
     let in_flight = Arc::new(AtomicUsize::new(0));
     let mut every = tokio::time::interval(PROBE_INTERVAL);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -19,7 +19,7 @@ use redis::aio::{MultiplexedConnection, PubSub};
 use redis::{Client, ErrorKind, Msg, RedisError, Value};
 
 use super::node::{NodeTemplate, open, within};
-use super::url::Node;
+use super::url::NodeAddr;
 
 /// The channel on which sentinels announce a failover's new master.
 pub const SWITCH_MASTER: &str = "+switch-master";
@@ -111,7 +111,7 @@ impl Sentinel {
                 self.master
             )));
         };
-        let client = self.node.client(&Node::Tcp {
+        let client = self.node.client(&NodeAddr::Tcp {
             host: host.clone(),
             port,
         })?;

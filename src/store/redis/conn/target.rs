@@ -92,13 +92,16 @@ impl Target {
     }
 
     /// Opens one connection, each step bounded by `timeout`.
-    pub async fn connect(&self, timeout: Duration) -> Result<Conn, RedisError> {
+    pub async fn connect(&self, timeout: Duration) -> Result<RedisConn, RedisError> {
         match self {
-            Self::Standalone(client) => open(client, timeout).await.map(Conn::Single),
+            Self::Standalone(client) => open(client, timeout).await.map(RedisConn::Single),
             Self::Cluster(client) => within(timeout, client.get_async_connection())
                 .await
-                .map(Conn::Cluster),
-            Self::Sentinel(sentinel) => sentinel.connect_master(timeout).await.map(Conn::Single),
+                .map(RedisConn::Cluster),
+            Self::Sentinel(sentinel) => sentinel
+                .connect_master(timeout)
+                .await
+                .map(RedisConn::Single),
         }
     }
 }
@@ -130,7 +133,7 @@ fn cluster_retries(
 
 /// One live connection.
 #[derive(Clone)]
-pub enum Conn {
+pub enum RedisConn {
     /// To a standalone Redis.
     Single(MultiplexedConnection),
     /// To a cluster (routes each command by its first key's slot).
@@ -145,7 +148,7 @@ pub enum Attempt {
     Unsent(RedisError),
 }
 
-impl Conn {
+impl RedisConn {
     /// Sends one command and reads its reply; a server error reply is an `Err`.
     pub async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value> {
         match self.try_query(cmd).await {
@@ -162,7 +165,7 @@ impl Conn {
     /// redis-rs keeps routing there. Once it is `READWRITE` the demoted node redirects to the
     /// new master (and redis-rs refreshes its slots). Nothing to do for one Redis.
     pub async fn refuse_replica_reads(&mut self, script: &Cmd) -> RedisResult<()> {
-        let Conn::Cluster(c) = self else {
+        let RedisConn::Cluster(c) = self else {
             return Ok(());
         };
         let Some(Arg::Simple(key)) = script.args_iter().nth(3) else {
@@ -176,12 +179,12 @@ impl Conn {
             .map(drop)
     }
 
-    /// As [`Conn::query`], telling a connection that was already dead apart: a multiplexed
+    /// As [`RedisConn::query`], telling a connection that was already dead apart: a multiplexed
     /// connection whose driver has ended fails on the first poll, when the command is handed
     /// to the driver's closed channel, before anything is written.
     pub async fn try_query(&mut self, cmd: &Cmd) -> Attempt {
         let reply = match self {
-            Conn::Single(c) => {
+            RedisConn::Single(c) => {
                 let mut reply = pin!(c.req_packed_command(cmd));
                 let mut polls = 0u32;
                 let reply = std::future::poll_fn(|cx| {
@@ -194,7 +197,7 @@ impl Conn {
                     reply => reply,
                 }
             }
-            Conn::Cluster(c) => c.req_packed_command(cmd).await,
+            RedisConn::Cluster(c) => c.req_packed_command(cmd).await,
         };
         Attempt::Answered(reply.and_then(Value::extract_error))
     }

@@ -33,7 +33,7 @@ pub enum Shape {
 
 /// One address.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Node {
+pub enum NodeAddr {
     /// `host:port` over TCP.
     Tcp {
         /// Host name or IP address.
@@ -53,7 +53,7 @@ pub struct Endpoint {
     /// Whether the URL asks for TLS (`rediss…`).
     pub tls: bool,
     /// The node, seeds or sentinels.
-    pub nodes: Vec<Node>,
+    pub nodes: Vec<NodeAddr>,
     /// Credentials and database for the data nodes (never the sentinels').
     pub redis: RedisConnectionInfo,
 }
@@ -129,14 +129,16 @@ fn single(url: &str, tls: bool) -> Result<Endpoint, UrlProblem> {
     let info = url.into_connection_info().map_err(UrlProblem::Refused)?;
     let mut redis = info.redis_settings().clone();
     let node = match info.addr() {
-        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => Node::Tcp {
-            host: host.clone(),
-            port: *port,
-        },
-        ConnectionAddr::Unix(path) => Node::Unix(path.clone()),
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            NodeAddr::Tcp {
+                host: host.clone(),
+                port: *port,
+            }
+        }
+        ConnectionAddr::Unix(path) => NodeAddr::Unix(path.clone()),
         other => return Err(UrlProblem::BadNode(format!("{other:?}"))),
     };
-    let tcp = matches!(node, Node::Tcp { .. });
+    let tcp = matches!(node, NodeAddr::Tcp { .. });
     let query = url.split_once('?').map_or("", |(_, query)| query);
     for (name, value) in ::url::form_urlencoded::parse(query.as_bytes()) {
         redis = match (tcp, name.as_ref()) {
@@ -165,7 +167,7 @@ fn single(url: &str, tls: bool) -> Result<Endpoint, UrlProblem> {
 /// envoyproxy/ratelimit's `REDIS_URL` forms without a scheme: `/path/to.sock` or `host:port`.
 fn bare(url: &str) -> Result<Endpoint, UrlProblem> {
     let node = if url.starts_with('/') {
-        Node::Unix(PathBuf::from(url))
+        NodeAddr::Unix(PathBuf::from(url))
     } else if url.contains(['@', '/', ',']) {
         // Credentials, a database or a list need a scheme to say what they mean.
         return Err(UrlProblem::NoScheme);
@@ -181,7 +183,7 @@ fn bare(url: &str) -> Result<Endpoint, UrlProblem> {
 }
 
 /// `host:port`, `host` (port 6379) or `[v6]:port`.
-fn tcp_node(text: &str) -> Result<Node, UrlProblem> {
+fn tcp_node(text: &str) -> Result<NodeAddr, UrlProblem> {
     let bad = || UrlProblem::BadNode(text.to_owned());
     let (host, port) = match text.rsplit_once(':') {
         // An IPv6 address without brackets has colons but no port.
@@ -194,7 +196,7 @@ fn tcp_node(text: &str) -> Result<Node, UrlProblem> {
     if host.is_empty() || host.contains(['[', ']', ' ']) {
         return Err(bad());
     }
-    Ok(Node::Tcp {
+    Ok(NodeAddr::Tcp {
         host: host.to_owned(),
         port,
     })
@@ -214,8 +216,8 @@ fn credentials(auth: Option<&str>, db: &str) -> Result<RedisConnectionInfo, UrlP
 mod tests {
     use super::*;
 
-    fn tcp(host: &str, port: u16) -> Node {
-        Node::Tcp {
+    fn tcp(host: &str, port: u16) -> NodeAddr {
+        NodeAddr::Tcp {
             host: host.into(),
             port,
         }
@@ -286,19 +288,19 @@ mod tests {
     #[test]
     fn unix_sockets() {
         let e = parse("redis+unix:///run/redis.sock?db=3&user=app&pass=pw").unwrap();
-        assert_eq!(e.nodes, vec![Node::Unix("/run/redis.sock".into())]);
+        assert_eq!(e.nodes, vec![NodeAddr::Unix("/run/redis.sock".into())]);
         assert_eq!(
             (e.redis.username(), e.redis.password(), e.redis.db()),
             (Some("app"), Some("pw"), 3)
         );
         assert_eq!(
             parse("unix:///tmp/r.sock").unwrap().nodes,
-            vec![Node::Unix("/tmp/r.sock".into())]
+            vec![NodeAddr::Unix("/tmp/r.sock".into())]
         );
         let bare = parse("/var/run/nutcracker/ratelimit.sock").unwrap();
         assert_eq!(
             bare.nodes,
-            vec![Node::Unix("/var/run/nutcracker/ratelimit.sock".into())]
+            vec![NodeAddr::Unix("/var/run/nutcracker/ratelimit.sock".into())]
         );
     }
 

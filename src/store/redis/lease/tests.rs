@@ -95,14 +95,14 @@ fn deliver(
 /// Each step: replica, cost, milliseconds to advance, and what happens (0: a call answered at
 /// once; 1, 2: a call whose reply waits; 3: the replica's oldest waiting reply arrives; 4: a
 /// call Redis fails, answered from held hits if any).
-type Step = (usize, u64, u64, u8);
+type LeaseStep = (usize, u64, u64, u8);
 
 fn run(
     algorithm: Algorithm,
     requests: u64,
     lease: u32,
     replicas: usize,
-    steps: &[Step],
+    steps: &[LeaseStep],
 ) -> (Admitted, Authority) {
     let stores: Vec<Leases> = (0..replicas).map(|_| Leases::new(16)).collect();
     let mut waiting: Vec<VecDeque<InFlight>> = (0..replicas).map(|_| VecDeque::new()).collect();
@@ -218,7 +218,7 @@ proptest! {
         steps in prop::collection::vec((0usize..4, 1u64..4, 0u64..300), 1..300),
     ) {
         let algorithm = if sliding { Algorithm::SlidingWindow } else { Algorithm::FixedWindow };
-        let steps: Vec<Step> = steps.into_iter().map(|(r, c, t)| (r, c, t, 0)).collect();
+        let steps: Vec<LeaseStep> = steps.into_iter().map(|(r, c, t)| (r, c, t, 0)).collect();
         let (admitted, authority) = run(algorithm, requests, lease, replicas, &steps);
         let windows = per_window(&admitted);
         let bound = replicas as u64 * (u64::from(lease) - 1);
