@@ -23,7 +23,7 @@ use crate::rules::{LoadOptions, load_sources};
 use crate::service::{RateLimitService, RlsService};
 use crate::store::{MemoryOptions, MemoryStore, persist};
 
-/// The rules requests are decided by: every algorithm, nesting, wildcards, shadow and quota
+/// The rules requests are checked against: every algorithm, nesting, wildcards, shadow and quota
 /// modes, `replaces`, `unlimited` and shards, in two domains (two files, split at `---`).
 pub const RULES: &str = r#"
 domain: edge
@@ -63,7 +63,7 @@ descriptors:
       - { window: 1m, requests_per_unit: 10, algorithm: sliding_log }
 "#;
 
-/// The deciding parts, built once per process: a limiter on a small memory store with a
+/// The checking parts, built once per process: a limiter on a small memory store with a
 /// manual clock, the gRPC service and the HTTP router on it, and a runtime to drive them.
 struct Server {
     runtime: tokio::runtime::Runtime,

@@ -98,7 +98,7 @@ impl Listeners {
 /// What the servers need besides their listeners and gRPC health.
 #[derive(Clone)]
 pub(super) struct Serving {
-    /// Decides the calls of both servers.
+    /// Checks the calls of both servers.
     pub limiter: Arc<Limiter>,
     /// The quota service (RLQS), on the gRPC listener beside RLS.
     pub quota: QuotaService,

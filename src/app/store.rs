@@ -14,7 +14,7 @@ use crate::store::{MemoryOptions, MemoryStore, PersistentStore, RedisStore, Stor
 
 /// Builds the store `settings` ask for. The embedded store restores its counters first
 /// (blocking reads of the data directory, so on a blocking thread); Redis being unreachable
-/// does not fail the start (the rules' `failure_mode` decides until it answers).
+/// does not fail the start (the rules' `failure_mode` answers calls until it does).
 pub(super) async fn build(
     settings: &StoreSettings,
     now: Nanos,

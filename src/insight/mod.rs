@@ -38,7 +38,7 @@ impl Insight {
         }
     }
 
-    /// Counts one decided call of `request`: its outcome, and each refused descriptor's key.
+    /// Counts one answered call of `request`: its outcome, and each refused descriptor's key.
     pub fn observe(&self, request: &Request, result: &Result<Decision, LimitError>) {
         match result {
             Ok(decision) => {

@@ -36,7 +36,7 @@ pub struct PerSecond {
     pub ok: f64,
     /// Answered OVER_LIMIT.
     pub over_limit: f64,
-    /// Decided by `failure_mode` without the store (OK or OVER_LIMIT; counted there too).
+    /// Answered by `failure_mode` without the store (OK or OVER_LIMIT; counted there too).
     pub degraded: f64,
     /// Failed (malformed, or the store failed and no rule allowed it).
     pub errors: f64,
@@ -56,7 +56,7 @@ pub struct DecisionRates {
 }
 
 impl Rates {
-    /// Counts one decided call.
+    /// Counts one answered call.
     pub fn count(&self, code: Code, degraded: bool) {
         match code {
             Code::Ok => self.ok.fetch_add(1, Ordering::Relaxed),

@@ -80,7 +80,7 @@ pub struct Decision {
     /// envoyproxy/ratelimit's `dynamic_metadata` Struct, as JSON; `None` unless the response
     /// options ask for it.
     pub dynamic_metadata: Option<serde_json::Map<String, serde_json::Value>>,
-    /// How the store fared: its round trip, or that the call was decided without it.
+    /// How the store fared: its round trip, or that the call was answered without it.
     pub store: StoreUse,
 }
 
@@ -92,6 +92,6 @@ pub enum StoreUse {
     Skipped,
     /// The store answered after this long.
     Answered(std::time::Duration),
-    /// The store failed after this long; each rule's `failure_mode` decided (degraded).
+    /// The store failed after this long; each rule's `failure_mode` answered (degraded).
     Failed(std::time::Duration),
 }

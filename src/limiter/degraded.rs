@@ -1,4 +1,4 @@
-//! Deciding a call without the store: each counted descriptor's rule `failure_mode` says how.
+//! Answering a call without the store: each counted descriptor's rule `failure_mode` says how.
 //!
 //! | the call's counted descriptors                 | answer                                    |
 //! |------------------------------------------------|-------------------------------------------|
@@ -9,7 +9,7 @@
 //! | otherwise (`local` rules that admit)           | OK                                        |
 //!
 //! Shadow-mode and quota-mode rules gate as usual (a shadow `deny` never blocks). Every answer
-//! decided here carries `x-ratelimit-mode: degraded`. `allow` statuses report the limit's full
+//! made here carries `x-ratelimit-mode: degraded`. `allow` statuses report the limit's full
 //! allowance and `deny` statuses a one-second retry, since the real counters are unknown.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,7 +20,7 @@ use crate::clock::{Nanos, SECOND};
 use crate::rules::FailureMode;
 use crate::store::{Charge, ChargeOutcome, CounterKey, MemoryStore, StoreError};
 
-/// The response header marking an answer decided without the store.
+/// The response header marking an answer made without the store.
 pub(crate) const HEADER: (&str, &str) = ("x-ratelimit-mode", "degraded");
 
 /// The retry hint of a `deny` answer, and the reset reported by `allow` answers.
@@ -29,7 +29,7 @@ const RETRY: Nanos = SECOND;
 /// How often, at most, a degraded burst is logged.
 const LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The outcomes of a call decided without the store, or `None` when no rule had a say and
+/// The outcomes of a call answered without the store, or `None` when no rule had a say and
 /// the call must fail (UNAVAILABLE).
 pub(super) fn outcomes(
     charges: &[Charge],
@@ -163,7 +163,7 @@ impl BurstLog {
                 calls = count,
                 error = %error,
                 transient = error.is_transient(),
-                "counter store unavailable: calls decided by each rule's failure_mode"
+                "counter store unavailable: calls answered by each rule's failure_mode"
             );
         }
     }

@@ -24,7 +24,7 @@ pub struct Explanation<'r> {
     /// Whether a one-hit call would be refused now (any ordinary limit without room).
     pub would_refuse: bool,
     /// The store's error when the counters could not be read (each rule's `failure_mode`
-    /// would decide).
+    /// would answer).
     pub store_error: Option<String>,
 }
 

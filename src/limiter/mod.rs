@@ -1,7 +1,7 @@
 //! The limiter: a call's descriptors → matched limits → one atomic store call → a [`Decision`].
 //!
 //! Matching, `replaces`, costs and gates are planned in `plan.rs` against one snapshot of the
-//! rules; the store decides every counter of the call at once (all-or-nothing); `compose.rs`
+//! rules; the store applies every charge of the call at once (all-or-nothing); `compose.rs`
 //! then turns the outcomes into statuses, the overall code and the headers.
 
 mod compat_headers;
@@ -76,7 +76,7 @@ impl Default for LimiterOptions {
     }
 }
 
-/// Why a call could not be decided.
+/// Why a call could not be answered.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum LimitError {
     /// The call itself is malformed.
@@ -91,7 +91,7 @@ pub enum LimitError {
     NoRules,
 }
 
-/// Decides rate-limit calls against the current rules and a store.
+/// Checks rate-limit calls against the current rules and a store.
 pub struct Limiter {
     rules: Arc<ArcSwap<RuleSet>>,
     store: Arc<dyn Store>,
@@ -147,7 +147,7 @@ impl Limiter {
         self.rules.load_full()
     }
 
-    /// Decides one call.
+    /// Checks one call.
     pub async fn check(&self, request: &Request) -> Result<Decision, LimitError> {
         let started = Instant::now();
         if let Err(invalid) = request.validate() {
@@ -208,7 +208,7 @@ impl Limiter {
         Ok(decision)
     }
 
-    /// Decides a call by its rules' `failure_mode` after the store failed with `error`.
+    /// Answers a call by its rules' `failure_mode` after the store failed with `error`.
     fn degrade(
         &self,
         plan: &plan::Plan<'_>,

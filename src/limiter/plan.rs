@@ -138,7 +138,7 @@ impl<'r> Plan<'r> {
         &self.slots
     }
 
-    /// The charges to decide, in order.
+    /// The charges to apply, in order.
     pub(super) fn charges(&self) -> &[Charge] {
         &self.charges
     }
@@ -417,7 +417,7 @@ fn override_rule(o: LimitOverride, options: &LimiterOptions) -> LimitRule {
             o.unit.seconds()
         )
         .into(),
-        // A client's own limit is decided by the store on every call.
+        // A client's own limit is counted by the store on every call.
         lease: 0,
         calendar: None,
     }

@@ -14,7 +14,7 @@ use std::hash::{BuildHasher, Hash, Hasher};
 use crate::algorithm::{Algorithm, Limit};
 
 thread_local! {
-    /// Sharded calls decided on this thread so far.
+    /// Sharded calls checked on this thread so far.
     static CALLS: Cell<u64> = const { Cell::new(0) };
 }
 

@@ -1,4 +1,4 @@
-//! sluice's own `sluice_*` figures of deciding: decision and store latency, store failures,
+//! sluice's own `sluice_*` call figures: decision and store latency, store failures,
 //! decisions taken without the store, the rule set generation, unknown domains.
 
 use prometheus::{Gauge, Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge};
@@ -27,7 +27,7 @@ impl StoreSeries {
     }
 }
 
-/// sluice's own families of deciding.
+/// sluice's own call families.
 pub(super) struct Decisions {
     decision_seconds: Histogram,
     store_seconds: HistogramVec,

@@ -192,7 +192,7 @@ pub struct LimitRule {
     /// computed once at compile time.
     pub policy: Arc<str>,
     /// `lease` (sluice): hits a replica may take from a shared store at a time and admit
-    /// locally (0: every call decided by the store). See `store::redis::lease`.
+    /// locally (0: every call counted by the store). See `store::redis::lease`.
     pub lease: u32,
     /// `calendar` and `timezone` (sluice): the limit counts over the local day, week, month or
     /// year, and its `Limit` is the nominal period's (see [`LimitRule::counted_at`]).

@@ -2,7 +2,7 @@
 //!
 //! Building the generated `RateLimitResponse` per call (strings copied out of the decision,
 //! nested messages allocated) and encoding it (prost measures every nested message twice) cost
-//! more instructions than deciding the call. [`write`] writes the decision's parts as the same
+//! more instructions than checking the call. [`write`] writes the decision's parts as the same
 //! bytes a `RateLimitResponse` of them would decode from: the tests decode its output and
 //! compare it with [`super::to_proto`] of the same decision. There is no wire type of its own:
 //! the route's codec ([`DecisionCodec`]) encodes the limiter's `Decision` itself.

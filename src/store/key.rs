@@ -33,7 +33,7 @@ impl CounterKey {
     /// The key's family: its domain and first descriptor entry (the whole key if it cannot be
     /// read that way). Counters of one family sit together in Redis Cluster (one hash tag), so
     /// the limits of one descriptor and the nested descriptors under one first entry are
-    /// decided in one atomic script call.
+    /// applied in one atomic script call.
     pub fn family(&self) -> &[u8] {
         let bytes = &self.0;
         // domain, then the first entry: tag byte, key, value (each string length-prefixed).

@@ -105,7 +105,7 @@ pub type FlushFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
 /// A counter store.
 pub trait Store: Send + Sync + 'static {
-    /// Decides every charge of one call at `now`, atomically: either every admitted charge is
+    /// Applies every charge of one call at `now`, atomically: either every admitted charge is
     /// committed (the call is not blocked) or nothing is. Returns one outcome per charge, in order.
     fn apply<'a>(&'a self, charges: &'a [Charge], now: Nanos) -> StoreFuture<'a>;
 

@@ -1,5 +1,5 @@
 //! One call's span: what was asked (domain, descriptor keys — never values), which rules
-//! matched, what was decided, and how the store fared.
+//! matched, what was answered, and how the store fared.
 
 use opentelemetry::trace::{Span as _, Status};
 use opentelemetry::{KeyValue, StringValue, Value};

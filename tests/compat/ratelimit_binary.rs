@@ -43,12 +43,12 @@ fn istio_env(data: &Path, redis_port: u16) -> Vec<(String, String)> {
 /// calls a second instead (a `SLUICE_*` variable, beside envoyproxy/ratelimit's).
 const LOADED_MACHINE_TIMEOUT: [&str; 2] = ["SLUICE_REDIS_TIMEOUT", "1s"];
 
-/// Waits until calls are decided by Redis: sluice listens before Redis is connected
+/// Waits until calls are answered by Redis: sluice listens before Redis is connected
 /// (envoyproxy/ratelimit waits for it), and answers by failure_mode meanwhile, marked degraded.
 fn wait_for_redis(get: impl Fn(&str) -> http1::Response) {
     poll(
         Duration::from_secs(30),
-        "calls are decided by Redis",
+        "calls are answered by Redis",
         || {
             let response = get("/warm-up");
             (response.status == 200 && response.header("x-ratelimit-mode").is_none()).then_some(())
@@ -381,7 +381,7 @@ fn unix_socket_and_connection_age_through_envoy() {
 }
 
 /// Istio's sample with some variables changed (as a manifest's overrides do), its rules in a
-/// ConfigMap, behind Istio's Envoy, once calls are decided by Redis.
+/// ConfigMap, behind Istio's Envoy, once calls are answered by Redis.
 struct Deployed {
     ratelimit: Ratelimit,
     envoy: Envoy,

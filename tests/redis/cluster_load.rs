@@ -1,6 +1,6 @@
 //! Steady load on several sluice replicas while a Redis Cluster changes: clients spread over the
 //! replicas call one descriptor in a loop and every answer is sorted (counted by Redis or
-//! decided by `failure_mode`, admitted or not, a gRPC error); the slowest answer is kept as a
+//! answered by `failure_mode`, admitted or not, a gRPC error); the slowest answer is kept as a
 //! figure to print, never to assert.
 
 use std::net::SocketAddr;
@@ -28,7 +28,7 @@ pub struct Tally {
     pub errors: AtomicU64,
     /// The slowest answer, in microseconds.
     pub slowest_us: AtomicU64,
-    /// When the last answer decided by `failure_mode` came, in microseconds since the load
+    /// When the last answer answered by `failure_mode` came, in microseconds since the load
     /// started (0: none yet).
     pub last_degraded_us: AtomicU64,
 }
@@ -50,7 +50,7 @@ impl Counts {
         self.counted_ok + self.counted_over + self.degraded_ok + self.degraded_over + self.errors
     }
 
-    /// Answers decided by `failure_mode`.
+    /// Answers answered by `failure_mode`.
     pub fn degraded(&self) -> u64 {
         self.degraded_ok + self.degraded_over
     }
@@ -148,7 +148,7 @@ impl Load {
         self.tally.snapshot()
     }
 
-    /// When the last answer decided by `failure_mode` came, if one did.
+    /// When the last answer answered by `failure_mode` came, if one did.
     pub fn last_degraded(&self) -> Option<Instant> {
         match self.tally.last_degraded_us.load(Ordering::Acquire) {
             0 => None,

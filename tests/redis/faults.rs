@@ -1,4 +1,4 @@
-//! Redis dies under load and comes back: every rule's failure_mode decides meanwhile, the open
+//! Redis dies under load and comes back: every rule's failure_mode answers meanwhile, the open
 //! breaker keeps calls from a hung Redis, and decisions return to Redis without a restart.
 
 use std::sync::Arc;

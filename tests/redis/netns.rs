@@ -379,8 +379,8 @@ async fn five_ms_latency_every_call_answered() {
 
 /// With 10 % of packets lost both ways every call is answered, by Redis or by its rule's
 /// failure mode: a lost packet costs a TCP retransmission (200 ms or more), which the 10 ms
-/// timeout cuts short, so some calls are decided by failure_mode (a call that waited the
-/// retransmission out would be decided by Redis), and Redis decides others.
+/// timeout cuts short, so some calls are answered by failure_mode (a call that waited the
+/// retransmission out would be answered by Redis), and Redis decides others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root and ip netns"]
 async fn ten_percent_loss_waits_cut_short_by_the_timeout() {
@@ -475,7 +475,7 @@ async fn three_replicas_count_exactly_with_2ms_latency() {
                 let mut admitted = 0;
                 for _ in 0..60 {
                     let r = call(&mut client, one_descriptor("net", &[("exact", "k")])).await;
-                    assert_eq!(header(&r, "x-ratelimit-mode"), None, "decided by Redis");
+                    assert_eq!(header(&r, "x-ratelimit-mode"), None, "answered by Redis");
                     admitted += u32::from(r.overall_code == OK);
                 }
                 admitted

@@ -238,7 +238,7 @@ async fn leases_hold_the_limit_with_50ms_latency() {
 }
 
 /// 10 % of packets lost both ways (a retransmission outlasts the 100 ms timeout): calls are
-/// decided by Redis, from held hits, or by failure_mode, and no window passes the limit.
+/// answered by Redis, from held hits, or by failure_mode, and no window passes the limit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root and iproute2"]
 async fn leases_hold_the_limit_with_10_percent_loss() {

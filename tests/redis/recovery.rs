@@ -13,7 +13,7 @@ descriptors:
     rate_limit: { unit: hour, requests_per_unit: 100000 }
 ";
 
-/// Calls `n` times; every call must be decided by Redis (OK, not degraded).
+/// Calls `n` times; every call must be answered by Redis (OK, not degraded).
 async fn all_decided_by_redis(server: &TestServer, n: usize, when: &str) {
     let mut client = server.client().await;
     for i in 0..n {
@@ -34,7 +34,7 @@ async fn all_decided_by_redis(server: &TestServer, n: usize, when: &str) {
 /// Issue 13: each pooled connection that broke during an outage failed the next call made on
 /// it, however long after Redis returned (a `deny` rule refused the first call or two). Two
 /// outages: one too short for any call to notice (the breaker stays closed), one long
-/// enough to open the breaker. After each, every call is decided by Redis.
+/// enough to open the breaker. After each, every call is answered by Redis.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server (scripts/test installs it)"]
 async fn connections_broken_during_an_outage_refuse_no_call_after_it() {

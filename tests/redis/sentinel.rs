@@ -3,8 +3,8 @@
 //! under load, by killing the master and by `SENTINEL FAILOVER` of a master the sentinels
 //! cannot demote (as when they are cut off from it while clients are not). Judged by counts
 //! and order, never by a clock: every call returns, answered by Redis or by its rule's
-//! `failure_mode`; once sluice counts on the new master, a worker's first call decided by Redis
-//! is followed only by calls decided by Redis; and counting goes on where the replica left it.
+//! `failure_mode`; once sluice counts on the new master, a worker's first call answered by Redis
+//! is followed only by calls answered by Redis; and counting goes on where the replica left it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -68,12 +68,12 @@ struct Seen {
 }
 
 impl Seen {
-    /// Calls decided by failure_mode.
+    /// Calls answered by failure_mode.
     fn degraded(&self) -> usize {
         self.degraded.iter().filter(|d| **d).count()
     }
 
-    /// Runs of consecutive calls decided by failure_mode.
+    /// Runs of consecutive calls answered by failure_mode.
     fn degraded_runs(&self) -> usize {
         self.degraded.windows(2).filter(|w| w[1] && !w[0]).count()
             + usize::from(self.degraded.first() == Some(&true))
@@ -176,11 +176,11 @@ async fn failover_under_load(switch: Switch) {
     for (id, seen) in seen.iter().enumerate() {
         let after = &seen.degraded[counting_on_new[id]..];
         let first_by_redis = after.iter().position(|d| !d).unwrap_or_else(|| {
-            panic!("worker {id}: no call decided by Redis after the switch: {after:?}")
+            panic!("worker {id}: no call answered by Redis after the switch: {after:?}")
         });
         assert!(
             after[first_by_redis..].iter().all(|d| !d),
-            "worker {id}: a call decided by failure_mode after one decided by the new master \
+            "worker {id}: a call answered by failure_mode after one decided by the new master \
              (call {}): {after:?}",
             counting_on_new[id] + first_by_redis
         );
@@ -263,7 +263,7 @@ impl Load {
         let degraded: Vec<usize> = all.iter().map(Seen::degraded).collect();
         let runs: Vec<usize> = all.iter().map(Seen::degraded_runs).collect();
         println!(
-            "{switch:?}: {calls} calls under load; decided by failure_mode per worker {degraded:?}, \
+            "{switch:?}: {calls} calls under load; answered by failure_mode per worker {degraded:?}, \
              in runs {runs:?}"
         );
         all

@@ -403,7 +403,7 @@ impl sluice::store::Store for DownStore {
 }
 
 /// While the store is unreachable the explanation still walks the rules and says that each
-/// rule's failure_mode decides, with the store's error.
+/// rule's failure_mode answers, with the store's error.
 #[tokio::test]
 async fn explain_says_when_the_store_is_unavailable() {
     let rules = format!(

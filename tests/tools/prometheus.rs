@@ -247,7 +247,7 @@ fn every_dashboard_panel_returns_data_from_a_loaded_sluice() {
         .unwrap();
     let servers = [memory.grpc_addr, shared.grpc_addr];
     load(&runtime, &servers, 5);
-    // A Redis outage: calls to the shared server are decided by failure_mode meanwhile.
+    // A Redis outage: calls to the shared server are answered by failure_mode meanwhile.
     redis.kill();
     load(&runtime, &servers, 4);
     redis.restart();

@@ -98,11 +98,11 @@ fn wait_for_version(sluice: &Binary, version: &str) {
     });
 }
 
-/// Waits until calls are decided by Redis: sluice listens before Redis is connected, and
+/// Waits until calls are answered by Redis: sluice listens before Redis is connected, and
 /// answers by failure_mode meanwhile, marked degraded (each warm-up call has a key of its own).
 fn wait_for_redis(envoy: &Envoy) {
     let mut calls = 0;
-    poll(DEADLINE, "calls are decided by Redis", || {
+    poll(DEADLINE, "calls are answered by Redis", || {
         calls += 1;
         let key = format!("warm-up-{calls}");
         let response = http1::get(envoy.listener, "/", &[("x-key", &key)]);

@@ -1,4 +1,4 @@
-//! Deciding a call in the memory store: lock the shards of its counters in ascending order,
+//! Applying a call's charges in the memory store: lock the shards of its counters in ascending order,
 //! run the algorithms, and commit every new state only if the call is not blocked.
 
 use std::sync::atomic::Ordering;

@@ -1,7 +1,8 @@
--- sluice: decide every counter of one call and commit the admitted ones, atomically.
+-- sluice: apply every charge of one call (each counter's algorithm decides) and commit the
+-- admitted ones, atomically.
 -- Mirrors src/algorithm/*.rs exactly, in microseconds (Redis TIME's resolution).
 --
--- One run decides one call, or a batch of concurrent calls one after the other, each
+-- One run applies one call, or a batch of concurrent calls one after the other, each
 -- all-or-nothing on its own (see batch.rs).
 -- KEYS: the distinct counter keys of the calls (one slot in Redis Cluster).
 -- ARGV: one binary string per call (struct.pack '<i8...': little-endian 64-bit integers, read
@@ -401,7 +402,7 @@ local function charge(alg, st, now, n, w, b, cost, gate, k)
   return 1, remaining, reset, available, next
 end
 
--- Decide each call in turn: every charge in order (a key named twice sees its own earlier
+-- Apply each call in turn: every charge in order (a key named twice sees its own earlier
 -- charge), then commit the admitted ones only if the call is not blocked (src/store/gate.rs:
 -- an enforced charge denied, or quota-mode groups present and each with a denied charge).
 -- Later calls of a batch see earlier calls' commits, exactly as separate runs in that order

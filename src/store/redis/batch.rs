@@ -6,7 +6,7 @@
 //! call waits in a queue, and the next run to finish sends everything queued as one script run
 //! (up to `MAX_BATCH_CHARGES`) from a task of its own. So a lightly loaded store adds no delay,
 //! and a busy one pays the script's fixed costs (dispatch, `TIME`, building its functions) and
-//! a round trip once per batch instead of once per call. The script decides the calls of a
+//! a round trip once per batch instead of once per call. The script applies the calls of a
 //! batch one after the other, each all-or-nothing on its own, exactly as separate runs in that
 //! order.
 //! A failed run fails every call in it. On Redis Cluster a script run may only touch keys of
@@ -27,7 +27,7 @@ use super::eval::{Job, execute};
 use super::script::Answered;
 use crate::store::{BadReply, StoreError};
 
-/// The most charges one script run decides (Redis runs nothing else meanwhile).
+/// The most charges one script run applies (Redis runs nothing else meanwhile).
 pub const MAX_BATCH_CHARGES: usize = 256;
 
 /// One call's answer from a script run.
@@ -83,7 +83,7 @@ impl Batcher {
         })
     }
 
-    /// Decides `job`: at once on the caller's task while fewer than `max_in_flight` runs are
+    /// Applies `job`: at once on the caller's task while fewer than `max_in_flight` runs are
     /// outstanding, else queued for the next batch.
     pub async fn submit(self: &Arc<Self>, job: Job) -> Result<Vec<Answered>, StoreError> {
         let answer = {

@@ -6,7 +6,7 @@
 //! replicas can only add hits, which moves T later, never earlier. (A call of several hits is
 //! denied until all of them fit, while one hit may fit sooner: its "nothing fits" would go
 //! stale before T.) T is measured from when the call was sent
-//! (before Redis decided), so an entry never outlives Redis's own denial. A limit changed by a
+//! (before Redis answered), so an entry never outlives Redis's own denial. A limit changed by a
 //! reload is a different entry. The cache is bounded: when a shard is full, expired entries
 //! are dropped, and if it is still full the new denial is simply not cached.
 
@@ -71,7 +71,7 @@ impl OverLimitCache {
         })
     }
 
-    /// Remembers `outcome` of `charge`, decided by Redis after `sent_at`, if it is a denial
+    /// Remembers `outcome` of `charge`, answered by Redis after `sent_at`, if it is a denial
     /// of one hit (or a check) where not even one hit fits.
     pub fn remember(&self, charge: &Charge, sent_at: Nanos, outcome: &ChargeOutcome) {
         if self.shards.per_shard == 0

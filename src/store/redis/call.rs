@@ -120,7 +120,7 @@ impl Calls {
         }
     }
 
-    /// A call with a leased charge: answered from held hits, or decided by Redis asking for
+    /// A call with a leased charge: answered from held hits, or applied by Redis asking for
     /// more.
     async fn apply_leased(
         &self,
@@ -135,18 +135,18 @@ impl Calls {
         }
         let deadline = sent_at.saturating_add(self.timeout.as_nanos() as Nanos);
         let extras = self.leases.extras(charges, sent_at, deadline);
-        let decided = self.apply_exact(charges, &extras, now, sent_at).await;
-        if decided.is_err() {
+        let applied = self.apply_exact(charges, &extras, now, sent_at).await;
+        if applied.is_err() {
             self.leases.abandon(charges, &extras, sent_at);
             // A refill that failed (Redis away): the hits still held answer.
             if let Some(outcomes) = self.leases.answer(charges, self.cache_now(now), false) {
                 return Ok(outcomes);
             }
         }
-        decided
+        applied
     }
 
-    /// A call decided by Redis (or the over-limit cache); `extras`: hits each charge asks to
+    /// A call applied by Redis (or answered by the over-limit cache); `extras`: hits each charge asks to
     /// lease (empty for none).
     async fn apply_exact(
         &self,

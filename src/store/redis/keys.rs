@@ -5,7 +5,7 @@
 //! The counter key bytes are collision-free (length-prefixed fields, see `store/key.rs`) and
 //! the prefix may not contain braces, so distinct counters never share a Redis key. The hash
 //! tag is a stable 64-bit hash of the counter's family (domain and first descriptor entry),
-//! so related counters land in one Redis Cluster slot and are decided by one script call.
+//! so related counters land in one Redis Cluster slot and are applied by one script call.
 //!
 //! A calendar limit's counter key names its window (`store/key.rs`), so its Redis key does too:
 //! the script counts it as a window its key names, with the end sluice found, and never aligns

@@ -29,7 +29,7 @@ use crate::clock::Nanos;
 use crate::store::{Charge, ChargeOutcome};
 
 /// The most counters a store holds leases on (about 150 bytes each with the key); past it a
-/// new counter is decided by Redis on every call until expired leases are swept.
+/// new counter is applied by Redis on every call until expired leases are swept.
 pub const MAX_LEASED_COUNTERS: usize = 65_536;
 
 const SHARDS: usize = 16;

@@ -1,4 +1,4 @@
-//! The Redis store: one authority for many replicas. Each call is decided by one run of a Lua
+//! The Redis store: one authority for many replicas. Each call is applied by one run of a Lua
 //! script (per Redis Cluster slot group) that checks and commits all of its counters
 //! atomically on Redis's clock; concurrent calls share runs when Redis is busy (`batch.rs`).
 //!
@@ -113,7 +113,7 @@ impl RedisStore {
     }
 
     /// As [`RedisStore::new`], then connects (waiting up to the connect timeout). An
-    /// unreachable Redis is not fatal: calls are decided by each rule's `failure_mode` until
+    /// unreachable Redis is not fatal: calls are answered by each rule's `failure_mode` until
     /// it answers.
     pub async fn connect(settings: RedisSettings) -> Result<Self, StoreError> {
         let store = Self::new(settings)?;

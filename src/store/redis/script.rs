@@ -1,4 +1,5 @@
-//! The one Lua script that decides and commits a call's counters, and its argument encoding.
+//! The one Lua script that applies a call's charges (each counter's algorithm, then the commit),
+//! and its argument encoding.
 //!
 //! Why a script and not MULTI/EXEC or WATCH: a decision reads every counter, runs the
 //! algorithm and writes back only if the whole call is admitted. MULTI cannot branch on what

@@ -32,7 +32,7 @@ const BASE: &[(&str, &str)] = &[
 ];
 
 /// A rule file of its own that the harness adds when Redis is used, to tell when calls are
-/// decided by Redis (sluice listens before Redis is connected and answers by failure_mode
+/// answered by Redis (sluice listens before Redis is connected and answers by failure_mode
 /// meanwhile, marked degraded).
 const WARM_UP: (&str, &str) = (
     "replay_warm_up.yaml",
@@ -121,7 +121,7 @@ impl Replay {
         let mut in_a_row = 0;
         common::eventually(
             Duration::from_secs(30),
-            "calls decided by Redis",
+            "calls answered by Redis",
             async || {
                 let response = common::call(&mut client, warm.clone()).await;
                 match common::header(&response, "x-ratelimit-mode") {

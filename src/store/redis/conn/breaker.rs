@@ -2,7 +2,7 @@
 //! probe closes it again as soon as Redis answers.
 //!
 //! Closed: calls go to Redis; `FAILURES_TO_OPEN` consecutive failures open the breaker.
-//! Open: calls fail at once (each rule's `failure_mode` decides) and the store's probe task
+//! Open: calls fail at once (each rule's `failure_mode` answers them) and the store's probe task
 //! pings every pooled connection every probe interval (`probe.rs`; replacing those that broke); the
 //! first round in which all of them answer closes the breaker (only the probe closes it), so
 //! decisions resume within a probe interval (plus a reconnect) of Redis coming back, without

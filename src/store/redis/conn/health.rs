@@ -33,13 +33,13 @@ impl PoolHealth {
     }
 
     /// Connects every pooled connection, waiting up to the connect timeout. An unreachable
-    /// Redis is only logged: each rule's `failure_mode` decides until it answers.
+    /// Redis is only logged: each rule's `failure_mode` answers calls until it does.
     pub async fn connect(&self) {
         match within(self.pool.connect_timeout(), self.pool.connect_all()).await {
             Ok(()) => tracing::info!(redis = %self.described, "connected to redis"),
             Err(e) => tracing::warn!(
                 redis = %self.described, error = %e,
-                "redis is unreachable; each rule's failure_mode decides until it answers"
+                "redis is unreachable; each rule's failure_mode answers calls until it does"
             ),
         }
     }
@@ -77,7 +77,7 @@ impl PoolHealth {
                     redis = %self.described,
                     error = %error.map(ToString::to_string).unwrap_or_default(),
                     "redis circuit opened after {} consecutive failures: each rule's failure_mode \
-                     decides until redis answers",
+                     answers calls until redis does",
                     FAILURES_TO_OPEN
                 );
                 // Those connections may be stalled (a partition: commands stuck in TCP

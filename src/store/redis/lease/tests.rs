@@ -14,7 +14,7 @@ use crate::store::{CounterKey, Gate};
 
 const WINDOW: Nanos = 1_000 * MILLI;
 
-/// One counter's authority, as the script decides a charge with a lease.
+/// One counter's authority, as the script applies a charge with a lease.
 #[derive(Default)]
 struct Authority {
     state: Option<State>,
