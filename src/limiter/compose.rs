@@ -9,22 +9,24 @@ use smallvec::SmallVec;
 use super::LimiterOptions;
 use super::decision::{Code, Decision, DescriptorStatus, ReportedLimit};
 use super::plan::{Plan, Resolved, RuleRef, is_quota_mode, quota_mode_group};
+use super::record::Figures;
 use super::request::Request;
 use super::response_options::{HeaderStyle, ResetPrecision};
 use super::{HeaderText, compat_headers, headers, metadata};
 use crate::algorithm::Verdict;
-use crate::metrics::{HitOutcome, Metrics, RuleCounters};
+use crate::metrics::HitOutcome;
 use crate::rules::{LimitKind, LimitRule};
 use crate::store::{ChargeOutcome, Gate, gate};
 
-/// The answer to `request`, planned as `plan`, given the store's `outcomes` (one per charge),
-/// recording each descriptor's hits against its rule's statistics.
+/// The answer to `request`, planned as `plan`, given the store's `outcomes` (one per charge);
+/// notes in `figures` what the call's figures need (each counted descriptor's hits, a call let
+/// through by global shadow mode), which `record.rs` records.
 pub(super) fn compose(
     request: &Request,
     plan: &Plan<'_>,
     outcomes: &[ChargeOutcome],
     options: &LimiterOptions,
-    metrics: &Metrics,
+    figures: &mut Figures,
 ) -> Decision {
     let slots = plan.slots();
     let global_quota_mode = options.global_quota_mode;
@@ -38,8 +40,8 @@ pub(super) fn compose(
             Resolved::Free => {
                 statuses.push(DescriptorStatus::unlimited_by_absence());
                 chosen.push(None);
-                // envoyproxy/ratelimit's global quota mode counts it as a quota-mode descriptor that
-                // fits.
+                // envoyproxy/ratelimit's global quota mode counts it as a quota-mode descriptor
+                // that fits.
                 if global_quota_mode {
                     gates.push((quota_mode_group(at), true));
                 }
@@ -53,7 +55,6 @@ pub(super) fn compose(
                 quota_mode,
                 limits,
                 cost,
-                stats,
                 ..
             } => {
                 let (rule, outcome) = binding_limit(limits, outcomes);
@@ -64,7 +65,8 @@ pub(super) fn compose(
                     cost: *cost,
                 };
                 gates.push(counted.gating(quota_mode.then(|| quota_mode_group(at))));
-                statuses.push(counted.status(options.response.reset_precision, stats, metrics));
+                statuses.push(counted.status(options.response.reset_precision));
+                figures.hits.push(counted.hits());
                 chosen.push(Some((rule, outcome.verdict)));
             }
         }
@@ -74,7 +76,7 @@ pub(super) fn compose(
     let code = match (over, options.global_shadow_mode) {
         (true, false) => Code::OverLimit,
         (true, true) => {
-            metrics.record_global_shadow();
+            figures.global_shadowed = true;
             Code::Ok
         }
         (false, _) => Code::Ok,
@@ -109,8 +111,8 @@ struct CountedDescriptor<'a> {
 
 impl CountedDescriptor<'_> {
     /// How the descriptor gates the call and whether it fits (the binding limit is a denied
-    /// one if any is); in quota mode (`quota_mode`: its group) a shadow rule is a quota-mode descriptor
-    /// that always fits.
+    /// one if any is); in quota mode (`quota_mode`: its group) a shadow rule is a quota-mode
+    /// descriptor that always fits.
     fn gating(&self, quota_mode: Option<Gate>) -> (Gate, bool) {
         let fits = self.outcome.verdict.admitted;
         match quota_mode {
@@ -119,27 +121,26 @@ impl CountedDescriptor<'_> {
         }
     }
 
-    /// The descriptor's status, its reset rounded to `precision`; records its hits in `stats`.
-    fn status(
-        &self,
-        precision: ResetPrecision,
-        stats: &RuleCounters,
-        metrics: &Metrics,
-    ) -> DescriptorStatus {
-        let (rule, outcome, gate) = (self.rule, self.outcome, self.gate);
-        let verdict = outcome.verdict;
-        let capacity = match rule.kind {
+    /// How the descriptor's hits fell against its binding limit, for its rule's statistics.
+    fn hits(&self) -> HitOutcome {
+        let verdict = self.outcome.verdict;
+        let capacity = match self.rule.kind {
             LimitKind::Counted(limit) => limit.capacity(),
             LimitKind::Unlimited => 0,
         };
-        let hits = HitOutcome {
+        HitOutcome {
             hits: self.cost,
             capacity,
-            available: outcome.available,
+            available: self.outcome.available,
             admitted: verdict.admitted,
-            shadowed: !verdict.admitted && gate == Gate::Advisory,
-        };
-        metrics.record_hits(stats, &hits);
+            shadowed: !verdict.admitted && self.gate == Gate::Advisory,
+        }
+    }
+
+    /// The descriptor's status, its reset rounded to `precision`.
+    fn status(&self, precision: ResetPrecision) -> DescriptorStatus {
+        let (rule, outcome, gate) = (self.rule, self.outcome, self.gate);
+        let verdict = outcome.verdict;
         let code = if verdict.admitted || gate == Gate::Advisory {
             Code::Ok
         } else {

@@ -16,6 +16,7 @@ mod metadata;
 mod plan;
 #[cfg(test)]
 mod quota_mode_tests;
+mod record;
 mod request;
 mod response_options;
 #[cfg(test)]
@@ -147,22 +148,42 @@ impl Limiter {
         self.rules.load_full()
     }
 
-    /// Checks one call.
+    /// Checks one call. Its figures are recorded once it is answered or refused (`record.rs`).
     pub async fn check(&self, request: &Request) -> Result<Decision, LimitError> {
         let started = Instant::now();
         if let Err(invalid) = request.validate() {
-            self.metrics.record_call_error(metrics::SERVICE_ERROR);
+            self.record_refused();
             return Err(invalid.into());
         }
         let rules = self.rules.load_full();
         if rules.awaiting {
-            self.metrics.record_call_error(metrics::SERVICE_ERROR);
+            self.record_refused();
             return Err(LimitError::NoRules);
         }
         // Read before planning: a calendar limit's window is placed at this instant too.
         let now = self.clock.now();
-        let plan = plan::Plan::build(&rules, request, &self.options, &self.metrics, now);
-        let mut store = StoreUse::Skipped;
+        let plan = plan::Plan::build(&rules, request, &self.options, now);
+        let mut call = record::Call::default();
+        let result = self.answer(request, &plan, now, &mut call).await;
+        self.record(request, &plan, &call, &result, started);
+        result
+    }
+
+    /// Records a call the transport could not map into a [`Request`] (a malformed message), as
+    /// [`Limiter::check`] records one it finds invalid: envoyproxy/ratelimit's service error.
+    pub fn record_malformed(&self) {
+        self.record_refused();
+    }
+
+    /// The answer to a planned call: one store call (or none), the rules' `failure_mode` if
+    /// the store fails, then the composed decision; notes in `call` what its figures need.
+    async fn answer(
+        &self,
+        request: &Request,
+        plan: &plan::Plan<'_>,
+        now: crate::clock::Nanos,
+        call: &mut record::Call,
+    ) -> Result<Decision, LimitError> {
         let outcomes: SmallVec<[ChargeOutcome; 2]> = if plan.charges().is_empty() {
             SmallVec::new()
         } else {
@@ -181,30 +202,26 @@ impl Limiter {
                     .map(SmallVec::from_vec),
             };
             let elapsed = store_started.elapsed();
-            self.store_series
-                .record(elapsed.as_secs_f64(), applied.is_err());
             match applied {
                 Ok(outcomes) => {
-                    store = StoreUse::Answered(elapsed);
+                    call.store = StoreUse::Answered(elapsed);
                     outcomes
                 }
                 Err(e) => {
-                    store = StoreUse::Failed(elapsed);
-                    SmallVec::from_vec(self.degrade(&plan, request, now, e)?)
+                    call.store = StoreUse::Failed(elapsed);
+                    SmallVec::from_vec(self.degrade(plan, now, e, call)?)
                 }
             }
         };
         let mut decision =
-            compose::compose(request, &plan, &outcomes, &self.options, &self.metrics);
-        decision.store = store;
-        if let StoreUse::Failed(_) = store {
+            compose::compose(request, plan, &outcomes, &self.options, &mut call.figures);
+        decision.store = call.store;
+        if let StoreUse::Failed(_) = call.store {
             let (name, value) = degraded::HEADER;
             decision
                 .headers
                 .push((name.into(), HeaderText::Static(value)));
         }
-        self.metrics
-            .record_decision(started.elapsed().as_secs_f64());
         Ok(decision)
     }
 
@@ -212,9 +229,9 @@ impl Limiter {
     fn degrade(
         &self,
         plan: &plan::Plan<'_>,
-        request: &Request,
         now: crate::clock::Nanos,
         error: StoreError,
+        call: &mut record::Call,
     ) -> Result<Vec<ChargeOutcome>, LimitError> {
         let modes = plan.failure_modes();
         let outcomes = degraded::outcomes(
@@ -225,26 +242,7 @@ impl Limiter {
             now,
         );
         self.degraded_log.record(&error);
-        let mut counted: Vec<usize> = Vec::new();
-        for &(descriptor, mode) in &modes {
-            if counted.contains(&descriptor) {
-                continue;
-            }
-            counted.push(descriptor);
-            let key1 = request.descriptors[descriptor]
-                .entries
-                .first()
-                .map_or("", |(k, _)| k.as_str());
-            let mode = match (&outcomes, mode) {
-                (None, _) => "unavailable",
-                (Some(_), None) => "override",
-                (Some(_), Some(m)) => m.name(),
-            };
-            self.metrics.record_degraded(&request.domain, key1, mode);
-        }
-        outcomes.ok_or_else(|| {
-            self.metrics.record_call_error(metrics::STORE_ERROR);
-            LimitError::Store(error)
-        })
+        call.degraded = Some((modes, outcomes.is_some()));
+        outcomes.ok_or(LimitError::Store(error))
     }
 }

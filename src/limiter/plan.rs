@@ -10,9 +10,8 @@ use smallvec::{SmallVec, smallvec};
 use super::LimiterOptions;
 use super::request::{Descriptor, LimitOverride, Request};
 use super::shards;
-use crate::algorithm::Limit;
-use crate::clock::{Nanos, SECOND};
-use crate::metrics::{Metrics, RuleSeries};
+use crate::clock::Nanos;
+use crate::metrics::SeriesSlot;
 use crate::rules::{
     Domain, FailureMode, LimitKind, LimitRule, Match, Node, RuleSet, override_stats_key,
 };
@@ -41,8 +40,12 @@ pub(super) enum Resolved<'r> {
         limits: SlotLimits<'r>,
         /// Hits charged.
         cost: u64,
-        /// The rule's statistics series.
-        stats: RuleSeries<'r>,
+        /// The rule's statistics key (`domain.key1.key2...`; `Borrowed`: the node's compiled
+        /// full key, fixed by the rules).
+        stats_key: Cow<'r, str>,
+        /// The node's resolved series for a stats key the rules fix (`None` for an override or
+        /// a key with runtime values); the figures are looked up when the call is recorded.
+        series: Option<&'r SeriesSlot>,
         /// What the rule does when the store is unreachable (`None`: a request-side override,
         /// which has no rule to say).
         failure: Option<FailureMode>,
@@ -81,6 +84,8 @@ type PerCall<T> = SmallVec<[T; 2]>;
 pub(super) struct Plan<'r> {
     slots: PerCall<Resolved<'r>>,
     charges: PerCall<Charge>,
+    /// The call's domain is not loaded (every descriptor resolved to nothing).
+    unknown_domain: bool,
 }
 
 impl<'r> Plan<'r> {
@@ -89,7 +94,6 @@ impl<'r> Plan<'r> {
         rules: &'r RuleSet,
         request: &Request,
         options: &LimiterOptions,
-        metrics: &Metrics,
         now: Nanos,
     ) -> Self {
         let request_cost = if request.hits_addend == 0 {
@@ -97,12 +101,12 @@ impl<'r> Plan<'r> {
         } else {
             u64::from(request.hits_addend)
         };
-        let matched = match_all(rules.domain(&request.domain), request, metrics);
+        let domain = rules.domain(&request.domain);
+        let matched = match_all(domain, request);
         let mut planner = Planner {
             domain: &request.domain,
             replaced: replaced(&matched),
             options,
-            metrics,
             now,
             charges: PerCall::new(),
         };
@@ -130,7 +134,16 @@ impl<'r> Plan<'r> {
                 }
             }
         }
-        Self { slots, charges }
+        Self {
+            slots,
+            charges,
+            unknown_domain: domain.is_none(),
+        }
+    }
+
+    /// Whether the call's domain is not loaded.
+    pub(super) fn unknown_domain(&self) -> bool {
+        self.unknown_domain
     }
 
     /// What each descriptor resolved to, in request order.
@@ -192,17 +205,12 @@ enum Matched<'r> {
 }
 
 /// What each descriptor matched in `domain` (overrides bypass matching and `replaces`).
-fn match_all<'r>(
-    domain: Option<&'r Domain>,
-    request: &Request,
-    metrics: &Metrics,
-) -> PerCall<Matched<'r>> {
+fn match_all<'r>(domain: Option<&'r Domain>, request: &Request) -> PerCall<Matched<'r>> {
     request
         .descriptors
         .iter()
         .map(|d| {
             let Some(domain) = domain else {
-                metrics.record_domain_not_found();
                 return Matched::Nothing;
             };
             let entries: SmallVec<[(&str, &str); 4]> = d
@@ -240,7 +248,6 @@ struct Planner<'a, 'r> {
     domain: &'a str,
     replaced: PerCall<&'r str>,
     options: &'a LimiterOptions,
-    metrics: &'a Metrics,
     now: Nanos,
     charges: PerCall<Charge>,
 }
@@ -269,7 +276,7 @@ impl<'r> Planner<'_, 'r> {
                     shards: None,
                     failure: None,
                 };
-                let rule = override_rule(o, self.options);
+                let rule = o.rule(self.options.default_algorithm);
                 let rule = RuleRef::Override(Box::new(rule));
                 (smallvec![rule], counted, Cow::Owned(stats_key), None)
             }
@@ -302,11 +309,7 @@ impl<'r> Planner<'_, 'r> {
                 (kept, counted, stats_key, Some(&node.series))
             }
         };
-        let (metrics, domain) = (self.metrics, self.domain);
-        let stats = || match (stats_key, slot) {
-            (Cow::Borrowed(key), Some(slot)) => metrics.rule_in(slot, domain, key),
-            (key, _) => RuleSeries::Looked(metrics.rule(domain, &key)),
-        };
+        let stats = (stats_key, slot);
         counted.plan(rules, stats, self.options, self.now, &mut self.charges)
     }
 }
@@ -346,7 +349,7 @@ impl<'r> ChargeParams<'r> {
     fn plan(
         self,
         rules: PerCall<RuleRef<'r>>,
-        stats: impl FnOnce() -> RuleSeries<'r>,
+        (stats_key, series): (Cow<'r, str>, Option<&'r SeriesSlot>),
         options: &LimiterOptions,
         now: Nanos,
         charges: &mut PerCall<Charge>,
@@ -387,39 +390,10 @@ impl<'r> ChargeParams<'r> {
             metadata: self.metadata,
             limits,
             cost: self.cost,
-            stats: stats(),
+            stats_key,
+            series,
             failure: self.failure,
         }
-    }
-}
-
-/// A limit sent by the client: counted with the default algorithm, sharing the counter of a
-/// configured rule with the same window (as envoyproxy/ratelimit's overrides share cache keys).
-fn override_rule(o: LimitOverride, options: &LimiterOptions) -> LimitRule {
-    let window = o.unit.seconds() * SECOND;
-    let requests = u64::from(o.requests_per_unit);
-    LimitRule {
-        kind: LimitKind::Counted(Limit {
-            algorithm: options.default_algorithm,
-            requests,
-            window,
-            burst: requests,
-            origin: 0,
-        }),
-        requests_per_unit: o.requests_per_unit,
-        unit: Some(o.unit),
-        name: None,
-        replaces: Vec::new(),
-        index: 0,
-        policy: format!(
-            "\"override\";q={};w={}",
-            o.requests_per_unit,
-            o.unit.seconds()
-        )
-        .into(),
-        // A client's own limit is counted by the store on every call.
-        lease: 0,
-        calendar: None,
     }
 }
 

@@ -1,6 +1,8 @@
 //! The domain form of a rate-limit call, and the input limits every call must respect.
 
-use crate::rules::Unit;
+use crate::algorithm::{Algorithm, Limit};
+use crate::clock::SECOND;
+use crate::rules::{LimitKind, LimitRule, Unit};
 
 /// Most descriptors accepted in one call.
 pub(crate) const MAX_DESCRIPTORS: usize = 64;
@@ -38,6 +40,39 @@ pub struct LimitOverride {
     pub requests_per_unit: u32,
     /// The unit (never unknown: unknown units are rejected as invalid input).
     pub unit: Unit,
+}
+
+impl LimitOverride {
+    /// The limit as a rule: counted with `algorithm` (the default one), sharing the counter of
+    /// a configured rule with the same window (as envoyproxy/ratelimit's overrides share cache
+    /// keys).
+    pub(super) fn rule(self, algorithm: Algorithm) -> LimitRule {
+        let window = self.unit.seconds() * SECOND;
+        let requests = u64::from(self.requests_per_unit);
+        LimitRule {
+            kind: LimitKind::Counted(Limit {
+                algorithm,
+                requests,
+                window,
+                burst: requests,
+                origin: 0,
+            }),
+            requests_per_unit: self.requests_per_unit,
+            unit: Some(self.unit),
+            name: None,
+            replaces: Vec::new(),
+            index: 0,
+            policy: format!(
+                "\"override\";q={};w={}",
+                self.requests_per_unit,
+                self.unit.seconds()
+            )
+            .into(),
+            // A client's own limit is counted by the store on every call.
+            lease: 0,
+            calendar: None,
+        }
+    }
 }
 
 /// Why a call was refused as malformed (gRPC `INVALID_ARGUMENT`).

@@ -102,8 +102,8 @@ impl Metrics {
         self.decisions.degraded.get([domain, rule, mode]).inc();
     }
 
-    /// Records a descriptor in a domain that is not loaded.
-    pub fn record_domain_not_found(&self) {
-        self.decisions.domain_not_found.inc();
+    /// Records `descriptors` descriptors of a call in a domain that is not loaded.
+    pub fn record_domain_not_found(&self, descriptors: u64) {
+        self.decisions.domain_not_found.inc_by(descriptors);
     }
 }

@@ -13,7 +13,6 @@ use tonic::{Request, Response, Status};
 use crate::clock::{MILLI, Nanos};
 use crate::insight::Insight;
 use crate::limiter::{self, Code, Decision, InvalidRequest, LimitError, Limiter};
-use crate::metrics;
 use crate::proto::envoy::config::core::v3::HeaderValue;
 use crate::proto::envoy::r#type::v3::RateLimitUnit;
 use crate::proto::rate_limit_response::{self, DescriptorStatus, rate_limit};
@@ -54,9 +53,7 @@ impl RlsService {
         let request = match to_domain(request) {
             Ok(request) => request,
             Err(e) => {
-                self.limiter
-                    .metrics()
-                    .record_call_error(metrics::SERVICE_ERROR);
+                self.limiter.record_malformed();
                 self.insight.observe_invalid();
                 let message = e.to_string();
                 if let Some(span) = &mut span {
@@ -99,11 +96,14 @@ impl RateLimitService for RlsService {
             .tracer
             .as_ref()
             .and_then(|tracer| tracer.start(request.metadata()));
-        let answer = self.check(request.into_inner(), span).await;
+        let decision = self.check(request.into_inner(), span).await;
+        // The gRPC method's own figures (envoyproxy/ratelimit's `total_requests` and
+        // `response_time` by `grpc_method`): the transport's, around mapping and checking, so
+        // recorded here; every other figure of the call is the limiter's (`limiter/record.rs`).
         self.limiter
             .metrics()
             .record_call(started.elapsed().as_secs_f64());
-        answer.map(Response::new)
+        decision.map(Response::new)
     }
 }
 
