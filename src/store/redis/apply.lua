@@ -11,25 +11,25 @@
 -- so clock skew between replicas cannot over-admit; with a caller's clock, used by tests, keys
 -- expire an hour of Redis time after their state goes idle, at the earliest); the number of
 -- charges; then 7 fields per charge: key index (into KEYS), algorithm (0 fixed_window,
--- 1 sliding_window, 2 sliding_log, 3 token_bucket, 4 a fixed window its key names: upstream's
--- key layout, or a calendar limit's local day, week, month or year),
+-- 1 sliding_window, 2 sliding_log, 3 token_bucket, 4 a fixed window its key names:
+-- envoyproxy/ratelimit's key layout, or a calendar limit's local day, week, month or year),
 -- requests, window (us), burst, cost (0 = check), gate + 65536 * extra (gate: 0 enforced,
 -- 1 advisory, 2 + g a charge of quota-mode group g: one group per quota-mode descriptor, over
--- when any of its charges is denied; extra: hits a replica asks to lease beyond the cost, granted
+-- when any of its charges is denied; extra: hits a replica asks to lease beyond the cost, leased
 -- up to what still fits if the charge is admitted and its call committed, see lease.rs).
 -- For 4 the key names the window (compat_keys.rs, keys.rs), so window is the key's expiry in
 -- seconds and burst the microseconds left in the window, both from sluice's clock: Redis's
 -- clock never places such a window.
 -- Reply: one binary string, 4 little-endian 64-bit integers per charge, calls in order:
---        admitted (1 + 2 * the extra hits granted, or 0), remaining (after the cost and the
---        grant), reset_after (us), available (the hits that would have fit; meaningful for
+--        admitted (1 + 2 * the extra hits leased, or 0), remaining (after the cost and the
+--        lease), reset_after (us), available (the hits that would have fit; meaningful for
 --        denied charges).
 --
 -- State per key: fixed_window hash {s = window start, n = count}; sliding_window hash
 -- {s = window start, p = previous, c = current}; token_bucket string "hi:lo" (theoretical
 -- arrival time hi + lo/requests us); sliding_log sorted set, score = admission time, member
 -- "cum:hits" (cum = hits logged up to and including the entry, so a total is two lookups);
--- upstream's fixed window a plain integer (INCRBY), as envoyproxy/ratelimit keeps it.
+-- envoyproxy/ratelimit's fixed window a plain integer (INCRBY), as it keeps it.
 
 -- Constants are written as powers (2^24 the limb base of the exact wide arithmetic below, 2^53
 -- the bound below which doubles hold every integer exactly, 2^52 us the latest arrival time a
@@ -139,9 +139,9 @@ local function fixed(st, now, n, w, b, cost)
   return true, n - count, reset, next
 end
 
--- A window its key names (upstream's layout, a calendar window): the key is this window's
--- counter; `left` is the time left in it (us).
-local function upstream_fixed(st, now, n, ttl, left, cost)
+-- A window its key names (envoyproxy/ratelimit's layout, a calendar window): the key is this
+-- window's counter; `left` is the time left in it (us).
+local function compat_fixed(st, now, n, ttl, left, cost)
   local count = 0
   if st then count = st.n end
   if count + max(cost, 1) > n then return false, 0, left end
@@ -377,12 +377,12 @@ local function commit(k, alg, w, now, st)
 end
 
 -- One charge against state st (nil when absent): admitted (false or 1 + 2 * the extra hits
--- granted), remaining, reset_after and available as the reply gives them, the state to commit
--- (nil for none), and the remaining and reset_after the charge had without its grant.
+-- leased), remaining, reset_after and available as the reply gives them, the state to commit
+-- (nil for none), and the remaining and reset_after the charge had without its lease.
 local function charge(alg, st, now, n, w, b, cost, gate, k)
   local decide
   if alg == 0 then decide = fixed elseif alg == 1 then decide = sliding
-  elseif alg == 2 then decide = sliding_log elseif alg == 4 then decide = upstream_fixed
+  elseif alg == 2 then decide = sliding_log elseif alg == 4 then decide = compat_fixed
   else decide = bucket end
   local ok, remaining, reset, next = decide(st, now, n, w, b, cost, k)
   if not ok then
@@ -392,11 +392,11 @@ local function charge(alg, st, now, n, w, b, cost, gate, k)
   end
   local available = remaining + cost
   if next and gate >= 65536 and remaining > 0 then
-    -- A lease: `remaining` more hits fit now, so cost + granted is admitted as one charge.
-    local granted = math.min(floor(gate / 65536), remaining)
-    local ok2, remaining2, reset2, next2 = decide(st, now, n, w, b, cost + granted, k)
+    -- A lease: `remaining` more hits fit now, so cost + leased is admitted as one charge.
+    local leased = math.min(floor(gate / 65536), remaining)
+    local ok2, remaining2, reset2, next2 = decide(st, now, n, w, b, cost + leased, k)
     if ok2 and next2 then
-      return 1 + 2 * granted, remaining2, reset2, available, next2, remaining, reset
+      return 1 + 2 * leased, remaining2, reset2, available, next2, remaining, reset
     end
   end
   return 1, remaining, reset, available, next
@@ -439,7 +439,7 @@ for call = 1, #ARGV do
   end
   if count == 1 then
     -- One charge (the common call): it is committed exactly when admitted, whatever its gate,
-    -- so it needs no view; a blocked call has no grant to withdraw.
+    -- so it needs no view; a blocked call has no lease to withdraw.
     local st = latest[k]
     if st == nil then st = load(k, alg, now, w) end
     local admitted, remaining, reset, available, next = charge(alg, st or nil, now, n, w, b,
@@ -451,9 +451,9 @@ for call = 1, #ARGV do
     if not pending then pending, commit_alg, commit_w, touched = {}, {}, {}, {} end
     local nt = 0
     local blocked, quota_over = false, nil -- quota_over[g]: group g has a denied charge
-    -- Granted charges (reply slot, remaining and reset_after without the grant), to withdraw
+    -- Leasing charges (reply slot, remaining and reset_after without the lease), to withdraw
     -- if the call is blocked.
-    local grants, ng = nil, 0
+    local leases, ng = nil, 0
     -- The later charges are unpacked over the first's fields: the next call unpacks afresh.
     last = nil
     for j = 1, count do
@@ -469,8 +469,8 @@ for call = 1, #ARGV do
         pending[k] or nil, now, n, w, b, cost, gate, k)
       gate = gate % 65536
       if remaining0 then
-        grants = grants or {}
-        grants[ng + 1], grants[ng + 2], grants[ng + 3], grants[ng + 4] = replies + 1, remaining0,
+        leases = leases or {}
+        leases[ng + 1], leases[ng + 2], leases[ng + 3], leases[ng + 4] = replies + 1, remaining0,
           reset0, available
         ng = ng + 4
       end
@@ -491,10 +491,10 @@ for call = 1, #ARGV do
         if not over then blocked = false end
       end
     end
-    if blocked and grants then
-      -- Nothing of a blocked call is committed: its grants are withdrawn.
+    if blocked and leases then
+      -- Nothing of a blocked call is committed: its leases are withdrawn.
       for i = 1, ng, 4 do
-        reply[grants[i]] = pack('<i8i8i8i8', 1, grants[i + 1], grants[i + 2], grants[i + 3])
+        reply[leases[i]] = pack('<i8i8i8i8', 1, leases[i + 1], leases[i + 2], leases[i + 3])
       end
     end
     for i = 1, nt do
@@ -527,7 +527,7 @@ for k, d in pairs(dirty) do
       redis.call('PEXPIRE', key, ms(st.s + 2 * w - d.start))
     end
   elseif d.alg == 4 then
-    -- As upstream: INCRBY by the hits, then EXPIRE (w = window + jitter, or a calendar window's
+    -- As envoyproxy/ratelimit: INCRBY by the hits, then EXPIRE (w = window + jitter, or a calendar window's
     -- time left + slack, in seconds) on every hit.
     local before = 0
     if old then before = old.n end

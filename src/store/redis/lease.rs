@@ -48,7 +48,7 @@ struct Held {
     end: Nanos,
     /// When the counter is back to its full allowance if no more calls arrive, as Redis said.
     reset_at: Nanos,
-    /// What Redis had left after the last grant.
+    /// What Redis had left after the last lease.
     remaining: u64,
     /// A call asked for a refill and has not settled until then (one refill at a time, so a
     /// replica holds at most N − 1 hits; a call dropped mid-flight frees it at its timeout).
@@ -193,7 +193,7 @@ impl Leases {
             .enumerate()
             .map(|(i, charge)| {
                 let key = charge.key.as_bytes();
-                // A counter named twice in a call: a grant to the first could deny the second.
+                // A counter named twice in a call: hits leased for the first could deny the second.
                 let repeated = charges
                     .iter()
                     .enumerate()
@@ -235,7 +235,7 @@ impl Leases {
         extra
     }
 
-    /// Takes in Redis's answers to a call sent at `sent_at` with `extras`: grants join their
+    /// Takes in Redis's answers to a call sent at `sent_at` with `extras`: leased hits join their
     /// leases, refills end, and each outcome reports the hits held besides Redis's remaining.
     pub fn settle(
         &self,
@@ -259,8 +259,8 @@ impl Leases {
                 };
                 held.end_refill(sent_at);
                 let mut outcome = a.outcome;
-                if a.granted > 0 && outcome.verdict.admitted {
-                    add_grant(held, &charge.limit, &outcome.verdict, a.granted, sent_at);
+                if a.leased > 0 && outcome.verdict.admitted {
+                    add_leased(held, &charge.limit, &outcome.verdict, a.leased, sent_at);
                     outcome.verdict.remaining =
                         outcome.verdict.remaining.saturating_add(held.live(sent_at));
                 }
@@ -323,19 +323,19 @@ impl Leases {
     }
 }
 
-/// Adds `granted` hits, leased at `sent_at` with Redis's `verdict`, to `held`.
-fn add_grant(held: &mut Held, limit: &Limit, verdict: &Verdict, granted: u64, sent_at: Nanos) {
+/// Adds `leased` hits, leased at `sent_at` with Redis's `verdict`, to `held`.
+fn add_leased(held: &mut Held, limit: &Limit, verdict: &Verdict, leased: u64, sent_at: Nanos) {
     let end = window_end(limit, verdict.reset_after);
     // 0.1 % short of the window's end: no replica clock drifts that far from Redis's.
     let until = sent_at + end - end / 1000;
     if sent_at >= held.until || until >= held.until + limit.window / 2 {
         // Nothing held, or held from the window before: those hits are that window's.
-        held.tokens = granted;
+        held.tokens = leased;
         held.until = until;
         held.end = sent_at + end;
     } else {
         // The same window, as seen by two calls: the earlier end is the safe one.
-        held.tokens += granted;
+        held.tokens += leased;
         held.until = held.until.min(until);
         held.end = held.end.min(sent_at + end);
     }

@@ -101,7 +101,7 @@ pub fn window_us(limit: &Limit) -> u64 {
 /// stay below it: quota-mode groups are bytes).
 const EXTRA_SHIFT: u64 = 1 << 16;
 
-/// `fields` asking the script to lease `extra` hits beyond the cost (granted up to what still
+/// `fields` asking the script to lease `extra` hits beyond the cost (leased up to what still
 /// fits when the charge is admitted and its call committed).
 pub fn with_extra(mut fields: ChargeFields, extra: u64) -> ChargeFields {
     fields[6] += EXTRA_SHIFT * extra;
@@ -132,10 +132,10 @@ pub fn reply_bytes(reply: &Value) -> Result<&[u8], BadReply> {
 /// One charge's answer from the script: its outcome, and the extra hits it leased.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Answered {
-    /// The outcome (`remaining` is what Redis has left after the cost and the grant).
+    /// The outcome (`remaining` is what Redis has left after the cost and the lease).
     pub outcome: ChargeOutcome,
-    /// Extra hits granted to this replica's lease (0 without a lease).
-    pub granted: u64,
+    /// Extra hits this replica leased (0 without a lease).
+    pub leased: u64,
 }
 
 /// Reads one call's part of a script reply: [`REPLY_BYTES`] per charge of `costs`.
@@ -154,10 +154,10 @@ pub fn outcomes(bytes: &[u8], costs: &[u64]) -> Result<Vec<Answered>, BadReply> 
         .iter()
         .zip(bytes.chunks_exact(REPLY_BYTES))
         .map(|(cost, f)| {
-            // 1 + 2 * granted when admitted, 0 when denied.
+            // 1 + 2 * leased when admitted, 0 when denied.
             let admitted_field = int(&f[..8])?;
             let admitted = admitted_field % 2 == 1;
-            let granted = admitted_field / 2;
+            let leased = admitted_field / 2;
             let remaining = int(&f[8..16])?;
             let verdict = Verdict {
                 admitted,
@@ -165,15 +165,15 @@ pub fn outcomes(bytes: &[u8], costs: &[u64]) -> Result<Vec<Answered>, BadReply> 
                 reset_after: int(&f[16..24])?.saturating_mul(MICRO),
             };
             // As the memory store reports it (`ChargeOutcome::judged`): remaining + cost when
-            // admitted (the grant too: it fitted before the call).
+            // admitted (the leased hits too: they fitted before the call).
             let available = if admitted {
-                remaining.saturating_add(granted).saturating_add(*cost)
+                remaining.saturating_add(leased).saturating_add(*cost)
             } else {
                 int(&f[24..32])?
             };
             Ok(Answered {
                 outcome: ChargeOutcome { verdict, available },
-                granted,
+                leased,
             })
         })
         .collect()

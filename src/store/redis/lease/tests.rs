@@ -32,21 +32,21 @@ impl Authority {
         } else {
             algorithm::available(limit, self.state.as_ref(), now)
         };
-        let mut granted = 0;
+        let mut leased = 0;
         if verdict.admitted && next.is_some() && extra > 0 && verdict.remaining > 0 {
             let g = extra.min(verdict.remaining);
             let (v2, n2) = algorithm::decide(limit, self.state.as_ref(), now, charge.cost + g);
             if v2.admitted && n2.is_some() {
-                (verdict, next, granted) = (v2, n2, g);
+                (verdict, next, leased) = (v2, n2, g);
             }
         }
         if verdict.admitted && next.is_some() {
             self.state = next;
-            *self.charged.entry(now / WINDOW).or_default() += charge.cost + granted;
+            *self.charged.entry(now / WINDOW).or_default() += charge.cost + leased;
         }
         Answered {
             outcome: ChargeOutcome { verdict, available },
-            granted,
+            leased,
         }
     }
 }
@@ -242,7 +242,7 @@ fn held_hits_answer_until_used_up() {
     let extra = leases.extras(one, now, now + WINDOW)[0];
     assert_eq!(extra, 9);
     let answered = authority.apply(&c, extra, now);
-    assert_eq!(answered.granted, 9);
+    assert_eq!(answered.leased, 9);
     let first = leases.settle(one, &[extra], vec![answered], now);
     // 90 left in Redis, 9 held here.
     assert_eq!(first[0].verdict.remaining, 99);
