@@ -180,7 +180,7 @@ fn compat_headers_with_quota_mode_shadow_and_global_shadow() {
     let f = fixture(upstream_headers());
     f.use_up("quota", "x");
     f.call(&[("two", "z")]);
-    // two:z has 0 remaining first; the quota refusal after it does not take its place.
+    // two:z has 0 remaining first; the quota-mode refusal after it does not take its place.
     let d = f.call(&[("two", "z"), ("quota", "x")]);
     assert_eq!(
         (d.code, codes(&d)),

@@ -450,7 +450,7 @@ for call = 1, #ARGV do
   elseif count > 1 then
     if not pending then pending, commit_alg, commit_w, touched = {}, {}, {}, {} end
     local nt = 0
-    local blocked, quota_over = false, nil -- quota_over[g]: group g has a denied charge
+    local blocked, quota_mode_over = false, nil -- quota_mode_over[g]: group g has a denied charge
     -- Leasing charges (reply slot, remaining and reset_after without the lease), to withdraw
     -- if the call is blocked.
     local leases, ng = nil, 0
@@ -479,15 +479,15 @@ for call = 1, #ARGV do
       end
       if gate == 0 and not admitted then blocked = true end
       if gate >= 2 then
-        quota_over = quota_over or {}
-        quota_over[gate] = quota_over[gate] or not admitted
+        quota_mode_over = quota_mode_over or {}
+        quota_mode_over[gate] = quota_mode_over[gate] or not admitted
       end
       replies = replies + 1
       reply[replies] = pack('<i8i8i8i8', admitted or 0, remaining, reset, available)
     end
-    if quota_over and not blocked then
+    if quota_mode_over and not blocked then
       blocked = true
-      for _, over in pairs(quota_over) do
+      for _, over in pairs(quota_mode_over) do
         if not over then blocked = false end
       end
     end
