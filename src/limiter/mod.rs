@@ -242,7 +242,10 @@ impl Limiter {
             now,
         );
         self.degraded_log.record(&error);
-        call.degraded = Some((modes, outcomes.is_some()));
+        call.degraded = Some(record::Degraded {
+            answered: outcomes.is_some(),
+            modes,
+        });
         outcomes.ok_or(LimitError::Store(error))
     }
 }

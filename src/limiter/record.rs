@@ -33,11 +33,19 @@ pub(super) struct Figures {
 pub(super) struct Call {
     /// How the store was used.
     pub(super) store: StoreUse,
-    /// The store failed: each charge's descriptor and rule `failure_mode`, and whether the
-    /// modes answered the call (else it failed with the store's error).
-    pub(super) degraded: Option<(Vec<(usize, Option<FailureMode>)>, bool)>,
+    /// The store failed and the rules' failure modes took over.
+    pub(super) degraded: Option<Degraded>,
     /// What the composed answer found.
     pub(super) figures: Figures,
+}
+
+/// A call the store failed.
+#[derive(Debug)]
+pub(super) struct Degraded {
+    /// Each charge's descriptor and rule `failure_mode` (`None`: a request-side override).
+    pub(super) modes: Vec<(usize, Option<FailureMode>)>,
+    /// Whether the modes answered the call (else it failed with the store's error).
+    pub(super) answered: bool,
 }
 
 impl Limiter {
@@ -66,8 +74,8 @@ impl Limiter {
             StoreUse::Answered(took) => self.store_series.record(took.as_secs_f64(), false),
             StoreUse::Failed(took) => self.store_series.record(took.as_secs_f64(), true),
         }
-        if let Some((modes, answered)) = &call.degraded {
-            self.record_degraded(request, modes, *answered);
+        if let Some(degraded) = &call.degraded {
+            self.record_degraded(request, degraded);
         }
         self.record_hits(request, plan, &call.figures.hits);
         if call.figures.global_shadowed {
@@ -103,14 +111,10 @@ impl Limiter {
 
     /// One degraded answer per descriptor with a counted limit, by its first key and how it was
     /// answered; a call the modes could not answer failed with the store's error.
-    fn record_degraded(
-        &self,
-        request: &Request,
-        modes: &[(usize, Option<FailureMode>)],
-        answered: bool,
-    ) {
+    fn record_degraded(&self, request: &Request, degraded: &Degraded) {
+        let answered = degraded.answered;
         let mut counted: SmallVec<[usize; 4]> = SmallVec::new();
-        for &(descriptor, mode) in modes {
+        for &(descriptor, mode) in &degraded.modes {
             if counted.contains(&descriptor) {
                 continue;
             }

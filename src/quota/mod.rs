@@ -27,7 +27,7 @@ mod share;
 mod upkeep;
 mod view;
 
-pub use crate::store::{Claim, ClaimError, ClaimFuture, Claimed, PortionStore};
+pub use crate::store::{Claim, ClaimError, ClaimFuture, ClaimTerms, Claimed, PortionStore};
 pub use assign::{Assignment, BucketId, Push, Strategy, StreamId, Usage};
 pub use book::QuotaBook;
 pub use limits::{

@@ -10,7 +10,7 @@ use crate::rules::bucket::QuotaRate;
 use super::book::QuotaBook;
 use super::limits::HELD_FOR;
 use super::portion::Portion;
-use crate::store::{BucketId, Claim, ClaimError, Claimed, PortionStore};
+use crate::store::{BucketId, Claim, ClaimError, ClaimTerms, Claimed, PortionStore};
 
 /// A portion that moved by less than this is not worth a re-split.
 const MATERIAL: f64 = 0.01;
@@ -82,7 +82,12 @@ pub async fn claim_once(
         .iter()
         .map(|c| (Arc::<str>::from(c.domain.as_str()), c.bucket.clone()))
         .collect();
-    let answer = store.claim(replica, &claims, HELD_FOR, now).await;
+    let terms = ClaimTerms {
+        replica,
+        now,
+        ttl: HELD_FOR,
+    };
+    let answer = store.claim(terms, &claims).await;
     let moved = {
         let mut state = portions.state();
         state

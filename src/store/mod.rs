@@ -30,7 +30,7 @@ pub use gate::Gate;
 pub use key::{CounterKey, CounterKeyBuilder, KeyParts};
 pub use memory::{MemoryOptions, MemoryStore};
 pub use persist::{PersistSettings, PersistentStore};
-pub use portion::{BucketId, Claim, ClaimError, ClaimFuture, Claimed, PortionStore};
+pub use portion::{BucketId, Claim, ClaimError, ClaimFuture, ClaimTerms, Claimed, PortionStore};
 pub use redis::{RedisSettings, RedisStore};
 pub use stats::{LeaseStats, LocalCacheStats, PersistStats, StoreStats};
 

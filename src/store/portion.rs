@@ -47,16 +47,20 @@ pub type ClaimError = Box<dyn std::error::Error + Send + Sync>;
 pub type ClaimFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Vec<Claimed>, ClaimError>> + Send + 'a>>;
 
-/// A store that replicas share, able to hold their portions (Redis). A portion lives `ttl`
-/// nanoseconds unless claimed again, so a replica that dies frees it after that.
+/// Who claims, when, and for how long what it gets holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimTerms<'a> {
+    /// The replica's name, unique among the live replicas (and across its own restarts).
+    pub replica: &'a str,
+    /// The time of the claim (used only with the caller's clock; Redis's own otherwise).
+    pub now: Nanos,
+    /// How long the portions hold unless claimed again, so a replica that dies frees them.
+    pub ttl: Nanos,
+}
+
+/// A store that replicas share, able to hold their portions (Redis).
 pub trait PortionStore: Send + Sync {
-    /// Records the `claims` of `replica` at `now`, atomically per bucket, and answers each, in
-    /// the order of `claims`.
-    fn claim<'a>(
-        &'a self,
-        replica: &'a str,
-        claims: &'a [Claim],
-        ttl: Nanos,
-        now: Nanos,
-    ) -> ClaimFuture<'a>;
+    /// Records the `claims` made on `terms`, atomically per bucket, and answers each, in the
+    /// order of `claims`.
+    fn claim<'a>(&'a self, terms: ClaimTerms<'a>, claims: &'a [Claim]) -> ClaimFuture<'a>;
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sluice::clock::{Nanos, SECOND};
-use sluice::quota::{BucketId, Claim, Claimed, PortionStore};
+use sluice::quota::{BucketId, Claim, ClaimTerms, Claimed, PortionStore};
 use sluice::store::redis::RedisClock;
 use sluice::store::{RedisSettings, RedisStore, Store, StoreError};
 
@@ -38,6 +38,11 @@ fn bucket(name: &str) -> BucketId {
     [("name".to_string(), name.to_string())].into()
 }
 
+/// The terms of a claim by `replica` at `now`, holding `ttl`.
+fn terms(replica: &str, now: Nanos, ttl: Nanos) -> ClaimTerms<'_> {
+    ClaimTerms { replica, now, ttl }
+}
+
 fn claim(name: &str, wanted: f64, demand: f64) -> Claim {
     Claim {
         domain: "edge".into(),
@@ -50,7 +55,7 @@ fn claim(name: &str, wanted: f64, demand: f64) -> Claim {
 /// One bucket claimed by `replica` at `now`, with the default ttl.
 async fn one(store: &dyn PortionStore, replica: &str, claim: Claim, now: Nanos) -> Claimed {
     let claimed = store
-        .claim(replica, std::slice::from_ref(&claim), TTL, now)
+        .claim(terms(replica, now, TTL), std::slice::from_ref(&claim))
         .await
         .expect("claim");
     assert_eq!(claimed.len(), 1);
@@ -125,16 +130,19 @@ async fn a_silent_replica_frees_its_portion_after_the_ttl() {
     let b = portions_on(&redis.url(), RedisClock::Caller).await;
 
     let claims = [claim("web", 1.0, 10.0), claim("api", 0.5, 5.0)];
-    let held = a.claim("a", &claims, TTL, T0).await.unwrap();
+    let held = a.claim(terms("a", T0, TTL), &claims).await.unwrap();
     assert_eq!((held[0].portion, held[1].portion), (1.0, 0.5));
 
     // Just before a's portions lapse, b gets nothing of web and the rest of api.
-    let before = b.claim("b", &claims, TTL, T0 + TTL - 1_000).await.unwrap();
+    let before = b
+        .claim(terms("b", T0 + TTL - 1_000, TTL), &claims)
+        .await
+        .unwrap();
     assert_eq!((before[0].portion, before[0].others), (0.0, 1));
     assert_eq!((before[1].portion, before[1].others), (0.5, 1));
 
     // From the ttl on, a holds nothing: b gets everything it wants and sees no other replica.
-    let after = b.claim("b", &claims, TTL, T0 + TTL).await.unwrap();
+    let after = b.claim(terms("b", T0 + TTL, TTL), &claims).await.unwrap();
     assert_eq!(
         (after[0].portion, after[0].others, after[0].others_demand),
         (1.0, 0, 0.0)
@@ -144,7 +152,10 @@ async fn a_silent_replica_frees_its_portion_after_the_ttl() {
     assert_eq!(redis.cli(&["HKEYS", &key]).trim(), "b");
 
     // a comes back: b's portions stand until they lapse.
-    let late = a.claim("a", &claims, TTL, T0 + TTL + 1_000).await.unwrap();
+    let late = a
+        .claim(terms("a", T0 + TTL + 1_000, TTL), &claims)
+        .await
+        .unwrap();
     assert_eq!((late[0].portion, late[1].portion), (0.0, 0.5));
 }
 
@@ -158,10 +169,13 @@ async fn portions_lapse_on_redis_time() {
     let b = portions_on(&redis.url(), RedisClock::Server).await;
     let ttl = 200 * 1_000_000;
     let web = [claim("web", 1.0, 1.0)];
-    assert_eq!(a.claim("a", &web, ttl, 0).await.unwrap()[0].portion, 1.0);
+    assert_eq!(
+        a.claim(terms("a", 0, ttl), &web).await.unwrap()[0].portion,
+        1.0
+    );
     // b gets the whole bucket once a's portion has lapsed (it may be that soon already).
     eventually(Duration::from_secs(10), "a's portion lapses", async || {
-        b.claim("b", &web, ttl, 0).await.unwrap()[0].portion == 1.0
+        b.claim(terms("b", 0, ttl), &web).await.unwrap()[0].portion == 1.0
     })
     .await;
     let key = String::from_utf8(sluice_key("edge", "web")).unwrap();
@@ -243,7 +257,7 @@ async fn live_portions_never_exceed_the_limit() {
                 }
                 // 5 to 50 ms: some portions lapse while others are claimed again.
                 let ttl = (5 + next(&mut state) % 46) * 1_000_000;
-                let claimed = store.claim(&replica, &claims, ttl, 0).await.unwrap();
+                let claimed = store.claim(terms(&replica, 0, ttl), &claims).await.unwrap();
                 for (c, g) in claims.iter().zip(&claimed) {
                     assert!((0.0..=c.wanted).contains(&g.portion), "{c:?} got {g:?}");
                 }
@@ -272,9 +286,9 @@ async fn a_cluster_splits_every_bucket() {
     let b = portions_on(&cluster.url(), RedisClock::Caller).await;
     let names: Vec<String> = (0..30).map(|i| format!("b{i}")).collect();
     let wanting = |wanted| -> Vec<Claim> { names.iter().map(|n| claim(n, wanted, 1.0)).collect() };
-    let first = a.claim("a", &wanting(0.75), TTL, T0).await.unwrap();
+    let first = a.claim(terms("a", T0, TTL), &wanting(0.75)).await.unwrap();
     assert!(first.iter().all(|g| g.portion == 0.75), "{first:?}");
-    let second = b.claim("b", &wanting(0.5), TTL, T0).await.unwrap();
+    let second = b.claim(terms("b", T0, TTL), &wanting(0.5)).await.unwrap();
     assert!(
         second.iter().all(|g| g.portion == 0.25 && g.others == 1),
         "{second:?}"
@@ -292,7 +306,7 @@ async fn an_unreachable_redis_fails_the_claim() {
     let store = RedisStore::new(RedisSettings::new(url)).expect("store");
     let portions = store.portion_store().expect("a portion store");
     let failed = portions
-        .claim("a", &[claim("web", 1.0, 1.0)], TTL, T0)
+        .claim(terms("a", T0, TTL), &[claim("web", 1.0, 1.0)])
         .await
         .expect_err("nothing listens");
     let failed = failed.downcast_ref::<StoreError>().expect("a store error");

@@ -20,9 +20,8 @@ use super::eval::run_script;
 use super::keys::{self, fnv1a};
 use super::script::{self, MICRO};
 use super::settings::RedisClock;
-use crate::clock::Nanos;
 use crate::store::{BadReply, StoreError};
-use crate::store::{BucketId, Claim, ClaimFuture, Claimed, PortionStore};
+use crate::store::{BucketId, Claim, ClaimFuture, ClaimTerms, Claimed, PortionStore};
 
 /// The claim script's source.
 const SOURCE: &str = include_str!("portion.lua");
@@ -77,16 +76,14 @@ impl RedisPortions {
     /// runs sent together; answers in claim order.
     async fn run(
         &self,
-        replica: &str,
+        terms: ClaimTerms<'_>,
         claims: &[Claim],
-        ttl: Nanos,
-        now: Nanos,
     ) -> Result<Vec<Claimed>, StoreError> {
         if self.health.is_open() {
             return Err(StoreError::CircuitOpen);
         }
         let now_us = match self.clock {
-            RedisClock::Caller => Some(now / MICRO),
+            RedisClock::Caller => Some(terms.now / MICRO),
             RedisClock::Server => None,
         };
         let keys: Vec<Vec<u8>> = claims
@@ -95,9 +92,9 @@ impl RedisPortions {
             .collect();
         let groups = groups(&keys, self.cluster);
         let head = Head {
-            replica,
+            replica: terms.replica,
             now_us,
-            ttl_us: (ttl / MICRO).max(1),
+            ttl_us: (terms.ttl / MICRO).max(1),
         };
         let runs = groups
             .iter()
@@ -141,18 +138,12 @@ impl RedisPortions {
 }
 
 impl PortionStore for RedisPortions {
-    fn claim<'a>(
-        &'a self,
-        replica: &'a str,
-        claims: &'a [Claim],
-        ttl: Nanos,
-        now: Nanos,
-    ) -> ClaimFuture<'a> {
+    fn claim<'a>(&'a self, terms: ClaimTerms<'a>, claims: &'a [Claim]) -> ClaimFuture<'a> {
         Box::pin(async move {
             if claims.is_empty() {
                 return Ok(Vec::new());
             }
-            tokio::time::timeout(self.timeout, self.run(replica, claims, ttl, now))
+            tokio::time::timeout(self.timeout, self.run(terms, claims))
                 .await
                 .unwrap_or(Err(StoreError::Timeout(self.timeout)))
                 .map_err(|e| Box::new(e) as _)
