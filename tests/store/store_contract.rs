@@ -129,7 +129,7 @@ fn costing(charge: &Charge, cost: u64) -> Charge {
 enum Kind {
     Memory,
     Redis,
-    RedisUpstreamKeys,
+    RedisCompatKeys,
 }
 
 /// Runs one scenario on a fresh store of `kind`.
@@ -137,7 +137,7 @@ async fn run(kind: Kind, scenario: impl AsyncFn(&Backend)) {
     let backend = match kind {
         Kind::Memory => Backend::memory(),
         Kind::Redis => Backend::redis(RedisKeyLayout::Sluice).await,
-        Kind::RedisUpstreamKeys => Backend::redis(RedisKeyLayout::Compat).await,
+        Kind::RedisCompatKeys => Backend::redis(RedisKeyLayout::Compat).await,
     };
     scenario(&backend).await;
 }
@@ -178,7 +178,7 @@ macro_rules! contract {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             #[ignore = "needs redis-server (scripts/test installs it)"]
             async fn redis_upstream_keys() {
-                run(Kind::RedisUpstreamKeys, scenario).await;
+                run(Kind::RedisCompatKeys, scenario).await;
             }
         }
     )*};
