@@ -177,7 +177,7 @@ macro_rules! contract {
             /// The scenario on a real redis-server, keys in envoyproxy/ratelimit's layout.
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             #[ignore = "needs redis-server (scripts/test installs it)"]
-            async fn redis_upstream_keys() {
+            async fn redis_compat_keys() {
                 run(Kind::RedisCompatKeys, scenario).await;
             }
         }
