@@ -1,5 +1,4 @@
-//! Every task of a built server spawned on one tracker, all stopping on one shutdown token:
-//! health, the shutdown sequence, the listeners, and the work beside them.
+//! Every task of a built server spawned on one tracker, all stopping on one shutdown token.
 
 use std::sync::Arc;
 

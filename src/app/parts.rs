@@ -1,5 +1,4 @@
-//! Every part of a server (rules, certificates, tokens, store, limiter, quota book) built and
-//! checked, in the order that reports the likeliest mistake first, before anything is served.
+//! Every part of a server built and checked, the likeliest mistake first, before anything serves.
 
 use std::sync::Arc;
 

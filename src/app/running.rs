@@ -1,5 +1,4 @@
-//! A started server's handle: its bound addresses, the rule loader, and the way to wait for
-//! or ask for its shutdown.
+//! A started server's handle: its bound addresses, its rule loader, and its shutdown.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -9,9 +9,9 @@ use super::headers::whole_seconds_up;
 use super::response_options::CompatHeaderNames;
 
 /// The three headers, in envoyproxy/ratelimit's order (limit, remaining, reset), for the status
-/// [`choose`] picks; none when no status had a limit. `quota_mode(i)` says whether descriptor `i` is in
-/// quota mode. Per call: three numbers kept (written out on the wire), and the names cloned (free
-/// for the default names, which are borrowed).
+/// [`choose`] picks; none when no status had a limit. `quota_mode(i)` says whether descriptor `i`
+/// is in quota mode. Per call: three numbers kept (written out on the wire), and the names cloned
+/// (free for the default names, which are borrowed).
 pub(super) fn build(
     names: &CompatHeaderNames,
     statuses: &[DescriptorStatus],
@@ -44,8 +44,8 @@ pub(super) fn build(
 /// envoyproxy/ratelimit's choice, one pass in request order: a status with a limit and fewer
 /// remaining than any before it (strictly) is chosen; an OVER_LIMIT status of a descriptor that is
 /// not in quota mode is chosen whatever came before and sets the minimum to 0. So: the last
-/// OVER_LIMIT status not in quota mode, else the first with the fewest remaining. A shadow-mode status (OK
-/// with 0 remaining) can be chosen; a quota-mode refusal only by its remaining.
+/// OVER_LIMIT status not in quota mode, else the first with the fewest remaining. A shadow-mode
+/// status (OK with 0 remaining) can be chosen; a quota-mode refusal only by its remaining.
 fn choose(statuses: &[DescriptorStatus], quota_mode: impl Fn(usize) -> bool) -> Option<usize> {
     let mut fewest = u32::MAX;
     let mut chosen = None;

@@ -324,8 +324,8 @@ pub(super) fn gate_of(node: &Node, quota_mode: Option<Gate>) -> Gate {
     }
 }
 
-/// The quota-mode gate of the descriptor at `at` in its call: each quota-mode descriptor is one group,
-/// over when any of its limits is denied (`store::gate`).
+/// The quota-mode gate of the descriptor at `at` in its call: each quota-mode descriptor is one
+/// group, over when any of its limits is denied (`store::gate`).
 pub(super) fn quota_mode_group(at: usize) -> Gate {
     // At most MAX_DESCRIPTORS descriptors reach planning.
     Gate::QuotaMode(u32::try_from(at).unwrap_or(u32::MAX))

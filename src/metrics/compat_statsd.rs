@@ -51,8 +51,8 @@ pub struct TimerTotals {
 
 impl Metrics {
     /// Every envoyproxy/ratelimit stat sluice keeps, under its statsd name: the per-rule stats
-    /// (their key sanitised as envoyproxy/ratelimit's: `:` and `|` become `_`), rule loads, global shadow
-    /// mode, failed calls, `ShouldRateLimit` calls and their latency as a timer.
+    /// (their key sanitised as envoyproxy/ratelimit's: `:` and `|` become `_`), rule loads, global
+    /// shadow mode, failed calls, `ShouldRateLimit` calls and their latency as a timer.
     pub fn compat_stats(&self) -> Vec<CompatStat> {
         let compat = &self.compat;
         let counter = |name: &str, counter: &IntCounter| CompatStat {
@@ -136,8 +136,8 @@ mod tests {
     use super::*;
     use crate::metrics::HitOutcome;
 
-    /// Per-rule stats take envoyproxy/ratelimit's names (sanitised key, deeper levels kept); the timer is in
-    /// milliseconds with cumulative buckets ending at infinity.
+    /// Per-rule stats take envoyproxy/ratelimit's names (sanitised key, deeper levels kept); the
+    /// timer is in milliseconds with cumulative buckets ending at infinity.
     #[test]
     fn stats_carry_compat_names() {
         let metrics = Metrics::new(0.8, 10);

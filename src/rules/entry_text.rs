@@ -1,4 +1,4 @@
-//! Entries written as text, `key=value[,key=value]`: how `sluice explain` and `/ui` take a descriptor or a bucket id.
+//! Entries written as text, `key=value[,key=value]`, as `sluice explain` and `/ui` take them.
 
 /// The entries of `text`, split at `,` (a value may hold `=` but not `,`), each key trimmed;
 /// an entry without `=`, or with an empty key, is an error that quotes it.

@@ -1,8 +1,8 @@
-//! Sharing one RLQS limit among sluice replicas: each replica claims its portion of each bucket's
-//! limit in the shared store, never more than what the other live replicas' claims leave.
+//! Sharing one RLQS limit among sluice replicas: each claims its portion in the shared store.
 //!
-//! A *portion* is a replica's fraction of one limit; a *claim* is the one act by which a replica
-//! asks the shared store for it (on Redis, one atomic script run per slot group).
+//! A replica never gets more than what the other live replicas' portions leave. A *portion* is a
+//! replica's fraction of one limit; a *claim* is the one act by which a replica asks the shared
+//! store for it (on Redis, one atomic script run per slot group).
 
 use std::collections::BTreeMap;
 use std::future::Future;

@@ -154,8 +154,8 @@ async fn held_hits_answer_while_redis_is_away() {
 }
 
 /// In envoyproxy/ratelimit's key layout a lease is counted in envoyproxy/ratelimit's own key
-/// (`INCRBY` by the cost and the leased hits), so envoyproxy/ratelimit replicas sharing the key see the
-/// leased hits as taken.
+/// (`INCRBY` by the cost and the leased hits), so envoyproxy/ratelimit replicas sharing the key
+/// see the leased hits as taken.
 #[tokio::test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
 async fn a_lease_in_upstreams_layout_counts_in_upstreams_key() {

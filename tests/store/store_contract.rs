@@ -289,9 +289,9 @@ async fn gates(b: &Backend) {
     );
 }
 
-/// A quota-mode group (one quota-mode descriptor's limits) is over when any of its charges is denied:
-/// a call whose only quota-mode group is over commits nothing, not even the group's admitted
-/// charges; one group that fits lets the call through and its admitted charges commit.
+/// A quota-mode group (one quota-mode descriptor's limits) is over when any of its charges is
+/// denied: a call whose only quota-mode group is over commits nothing, not even the group's
+/// admitted charges; one group that fits lets the call through and its admitted charges commit.
 async fn quota_mode_groups(b: &Backend) {
     let l = |n| limit(Algorithm::FixedWindow, n, MINUTE);
     let (g0, g1) = (Gate::QuotaMode(0), Gate::QuotaMode(1));
@@ -675,7 +675,8 @@ fn agree(
         let mut now = T0 + 123_456 * 1_000;
         for op in &ops {
             now += op.advance_us * 1_000;
-            // Enforced calls name two counters; quota-mode calls three, in one or two quota-mode groups.
+            // Enforced calls name two counters; quota-mode calls three, in one or two quota-mode
+            // groups.
             let gates = match op.gate {
                 0 | 1 => [Gate::Enforced; 3],
                 2 => [Gate::QuotaMode(0), Gate::QuotaMode((op.advance_us % 2) as u32), Gate::QuotaMode(1)],

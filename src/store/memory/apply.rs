@@ -1,5 +1,5 @@
-//! Applying a call's charges in the memory store: lock the shards of its counters in ascending order,
-//! run the algorithms, and commit every new state only if the call is not blocked.
+//! Applying a call's charges in the memory store: lock the shards of its counters in ascending
+//! order, run the algorithms, and commit every new state only if the call is not blocked.
 
 use std::sync::atomic::Ordering;
 

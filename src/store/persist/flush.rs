@@ -1,5 +1,4 @@
-//! Writing the counters changed since the last flush as one group commit, and starting a
-//! compaction when one is due; the last flush at shutdown.
+//! The group commit: the counters changed since the last flush written, a compaction when due.
 
 use std::sync::atomic::Ordering;
 

@@ -1,5 +1,4 @@
-//! Opening the data directory: checked, locked, its fingerprint key loaded (or set aside and
-//! made anew), every counter still active restored, and a new journal started.
+//! Opening the data directory: checked, locked, its key loaded, its active counters restored.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

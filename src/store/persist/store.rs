@@ -1,5 +1,4 @@
-//! The persistent store as a [`Store`]: calls counted by the memory store underneath, resets
-//! brought to the disk before they resolve, flushes on a blocking thread, its figures.
+//! The persistent store as a [`Store`]: counting in memory, resets and flushes made durable.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -527,8 +527,8 @@ for k, d in pairs(dirty) do
       redis.call('PEXPIRE', key, ms(st.s + 2 * w - d.start))
     end
   elseif d.alg == 4 then
-    -- As envoyproxy/ratelimit: INCRBY by the hits, then EXPIRE (w = window + jitter, or a calendar window's
-    -- time left + slack, in seconds) on every hit.
+    -- As envoyproxy/ratelimit: INCRBY by the hits, then EXPIRE (w = window + jitter, or a
+    -- calendar window's time left + slack, in seconds) on every hit.
     local before = 0
     if old then before = old.n end
     redis.call('INCRBY', key, format('%d', st.n - before))

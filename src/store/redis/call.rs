@@ -146,8 +146,8 @@ impl Calls {
         applied
     }
 
-    /// A call applied by Redis (or answered by the over-limit cache); `extras`: hits each charge asks to
-    /// lease (empty for none).
+    /// A call applied by Redis (or answered by the over-limit cache); `extras`: hits each charge
+    /// asks to lease (empty for none).
     async fn apply_exact(
         &self,
         charges: &[Charge],

@@ -70,8 +70,8 @@ const DEMOTED_RESENDS: usize = 2;
 /// its generation. Every script of the store runs this way.
 ///
 /// On a cluster, a script refused with `READONLY` reached a master a failover demoted (see
-/// [`RedisConn::refuse_replica_reads`]): a replica refuses every write, so the script stopped at its
-/// first and wrote nothing. That node is told to redirect such commands and the script is sent
+/// [`RedisConn::refuse_replica_reads`]): a replica refuses every write, so the script stopped at
+/// its first and wrote nothing. That node is told to redirect such commands and the script is sent
 /// again: it meets `MOVED` and runs on the new master, within the call's deadline as ever.
 pub async fn run_script(
     pool: &Arc<Pool>,

@@ -1,4 +1,4 @@
-//! A map keyed by counter key bytes, split into locked shards: the over-limit cache's and the leases'.
+//! A map by counter key bytes, split into locked shards: the over-limit cache's and the leases'.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;

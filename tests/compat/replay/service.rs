@@ -121,8 +121,8 @@ async fn global_shadow_mode() {
     tally.finish();
 }
 
-/// Quota mode per rule: the call is over only when every quota-mode descriptor is over (or a regular
-/// one is).
+/// Quota mode per rule: the call is over only when every quota-mode descriptor is over (or a
+/// regular one is).
 #[tokio::test]
 #[ignore = "needs redis-server (scripts/test installs it)"]
 async fn quota_cases() {
