@@ -119,6 +119,38 @@ if h2:
         if rates:
             print(f"| {server} | {len(rates)} | {med(rates):,.0f} | {med(rates) / base if base else 0:.3f} |")
 
+def envoy_table(rows):
+    """The Envoy step's table over `rows` (runs of scripts/bench-envoy); each ratio is the median
+    over the rounds of a run's figure over Envoy alone's in the same round."""
+    print("| Envoy | runs | requests/s | vs alone | p99 µs | p99 vs alone | Envoy CPU µs/request "
+          "| vs alone | sluice CPU µs/request | alone ÷ (Envoy + sluice) CPU | RLS calls or RLQS "
+          "reported a request |")
+    print("| --- " * 11 + "|")
+    alone = {r["round"]: r for r in rows if r["server"] == "envoy-plain"}
+    # The CPU-bound ratio: Envoy alone's CPU a request over this run's Envoy and sluice CPU.
+    cpu_bound = lambda r, a: a["envoy_cpu_us"] / (r["envoy_cpu_us"] + r["sluice_cpu_us"])
+    ratio = lambda rs, f: med([f(r, alone[r["round"]]) for r in rs if r["round"] in alone] or [0])
+    by = lambda field: lambda r, a: r[field] / a[field] if a[field] else 0
+    for name in ("envoy-plain", "envoy-rls", "envoy-rlqs"):
+        rs = [r for r in rows if r["server"] == name]
+        if not rs:
+            continue
+        of = lambda field: med([r[field] for r in rs])
+        work = {"envoy-rls": "rls_calls", "envoy-rlqs": "rlqs_reported"}.get(name)
+        done = med([r[work] / r["requests"] for r in rs]) if work else 0
+        print(f"| {name} | {len(rs)} | {of('requests_per_sec'):,.0f} "
+              f"| {ratio(rs, by('requests_per_sec')):.3f} | {of('p99_us'):,.0f} "
+              f"| {ratio(rs, by('p99_us')):.2f} | {of('envoy_cpu_us'):.1f} "
+              f"| {ratio(rs, by('envoy_cpu_us')):.3f} | {of('sluice_cpu_us'):.1f} "
+              f"| {ratio(rs, cpu_bound):.3f} | {done:.3f} |")
+    rlqs = [r for r in rows if r["server"] == "envoy-rlqs" and r["round"] in alone]
+    if rlqs:
+        extra = med([r["envoy_cpu_us"] - alone[r["round"]]["envoy_cpu_us"] for r in rlqs])
+        print(f"\nRLQS against Envoy alone (medians over the rounds): Envoy's quota filter "
+              f"{extra:+.1f} µs of Envoy CPU a request, sluice "
+              f"{med([r['sluice_cpu_us'] for r in rlqs]):.1f} µs a request.")
+
+
 envoy = lines("envoy.jsonl")
 if envoy:
     checked = [r for r in envoy if "sluice_cpu_ticks" in r]
@@ -133,34 +165,14 @@ if envoy:
         print(f"{checked[0]['requests']:,} requests a run over {checked[0]['connections']} "
               "HTTP/1.1 connections; every run checked from sluice's /metrics and Envoy's admin "
               "(every request 200, proxied, and an RLS call or an RLQS report for each).\n")
-        print("| Envoy | runs | requests/s | vs alone | p99 µs | p99 vs alone | Envoy CPU µs/request "
-              "| vs alone | sluice CPU µs/request | alone ÷ (Envoy + sluice) CPU | RLS calls or RLQS "
-              "reported a request |")
-        print("| --- " * 11 + "|")
-        alone = {r["round"]: r for r in checked if r["server"] == "envoy-plain"}
-        # The CPU-bound ratio: Envoy alone's CPU a request over this run's Envoy and sluice CPU.
-        cpu_bound = lambda r, a: a["envoy_cpu_us"] / (r["envoy_cpu_us"] + r["sluice_cpu_us"])
-        ratio = lambda rs, f: med([f(r, alone[r["round"]]) for r in rs if r["round"] in alone]
-                                  or [0])
-        by = lambda field: lambda r, a: r[field] / a[field] if a[field] else 0
-        for name in ("envoy-plain", "envoy-rls", "envoy-rlqs"):
-            rs = [r for r in checked if r["server"] == name]
-            if not rs:
-                continue
-            of = lambda field: med([r[field] for r in rs])
-            work = {"envoy-rls": "rls_calls", "envoy-rlqs": "rlqs_reported"}.get(name)
-            done = med([r[work] / r["requests"] for r in rs]) if work else 0
-            print(f"| {name} | {len(rs)} | {of('requests_per_sec'):,.0f} "
-                  f"| {ratio(rs, by('requests_per_sec')):.3f} | {of('p99_us'):,.0f} "
-                  f"| {ratio(rs, by('p99_us')):.2f} | {of('envoy_cpu_us'):.1f} "
-                  f"| {ratio(rs, by('envoy_cpu_us')):.3f} | {of('sluice_cpu_us'):.1f} "
-                  f"| {ratio(rs, cpu_bound):.3f} | {done:.3f} |")
-        rlqs = [r for r in checked if r["server"] == "envoy-rlqs" and r["round"] in alone]
-        if rlqs:
-            extra = med([r["envoy_cpu_us"] - alone[r["round"]]["envoy_cpu_us"] for r in rlqs])
-            print(f"\nRLQS against Envoy alone (medians over the rounds): Envoy's quota filter "
-                  f"{extra:+.1f} µs of Envoy CPU a request, sluice "
-                  f"{med([r['sluice_cpu_us'] for r in rlqs]):.1f} µs a request.")
+        envoy_table(checked)
+        rounds = sorted({r["round"] for r in checked})
+        noisy = {r["round"] for r in checked if (other_cores(r) or 0) >= QUIET_OTHER_CORES}
+        quiet_rounds = [r for r in checked if r["round"] not in noisy]
+        if noisy and quiet_rounds:
+            print(f"\nThe rounds in which every run was quiet ({len(rounds) - len(noisy)} of "
+                  f"{len(rounds)}: other work under {QUIET_OTHER_CORES} core):\n")
+            envoy_table(quiet_rounds)
 
 # The Redis step's own rows (it tags them); rows of an older script carry no step.
 redis = [r for r in runs if r.get("step") == "redis"] or [
