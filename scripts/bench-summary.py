@@ -143,12 +143,16 @@ def envoy_table(rows):
               f"| {ratio(rs, by('p99_us')):.2f} | {of('envoy_cpu_us'):.1f} "
               f"| {ratio(rs, by('envoy_cpu_us')):.3f} | {of('sluice_cpu_us'):.1f} "
               f"| {ratio(rs, cpu_bound):.3f} | {done:.3f} |")
-    rlqs = [r for r in rows if r["server"] == "envoy-rlqs" and r["round"] in alone]
-    if rlqs:
-        extra = med([r["envoy_cpu_us"] - alone[r["round"]]["envoy_cpu_us"] for r in rlqs])
-        print(f"\nRLQS against Envoy alone (medians over the rounds): Envoy's quota filter "
-              f"{extra:+.1f} µs of Envoy CPU a request, sluice "
-              f"{med([r['sluice_cpu_us'] for r in rlqs]):.1f} µs a request.")
+    # Where each filter's gap comes from: Envoy's own CPU against Envoy alone, and sluice's.
+    gaps = []
+    for name, filt in (("envoy-rls", "RLS"), ("envoy-rlqs", "RLQS")):
+        rs = [r for r in rows if r["server"] == name and r["round"] in alone]
+        if rs:
+            extra = med([r["envoy_cpu_us"] - alone[r["round"]]["envoy_cpu_us"] for r in rs])
+            gaps.append(f"{filt}: Envoy's filter {extra:+.1f} µs of Envoy CPU a request, sluice "
+                        f"{med([r['sluice_cpu_us'] for r in rs]):.1f} µs")
+    if gaps:
+        print("\nAgainst Envoy alone (medians over the rounds): " + "; ".join(gaps) + ".")
 
 
 envoy = lines("envoy.jsonl")
