@@ -23,20 +23,24 @@ def lines(name):
 
 
 def quiet_note(pairs, rs=()):
-    """pairs: (load before, load after) of each run; rs: the runs themselves."""
-    if not pairs:
+    """pairs: (load before, load after) of each run (none for runs that record only the
+    machine's CPU time); rs: the runs themselves."""
+    if not pairs and not rs:
         return ""
-    worst = max(max(a, b if b is not None else a) for a, b in pairs)
-    best = min(a for a, _ in pairs)
-    note = f"load average over the runs: {best:.2f} to {worst:.2f}"
+    notes, worst = [], float("inf")
+    if pairs:
+        worst = max(max(a, b if b is not None else a) for a, b in pairs)
+        best = min(a for a, _ in pairs)
+        notes.append(f"load average over the runs: {best:.2f} to {worst:.2f}")
     other = [other_cores(r) for r in rs]
     if other and None not in other:
         steal = max(r["machine"]["steal_ticks"] / r["clk_tck"] / r["machine"]["wall_s"] for r in rs)
         quiet = max(other) < QUIET_OTHER_CORES
-        note += (f"; other work {min(other):.2f} to {max(other):.2f} cores (steal up to "
-                 f"{steal:.2f})")
+        notes.append(f"other work {min(other):.2f} to {max(other):.2f} cores (steal up to "
+                     f"{steal:.2f})")
     else:
         quiet = worst < QUIET
+    note = "; ".join(notes)
     state = "quiet" if quiet else "**NOT quiet** (timing figures include other work)"
     return f"{note}: {state}"
 
@@ -115,22 +119,64 @@ if h2:
         if rates:
             print(f"| {server} | {len(rates)} | {med(rates):,.0f} | {med(rates) / base if base else 0:.3f} |")
 
-envoy = lines("envoy.jsonl")
-if envoy:
-    print("\n## Envoy with a rate-limit filter (h2load through one Envoy; median of the runs;")
-    print("ratios to the Envoy without a rate-limit filter)\n")
-    print("| Envoy | runs | requests/s | vs no filter | p99 µs | p99 vs no filter | non-200 |")
-    print("| --- " * 7 + "|")
-    of = lambda name, field: med([r[field] for r in envoy if r["server"] == name] or [0])
-    base_rate, base_p99 = of("envoy-plain", "requests_per_sec"), of("envoy-plain", "p99_us")
+def envoy_table(rows):
+    """The Envoy step's table over `rows` (runs of scripts/bench-envoy); each ratio is the median
+    over the rounds of a run's figure over Envoy alone's in the same round."""
+    print("| Envoy | runs | requests/s | vs alone | p99 µs | p99 vs alone | Envoy CPU µs/request "
+          "| vs alone | sluice CPU µs/request | alone ÷ (Envoy + sluice) CPU | RLS calls or RLQS "
+          "reported a request |")
+    print("| --- " * 11 + "|")
+    alone = {r["round"]: r for r in rows if r["server"] == "envoy-plain"}
+    # The CPU-bound ratio: Envoy alone's CPU a request over this run's Envoy and sluice CPU.
+    cpu_bound = lambda r, a: a["envoy_cpu_us"] / (r["envoy_cpu_us"] + r["sluice_cpu_us"])
+    ratio = lambda rs, f: med([f(r, alone[r["round"]]) for r in rs if r["round"] in alone] or [0])
+    by = lambda field: lambda r, a: r[field] / a[field] if a[field] else 0
     for name in ("envoy-plain", "envoy-rls", "envoy-rlqs"):
-        rs = [r for r in envoy if r["server"] == name]
+        rs = [r for r in rows if r["server"] == name]
         if not rs:
             continue
-        rate, p99 = of(name, "requests_per_sec"), of(name, "p99_us")
-        bad = sum(n for r in rs for code, n in r["statuses"].items() if code != "200")
-        print(f"| {name} | {len(rs)} | {rate:,.0f} | {rate / base_rate if base_rate else 0:.3f} "
-              f"| {p99:,.0f} | {p99 / base_p99 if base_p99 else 0:.2f} | {bad} |")
+        of = lambda field: med([r[field] for r in rs])
+        work = {"envoy-rls": "rls_calls", "envoy-rlqs": "rlqs_reported"}.get(name)
+        done = med([r[work] / r["requests"] for r in rs]) if work else 0
+        print(f"| {name} | {len(rs)} | {of('requests_per_sec'):,.0f} "
+              f"| {ratio(rs, by('requests_per_sec')):.3f} | {of('p99_us'):,.0f} "
+              f"| {ratio(rs, by('p99_us')):.2f} | {of('envoy_cpu_us'):.1f} "
+              f"| {ratio(rs, by('envoy_cpu_us')):.3f} | {of('sluice_cpu_us'):.1f} "
+              f"| {ratio(rs, cpu_bound):.3f} | {done:.3f} |")
+    # Where each filter's gap comes from: Envoy's own CPU against Envoy alone, and sluice's.
+    gaps = []
+    for name, filt in (("envoy-rls", "RLS"), ("envoy-rlqs", "RLQS")):
+        rs = [r for r in rows if r["server"] == name and r["round"] in alone]
+        if rs:
+            extra = med([r["envoy_cpu_us"] - alone[r["round"]]["envoy_cpu_us"] for r in rs])
+            gaps.append(f"{filt}: Envoy's filter {extra:+.1f} µs of Envoy CPU a request, sluice "
+                        f"{med([r['sluice_cpu_us'] for r in rs]):.1f} µs")
+    if gaps:
+        print("\nAgainst Envoy alone (medians over the rounds): " + "; ".join(gaps) + ".")
+
+
+envoy = lines("envoy.jsonl")
+if envoy:
+    checked = [r for r in envoy if "sluice_cpu_ticks" in r]
+    print("\n## Envoy with a rate-limit filter (`scripts/bench-envoy`: h2load through one front Envoy")
+    print("proxying to a backend Envoy; medians of the runs; each ratio is the median over the rounds")
+    print("of the run's figure over Envoy alone's in the same round)\n")
+    if not checked:
+        print("envoy.jsonl was written by the script before issue 39, which sent every request to a")
+        print("direct response (no RLS call at all) and checked nothing: not summarised.")
+    else:
+        print(quiet_note([], checked) + "\n")
+        print(f"{checked[0]['requests']:,} requests a run over {checked[0]['connections']} "
+              "HTTP/1.1 connections; every run checked from sluice's /metrics and Envoy's admin "
+              "(every request 200, proxied, and an RLS call or an RLQS report for each).\n")
+        envoy_table(checked)
+        rounds = sorted({r["round"] for r in checked})
+        noisy = {r["round"] for r in checked if (other_cores(r) or 0) >= QUIET_OTHER_CORES}
+        quiet_rounds = [r for r in checked if r["round"] not in noisy]
+        if noisy and quiet_rounds:
+            print(f"\nThe rounds in which every run was quiet ({len(rounds) - len(noisy)} of "
+                  f"{len(rounds)}: other work under {QUIET_OTHER_CORES} core):\n")
+            envoy_table(quiet_rounds)
 
 # The Redis step's own rows (it tags them); rows of an older script carry no step.
 redis = [r for r in runs if r.get("step") == "redis"] or [
