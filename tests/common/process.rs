@@ -358,6 +358,15 @@ impl Sluice {
         std::fs::read_to_string(self.spec.dir.path().join("sluice.log")).unwrap_or_default()
     }
 
+    /// The log once it holds `what`: sluice's log writer does not block, so a line may reach the
+    /// file a moment after what caused it (fails after 10 s).
+    pub fn await_log(&self, what: &str) -> String {
+        poll(Duration::from_secs(10), what, || {
+            let log = self.log();
+            log.contains(what).then_some(log)
+        })
+    }
+
     /// Sends SIGTERM and waits for the process to exit.
     pub fn stop(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("sluice is running");

@@ -121,11 +121,7 @@ async fn a_fifo_named_like_a_rule_file_is_skipped() {
     let rules = temp_dir(&[("rules.yaml", RULES)]);
     mkfifo(&rules.path().join("at-start.yaml"));
     let mut server = Serve::new().config(rules.path()).start();
-    assert!(
-        server.log().contains("not a regular file (a FIFO)"),
-        "{}",
-        server.log()
-    );
+    server.await_log("not a regular file (a FIFO)");
     mkfifo(&rules.path().join("later.yaml"));
     edit_applies(&server, 20).await;
     edit_applies(&server, 30).await;

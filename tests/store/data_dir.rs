@@ -238,7 +238,7 @@ async fn a_stray_last_sequence_number_is_set_aside() {
     let stray = server.data_dir().join("ffffffffffffffff.journal");
     std::fs::write(&stray, b"not even a sluice file").unwrap();
     let mut server = server.restart(&[]);
-    assert!(server.log().contains("set aside"), "{}", server.log());
+    server.await_log("set aside");
     assert!(!stray.exists());
     assert_eq!(remaining_after_hit(&server, "a").await, 50 - 3);
     assert_eq!(server.stop().code(), Some(0));
@@ -466,7 +466,7 @@ async fn a_sparse_data_file_is_not_read_to_its_end() {
     (&file).write_all(b"SLUICEJ\x01").unwrap();
     file.set_len(1 << 30).unwrap();
     let mut server = Serve::new().rules(RULES).data_dir(data.path()).start();
-    assert!(server.log().contains("empty frame"), "{}", server.log());
+    server.await_log("empty frame");
     assert_eq!(server.stop().code(), Some(0));
 }
 

@@ -4,10 +4,9 @@
 //! and `serve` refusing an admin listener without a usable token file.
 
 use std::path::Path;
-use std::time::Duration;
 
 use crate::common::http1;
-use crate::common::process::{Output, Serve, poll, run};
+use crate::common::process::{Output, Serve, run};
 use crate::common::redis::free_port;
 
 const RULES: &str = r#"
@@ -126,12 +125,7 @@ fn counters_get_and_reset_through_the_cli() {
     assert_eq!(reset["reset"][0]["name"], "per-key", "{reset}");
     assert_eq!(call(server.http_addr), 200, "fresh after the reset");
 
-    // The audit line goes through the non-blocking log writer: it may reach the log a moment
-    // after the HTTP answer.
-    let log = poll(Duration::from_secs(10), "the reset's audit line", || {
-        let log = server.log();
-        log.contains("sluice::audit").then_some(log)
-    });
+    let log = server.await_log("sluice::audit");
     let audit: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("sluice::audit"))

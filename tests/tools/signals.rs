@@ -154,7 +154,7 @@ fn sighup_reloads_the_rules_and_loses_nothing() {
     poll(EXIT_LIMIT, "a new rule generation after SIGHUP", || {
         (generation() == 2.0).then_some(())
     });
-    assert!(server.log().contains("SIGHUP"), "{}", server.log());
+    server.await_log("SIGHUP");
     assert_eq!(remaining(http), 4, "the counts survive the reload");
     assert_eq!(server.stop().code(), Some(0), "{}", server.log());
 
