@@ -150,6 +150,83 @@ fn an_absent_receiver_costs_calls_nothing() {
     );
 }
 
+/// One gRPC call that no rule limits (its answer is not looked at).
+fn one_call(sluice: &Sluice) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut client = common::connect(sluice.grpc_addr).await;
+        common::call(
+            &mut client,
+            common::one_descriptor("edge", &[("user", "u")]),
+        )
+        .await;
+    });
+}
+
+/// `sluice_statsd_send_errors_total` of a running server.
+fn send_errors(sluice: &Sluice) -> u64 {
+    let metric = scrape(sluice).lines().find_map(|l| {
+        l.strip_prefix("sluice_statsd_send_errors_total ")?
+            .parse()
+            .ok()
+    });
+    metric.expect("sluice_statsd_send_errors_total")
+}
+
+/// Issue 40 (15): over UDP to a closed port every other send is refused (the port-unreachable
+/// of the last datagram comes back on the next send), and the log said "unreachable" and
+/// "reachable again" by turns, 503 lines in 12 s at a 10 ms flush. Now: one line when the
+/// outage starts, none while it lasts (40 failed sends), one when a receiver listens on the
+/// port and gets the stats.
+#[test]
+fn udp_to_a_closed_port_is_one_outage_with_one_line_each_way() {
+    let port = free_port();
+    let mut sluice = Serve::new()
+        .rules(RULES)
+        .args(["--statsd-addr", &format!("127.0.0.1:{port}")])
+        .args(["--statsd-flush-interval", "10ms"])
+        .start();
+    // Each call changes the response-time stat, so each flush after one sends a datagram.
+    poll(Duration::from_secs(120), "40 failed sends", || {
+        one_call(&sluice);
+        std::thread::sleep(Duration::from_millis(15));
+        (send_errors(&sluice) >= 40).then_some(())
+    });
+    let count = |sluice: &Sluice, what: &str| sluice.log().matches(what).count();
+    assert_eq!(
+        count(&sluice, "statsd receiver unreachable"),
+        1,
+        "{}",
+        sluice.log()
+    );
+    assert_eq!(count(&sluice, "reachable again"), 0, "{}", sluice.log());
+
+    let receiver = UdpSocket::bind(("127.0.0.1", port)).unwrap();
+    receiver
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    poll(Duration::from_secs(60), "the stats received", || {
+        one_call(&sluice);
+        let mut buf = [0u8; 2048];
+        receiver.recv(&mut buf).ok()
+    });
+    poll(Duration::from_secs(30), "the recovery logged", || {
+        one_call(&sluice);
+        (count(&sluice, "reachable again") > 0).then_some(())
+    });
+    assert!(sluice.stop().success());
+    assert_eq!(
+        count(&sluice, "statsd receiver unreachable"),
+        1,
+        "{}",
+        sluice.log()
+    );
+    assert_eq!(count(&sluice, "reachable again"), 1, "{}", sluice.log());
+}
+
 /// Etsy's statsd, listening on UDP and TCP, with a management port to read its counters.
 struct StatsdDaemon {
     child: Child,
