@@ -292,13 +292,16 @@ async fn a_fifo_or_directory_in_place_of_the_lock_is_set_aside() {
     }
 }
 
+/// Ways to damage a key file.
+type Damage = fn(&Path);
+
 /// Issue 30: a damaged `FINGERPRINT_KEY` (truncated, empty, binary, a symlink to nowhere or
-/// to a directory) stopped every start. It is set aside with the data files it named, loudly
-/// and counted, and a new key is made: the start goes on (the old counts are lost, as the
-/// warning says); the next start keeps the new key and its counts.
+/// to a directory) stopped every start. With its checksummed copy damaged too (issue 40: the
+/// copy alone keeps the key), both are set aside with the data files they named, loudly and
+/// counted, and a new key is made: the start goes on (the old counts are lost, as the error
+/// says); the next start keeps the new key and its counts.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_damaged_fingerprint_key_is_set_aside_with_its_data() {
-    type Damage = fn(&Path);
     let damages: [(&str, Damage); 5] = [
         ("truncated", |p| {
             std::fs::write(p, "0123456789abcdef").unwrap()
@@ -318,9 +321,11 @@ async fn a_damaged_fingerprint_key_is_set_aside_with_its_data() {
         let mut server = Serve::new().rules(RULES).start();
         hits(&server, "a", 3).await;
         assert_eq!(server.stop().code(), Some(0));
-        let key = server.data_dir().join("FINGERPRINT_KEY");
-        std::fs::remove_file(&key).unwrap();
-        damage(&key);
+        for name in ["FINGERPRINT_KEY", "FINGERPRINT_KEY.copy"] {
+            let key = server.data_dir().join(name);
+            std::fs::remove_file(&key).unwrap();
+            damage(&key);
+        }
         let mut server = server.restart(&[]);
         let log = server.log();
         assert!(
@@ -356,6 +361,83 @@ async fn a_damaged_fingerprint_key_is_set_aside_with_its_data() {
         );
         assert_eq!(server.stop().code(), Some(0));
     }
+}
+
+/// Issue 40 (12): garbage appended to `FINGERPRINT_KEY` alone set the key and every data file
+/// aside, and every counter got a free window. Now any damage to that file alone (garbage
+/// appended, truncated, empty, binary, a symlink to nowhere or to a directory, deleted) loses
+/// nothing: the key comes from its checksummed copy, every count is restored, and the file is
+/// set aside and written again. An older sluice's directory (no copy yet) with garbage
+/// appended keeps its key too.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_damaged_key_file_loses_no_count() {
+    let damages: [(&str, Damage); 7] = [
+        // Written below, from the original.
+        ("garbage appended", |_| {}),
+        ("truncated", |p| {
+            std::fs::write(p, "0123456789abcdef").unwrap()
+        }),
+        ("empty", |p| std::fs::write(p, "").unwrap()),
+        ("binary", |p| {
+            std::fs::write(p, [0xff_u8, 0, 0xfe, 7, 0x80]).unwrap()
+        }),
+        ("a dangling symlink", |p| {
+            std::os::unix::fs::symlink("/nonexistent/sluice-key", p).unwrap()
+        }),
+        ("a symlink to a directory", |p| {
+            std::os::unix::fs::symlink("/", p).unwrap()
+        }),
+        ("deleted", |_| {}),
+    ];
+    for (what, damage) in damages {
+        let mut server = Serve::new().rules(RULES).start();
+        hits(&server, "a", 3).await;
+        assert_eq!(server.stop().code(), Some(0));
+        let key = server.data_dir().join("FINGERPRINT_KEY");
+        let original = std::fs::read(&key).unwrap();
+        std::fs::remove_file(&key).unwrap();
+        damage(&key);
+        if what == "garbage appended" {
+            let mut damaged = original.clone();
+            damaged.extend_from_slice(b"\n\x1b[31mgarbage\x00\xff\n");
+            std::fs::write(&key, damaged).unwrap();
+        }
+        let mut server = server.restart(&[]);
+        assert_eq!(
+            remaining_after_hit(&server, "a").await,
+            46,
+            "{what}: every count kept\n{}",
+            server.log()
+        );
+        assert!(!server.log().contains("they are lost"), "{what}: {}", server.log());
+        assert_eq!(
+            std::fs::read(&key).unwrap(),
+            original,
+            "{what}: written again"
+        );
+        assert_eq!(server.stop().code(), Some(0));
+        let mut server = server.restart(&[]);
+        assert_eq!(remaining_after_hit(&server, "a").await, 45, "{what}");
+        assert_eq!(server.stop().code(), Some(0));
+    }
+    // A directory an older sluice wrote: the key file alone, garbage appended.
+    let mut server = Serve::new().rules(RULES).start();
+    hits(&server, "a", 3).await;
+    assert_eq!(server.stop().code(), Some(0));
+    std::fs::remove_file(server.data_dir().join("FINGERPRINT_KEY.copy")).unwrap();
+    let key = server.data_dir().join("FINGERPRINT_KEY");
+    let mut damaged = std::fs::read(&key).unwrap();
+    damaged.extend_from_slice(b" appended by a careless script\n");
+    std::fs::write(&key, damaged).unwrap();
+    let mut server = server.restart(&[]);
+    assert_eq!(
+        remaining_after_hit(&server, "a").await,
+        46,
+        "{}",
+        server.log()
+    );
+    assert!(server.data_dir().join("FINGERPRINT_KEY.copy").exists());
+    assert_eq!(server.stop().code(), Some(0));
 }
 
 /// With `--strict-data-dir` a damaged key refuses the start instead, saying why and what the
