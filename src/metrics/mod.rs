@@ -31,7 +31,7 @@ pub use admin::AdminOutcome;
 pub use compat::{HitOutcome, HitSplit};
 pub use compat_statsd::{CompatExposition, CompatStat, CompatStatValue, TimerTotals};
 pub use configured::ConfiguredLimit;
-pub use connections::ConnectionFigures;
+pub use connections::{ConnectionFigures, HttpConnectionFigures};
 pub use decisions::StoreSeries;
 pub(crate) use names::{SERVICE_ERROR, STORE_ERROR};
 pub use quota::ReportedOutcome;
@@ -56,6 +56,7 @@ pub struct Metrics {
     configured: configured::ConfiguredLimits,
     admin: admin::AdminFigures,
     connections: connections::ConnectionFigures,
+    http_connections: connections::HttpConnectionFigures,
     statsd_send_errors: IntCounter,
     /// A statsd_exporter mapping that makes envoyproxy/ratelimit's families instead.
     exposition: std::sync::OnceLock<std::sync::Arc<dyn CompatExposition>>,
@@ -97,6 +98,7 @@ impl Metrics {
             configured,
             admin: admin::AdminFigures::new(&families),
             connections: connections::ConnectionFigures::new(&families),
+            http_connections: connections::HttpConnectionFigures::new(&families),
             statsd_send_errors: compat_statsd::send_errors(&families),
             exposition: std::sync::OnceLock::new(),
             built_in: families.names.into_inner(),

@@ -1092,3 +1092,22 @@ fn grpc_max_connections_value_caps_connections() {
     let bad = render(&["--set", "server.grpcMaxConnections=0"]).expect_err("schema");
     assert!(bad.contains("grpcMaxConnections"), "{bad}");
 }
+
+/// `server.httpMaxConnections` caps the HTTP connections as `server.grpcMaxConnections` caps
+/// gRPC's: the flag, sluice's own variable under the `ratelimit` personality, the schema.
+#[test]
+#[ignore = "needs helm (scripts/test installs it)"]
+fn http_max_connections_value_caps_connections() {
+    assert!(args(&rendered(&[])).contains(&"--http-max-connections=256"));
+    let raised = ["--set", "server.httpMaxConnections=1000"];
+    assert!(args(&rendered(&raised)).contains(&"--http-max-connections=1000"));
+    let upstream = rendered(&[&raised[..], &UPSTREAM_ENV_ON_REDIS[..]].concat());
+    let env = container(&upstream)["env"].as_array().expect("env");
+    assert!(
+        env.iter()
+            .any(|e| e["name"] == "SLUICE_HTTP_MAX_CONNECTIONS" && e["value"] == "1000"),
+        "{env:?}"
+    );
+    let bad = render(&["--set", "server.httpMaxConnections=0"]).expect_err("schema");
+    assert!(bad.contains("httpMaxConnections"), "{bad}");
+}
