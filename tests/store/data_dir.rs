@@ -409,7 +409,11 @@ async fn one_damaged_key_file_loses_no_count() {
             "{what}: every count kept\n{}",
             server.log()
         );
-        assert!(!server.log().contains("they are lost"), "{what}: {}", server.log());
+        assert!(
+            !server.log().contains("they are lost"),
+            "{what}: {}",
+            server.log()
+        );
         assert_eq!(
             std::fs::read(&key).unwrap(),
             original,
