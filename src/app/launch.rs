@@ -68,6 +68,10 @@ pub(super) async fn launch(
             grace: parts.settings.grpc_max_connection_age_grace,
         },
         caps,
+        hosts: Arc::new(crate::http::guard::AllowedHosts::new(
+            crate::files::hostname().as_deref(),
+            &parts.settings.http_allowed_hosts,
+        )),
         admin: parts.admin.clone(),
         close: lifecycle.close,
         shutdown: shutdown.clone(),

@@ -118,6 +118,8 @@ pub(super) struct Serving {
     pub connection_age: ConnectionAge,
     /// The most gRPC and HTTP connections open at once, within the file limit.
     pub caps: super::file_limit::Caps,
+    /// The host names a browser may reach the HTTP listener by.
+    pub hosts: Arc<http::guard::AllowedHosts>,
     /// The admin listener's tokens, when it is on.
     pub admin: Option<Tokens>,
     /// Cancelled when the listeners should stop accepting.
@@ -170,6 +172,7 @@ pub(super) fn spawn(
         insight: serving.insight.clone(),
         health: serving.health.clone(),
         quota: serving.quota.book(),
+        hosts: serving.hosts.clone(),
     });
     let limits = ConnLimits {
         max_connections: serving.caps.http,

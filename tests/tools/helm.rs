@@ -1111,3 +1111,31 @@ fn http_max_connections_value_caps_connections() {
     let bad = render(&["--set", "server.httpMaxConnections=0"]).expect_err("schema");
     assert!(bad.contains("httpMaxConnections"), "{bad}");
 }
+
+/// The Service's DNS names are host names a browser may reach `/ui` by, with those of
+/// `server.httpAllowedHosts`; under the personality through sluice's own variable.
+#[test]
+#[ignore = "needs helm (scripts/test installs it)"]
+fn the_services_names_are_allowed_hosts() {
+    let hosts = |rendered: &[Value]| {
+        args(rendered)
+            .iter()
+            .find_map(|a| a.strip_prefix("--http-allowed-hosts="))
+            .map(str::to_owned)
+    };
+    let default = hosts(&rendered(&[])).expect("--http-allowed-hosts");
+    assert!(
+        default.starts_with("sluice,sluice.sluice,sluice.sluice.svc,")
+            && default.ends_with(".svc.cluster.local"),
+        "{default}"
+    );
+    let extra = rendered(&["--set", "server.httpAllowedHosts={rl.example.com,*.corp}"]);
+    assert!(hosts(&extra).unwrap().ends_with(",rl.example.com,*.corp"));
+    let upstream = rendered(&UPSTREAM_ENV_ON_REDIS);
+    let env = container(&upstream)["env"].as_array().expect("env");
+    assert!(
+        env.iter().any(|e| e["name"] == "SLUICE_HTTP_ALLOWED_HOSTS"
+            && e["value"].as_str().is_some_and(|v| v.contains(".svc"))),
+        "{env:?}"
+    );
+}
