@@ -306,6 +306,30 @@ async fn missing_directory_is_picked_up_when_it_appears() {
         .await;
 }
 
+/// A directory input deleted is a change (its own watch reports it), and made again it is
+/// picked up and watched, although its parent is not watched while it exists.
+#[tokio::test]
+async fn a_directory_input_deleted_and_made_again_is_followed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let rules_dir = dir.path().join("rules");
+    fs::create_dir(&rules_dir).expect("mkdir");
+    fs::write(rules_dir.join("rules.yaml"), rules(1)).expect("write");
+    let scan = Scan::of(std::slice::from_ref(&rules_dir), RULES);
+    let (real, _) = resolve(&rules_dir);
+    assert!(!scan.dirs.contains(&parent(&real)), "{:?}", scan.dirs);
+    let watch = Counter::start(&[&rules_dir]);
+    fs::remove_dir_all(&rules_dir).expect("rm");
+    watch.reaches(1, "the directory deleted").await;
+    fs::create_dir(&rules_dir).expect("mkdir");
+    fs::write(rules_dir.join("rules.yaml"), rules(2)).expect("write");
+    watch.reaches(2, "the directory made again").await;
+    watch
+        .reacts_to("an edit in the directory made again", || {
+            fs::write(rules_dir.join("rules.yaml"), rules(3)).expect("write")
+        })
+        .await;
+}
+
 /// Cancelling the token ends the changes.
 #[tokio::test]
 async fn shutdown_ends_the_changes() {
