@@ -121,6 +121,16 @@ impl Reloader {
             summary = %rules.summary(),
             "rules loaded"
         );
+        let (afresh, count) = rules.counted_afresh(&self.rules.load());
+        if count > 0 {
+            tracing::warn!(
+                count,
+                limits = %LogText(&afresh.join(", ")),
+                "rules loaded: these limits count afresh, their window, algorithm or calendar \
+                 changed: every key starts with its whole allowance (the old counts return if \
+                 the change is reverted before their windows pass)"
+            );
+        }
         for warning in &rules.warnings {
             tracing::warn!(warning = %LogText(&warning.to_string()), "rule file");
         }

@@ -378,3 +378,69 @@ fn writes_beside_the_rule_directory_do_not_wake_the_watcher() {
     );
     eprintln!("300 writes beside the rule directory: {woken} wakeups of the watcher");
 }
+
+/// Issue 40 (17): changing a calendar limit's `timezone:` (or `calendar:`, `unit:`,
+/// `algorithm:`) on reload makes it count under other keys, silently. It still does, as
+/// docs/rules.md explains (a different period's count cannot be carried into it), but the
+/// reload now says which limits count afresh; reverting brings the old counts back while
+/// their window lasts.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_changed_calendar_is_said_to_count_afresh() {
+    let calendar = |zone: &str| {
+        format!(
+            "domain: test\ndescriptors:\n  - key: k\n    rate_limit: {{ requests_per_unit: 10, \
+             calendar: day, timezone: {zone} }}\n"
+        )
+    };
+    let server = common::process::Serve::new()
+        .rules(&calendar("UTC"))
+        .start();
+    let remaining = async || {
+        let mut client = connect(server.grpc_addr).await;
+        call(&mut client, one_descriptor("test", &[("k", "v")]))
+            .await
+            .statuses[0]
+            .limit_remaining
+    };
+    for left in [9, 8, 7] {
+        assert_eq!(remaining().await, left);
+    }
+    let generation = |n: u32| {
+        let server = &server;
+        move || {
+            server
+                .log()
+                .contains(&format!("generation={n}"))
+                .then_some(())
+        }
+    };
+    std::fs::write(
+        server.rules_dir().join("rules.yaml"),
+        calendar("Europe/Paris"),
+    )
+    .unwrap();
+    common::process::poll(Duration::from_secs(30), "the zone changed", generation(2));
+    assert_eq!(remaining().await, 9, "a fresh allowance, as documented");
+    common::process::poll(Duration::from_secs(10), "the warning", || {
+        server
+            .log()
+            .contains("these limits count afresh")
+            .then_some(())
+    });
+    let log = server.log();
+    assert!(
+        log.contains(
+            "test.k#0 (fixed_window calendar day (UTC) → fixed_window calendar day (Europe/Paris))"
+        ),
+        "{log}"
+    );
+    std::fs::write(server.rules_dir().join("rules.yaml"), calendar("UTC")).unwrap();
+    common::process::poll(Duration::from_secs(30), "the zone reverted", generation(3));
+    assert_eq!(remaining().await, 6, "the old count is back");
+    // The revert, and a calendar turned into a sliding minute, are said too.
+    let minute = rules(5).replace("unit: hour", "unit: minute");
+    std::fs::write(server.rules_dir().join("rules.yaml"), &minute).unwrap();
+    common::process::poll(Duration::from_secs(30), "three warnings", || {
+        (server.log().matches("these limits count afresh").count() == 3).then_some(())
+    });
+}
