@@ -105,8 +105,11 @@ fn write_quietly(dir: &Path, name: &str, key: &[u8; 16]) {
     }
 }
 
+/// A file's parser: the key it holds, and whether it holds nothing else.
+type Parse = fn(&[u8]) -> Option<([u8; 16], bool)>;
+
 /// Reads `name` in `dir` with `parse`.
-fn read(dir: &Path, name: &str, parse: fn(&[u8]) -> Option<([u8; 16], bool)>) -> Read {
+fn read(dir: &Path, name: &str, parse: Parse) -> Read {
     let path = dir.join(name);
     // Read as every data file is: a regular file only (a FIFO here cannot hang the start), capped.
     match crate::files::read(&path, MAX_BYTES) {
