@@ -72,22 +72,20 @@ mod tests {
     /// the value quoted, so it can neither end the line nor pass for another field.
     #[test]
     fn control_characters_are_escaped_and_quoted() {
-        assert_eq!(
-            LogText("user=alice,plan=gold").to_string(),
-            "user=alice,plan=gold"
-        );
-        assert_eq!(
-            LogText("x\n2026 INFO sluice::audit: counters reset \u{1b}[31m").to_string(),
-            r#""x\n2026 INFO sluice::audit: counters reset \u{1b}[31m""#
-        );
-        assert_eq!(LogText("a b").to_string(), r#""a b""#);
-        assert_eq!(
-            LogText(r#"say "hi" \ bye"#).to_string(),
-            r#""say \"hi\" \\ bye""#
-        );
-        assert_eq!(LogText("").to_string(), r#""""#);
-        assert_eq!(LogText("\u{9b}\u{2028}").to_string(), r#""\u{9b}\u{2028}""#);
-        assert_eq!(LogText("café").to_string(), "café");
+        for (text, shown) in [
+            ("user=alice,plan=gold", "user=alice,plan=gold"),
+            (
+                "x\n2026 INFO sluice::audit: counters reset \u{1b}[31m",
+                r#""x\n2026 INFO sluice::audit: counters reset \u{1b}[31m""#,
+            ),
+            ("a b", r#""a b""#),
+            (r#"say "hi" \ bye"#, r#""say \"hi\" \\ bye""#),
+            ("", r#""""#),
+            ("\u{9b}\u{2028}", r#""\u{9b}\u{2028}""#),
+            ("café", "café"),
+        ] {
+            assert_eq!(LogText(text).to_string(), shown, "{text:?}");
+        }
     }
 
     /// Past the bound the rest is counted, not shown, whatever the characters' widths.

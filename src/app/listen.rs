@@ -24,7 +24,7 @@ use crate::http::{self, HealthCheck, HttpState};
 use crate::insight::Insight;
 use crate::keepalive;
 use crate::limiter::Limiter;
-use crate::metrics::HttpConnectionFigures;
+use crate::metrics::ConnectionFigures;
 use crate::service::RlsService;
 use crate::service::quota::QuotaService;
 use crate::telemetry::CallTracer;
@@ -229,7 +229,7 @@ async fn serve_http(
     listener: TcpListener,
     router: axum::Router,
     limits: ConnLimits,
-    figures: Option<HttpConnectionFigures>,
+    figures: Option<ConnectionFigures>,
     serving: Serving,
 ) {
     http::serve::serve(listener, router, limits, serving.close, figures).await;

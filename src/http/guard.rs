@@ -210,81 +210,50 @@ mod tests {
     #[test]
     fn browsers_are_checked_and_other_clients_are_not() {
         let hosts = AllowedHosts::new(None, &[]);
+        let status = |pairs: &[(&'static str, &'static str)]| {
+            check(&headers(pairs), &hosts, "/json").map_err(|(status, _)| status)
+        };
         let json = ("content-type", "application/json");
-        for (pairs, expected) in [
-            (&[][..], Ok(())),
-            (
-                &[("content-type", "text/plain"), ("host", "evil.example")][..],
-                Ok(()),
-            ),
-            (
-                &[("content-type", "application/x-www-form-urlencoded")][..],
-                Ok(()),
-            ),
-            (
-                &[
-                    json,
-                    ("host", "127.0.0.1:8080"),
-                    ("origin", "http://127.0.0.1:8080"),
-                ][..],
-                Ok(()),
-            ),
-            (
-                &[
-                    json,
-                    ("host", "localhost:8080"),
-                    ("sec-fetch-site", "same-origin"),
-                ][..],
-                Ok(()),
-            ),
-            (
-                &[
-                    json,
-                    ("host", "evil.example:8080"),
-                    ("origin", "http://evil.example:8080"),
-                    ("sec-fetch-site", "same-origin"),
-                ][..],
-                Err(StatusCode::FORBIDDEN),
-            ),
-            (
-                &[
-                    json,
-                    ("host", "127.0.0.1"),
-                    ("origin", "https://evil.example"),
-                ][..],
-                Err(StatusCode::FORBIDDEN),
-            ),
-            (
-                &[json, ("host", "127.0.0.1"), ("origin", "null")][..],
-                Err(StatusCode::FORBIDDEN),
-            ),
-            (
-                &[
-                    json,
-                    ("host", "127.0.0.1"),
-                    ("sec-fetch-site", "cross-site"),
-                ][..],
-                Err(StatusCode::FORBIDDEN),
-            ),
-            (
-                &[json, ("host", "127.0.0.1"), ("sec-fetch-site", "same-site")][..],
-                Err(StatusCode::FORBIDDEN),
-            ),
-            (
-                &[
-                    ("content-type", "text/plain"),
-                    ("host", "127.0.0.1"),
-                    ("sec-fetch-site", "same-origin"),
-                ][..],
-                Err(StatusCode::UNSUPPORTED_MEDIA_TYPE),
-            ),
-            (
-                &[("host", "127.0.0.1"), ("sec-fetch-mode", "no-cors")][..],
-                Err(StatusCode::UNSUPPORTED_MEDIA_TYPE),
-            ),
-        ] {
-            let result = check(&headers(pairs), &hosts, "/json").map_err(|(status, _)| status);
-            assert_eq!(result, expected, "{pairs:?}");
+        let local = ("host", "127.0.0.1");
+        let rebound = ("host", "evil.example:8080");
+        let site = |s: &'static str| ("sec-fetch-site", s);
+        let origin = |o: &'static str| ("origin", o);
+        let served: [&[_]; 5] = [
+            &[],
+            &[("content-type", "text/plain"), rebound],
+            &[("content-type", "application/x-www-form-urlencoded")],
+            &[
+                json,
+                ("host", "127.0.0.1:8080"),
+                origin("http://127.0.0.1:8080"),
+            ],
+            &[json, ("host", "localhost:8080"), site("same-origin")],
+        ];
+        let forbidden: [&[_]; 5] = [
+            &[
+                json,
+                rebound,
+                origin("http://evil.example:8080"),
+                site("same-origin"),
+            ],
+            &[json, local, origin("https://evil.example")],
+            &[json, local, origin("null")],
+            &[json, local, site("cross-site")],
+            &[json, local, site("same-site")],
+        ];
+        let not_json: [&[_]; 2] = [
+            &[("content-type", "text/plain"), local, site("same-origin")],
+            &[local, ("sec-fetch-mode", "no-cors")],
+        ];
+        for pairs in served {
+            assert_eq!(status(pairs), Ok(()), "{pairs:?}");
+        }
+        for pairs in forbidden {
+            assert_eq!(status(pairs), Err(StatusCode::FORBIDDEN), "{pairs:?}");
+        }
+        for pairs in not_json {
+            let refused = Err(StatusCode::UNSUPPORTED_MEDIA_TYPE);
+            assert_eq!(status(pairs), refused, "{pairs:?}");
         }
     }
 }

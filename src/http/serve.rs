@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower_service::Service;
 
-use crate::metrics::HttpConnectionFigures;
+use crate::metrics::ConnectionFigures;
 
 /// The most HTTP connections open at once by default (probes, scrapes and `/json` clients
 /// need few).
@@ -77,7 +77,7 @@ pub async fn serve(
     router: Router,
     limits: ConnLimits,
     close: CancellationToken,
-    figures: Option<HttpConnectionFigures>,
+    figures: Option<ConnectionFigures>,
 ) {
     let open = Arc::new(Open::default());
     let tasks = TaskTracker::new();
@@ -105,7 +105,7 @@ pub async fn serve(
         let figures = figures.clone();
         if let Some(figures) = &figures {
             figures.opened();
-            (0..evicted).for_each(|_| figures.evicted());
+            (0..evicted).for_each(|_| figures.capped());
         }
         tasks.spawn(async move {
             connection.await;

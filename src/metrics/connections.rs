@@ -8,21 +8,33 @@ use super::names::{
 };
 use super::{Families, Metrics};
 
-/// The connection families, cloned into the accept loop (handles, not lookups).
+/// One listener's connection families, cloned into its accept loop (handles, not lookups).
 #[derive(Debug, Clone)]
 pub struct ConnectionFigures {
     open: IntGauge,
-    refused: IntCounter,
+    capped: IntCounter,
 }
 
 impl ConnectionFigures {
-    /// Registers the families.
-    pub(super) fn new(families: &Families<'_>) -> Self {
+    /// Registers the gRPC listener's families.
+    pub(super) fn grpc(families: &Families<'_>) -> Self {
         Self {
             open: families.gauge(GRPC_CONNECTIONS, "gRPC connections open."),
-            refused: families.counter(
+            capped: families.counter(
                 GRPC_CONNECTIONS_REFUSED,
                 "gRPC connections closed at once because --grpc-max-connections were open.",
+            ),
+        }
+    }
+
+    /// Registers the HTTP listener's families.
+    pub(super) fn http(families: &Families<'_>) -> Self {
+        Self {
+            open: families.gauge(HTTP_CONNECTIONS, "HTTP connections open on --http-addr."),
+            capped: families.counter(
+                HTTP_CONNECTIONS_EVICTED,
+                "HTTP connections asked to close, oldest first, to keep the open ones within \
+                 --http-max-connections.",
             ),
         }
     }
@@ -37,45 +49,10 @@ impl ConnectionFigures {
         self.open.dec();
     }
 
-    /// A connection was closed at once: the cap was reached.
-    pub fn refused(&self) {
-        self.refused.inc();
-    }
-}
-
-/// The HTTP listener's connection families, cloned into its accept loop.
-#[derive(Debug, Clone)]
-pub struct HttpConnectionFigures {
-    open: IntGauge,
-    evicted: IntCounter,
-}
-
-impl HttpConnectionFigures {
-    /// Registers the families.
-    pub(super) fn new(families: &Families<'_>) -> Self {
-        Self {
-            open: families.gauge(HTTP_CONNECTIONS, "HTTP connections open on --http-addr."),
-            evicted: families.counter(
-                HTTP_CONNECTIONS_EVICTED,
-                "HTTP connections asked to close, oldest first, to keep the open ones within \
-                 --http-max-connections.",
-            ),
-        }
-    }
-
-    /// A connection was accepted.
-    pub fn opened(&self) {
-        self.open.inc();
-    }
-
-    /// A connection ended.
-    pub fn closed(&self) {
-        self.open.dec();
-    }
-
-    /// A connection was asked to close to make room.
-    pub fn evicted(&self) {
-        self.evicted.inc();
+    /// A connection was closed because of the cap: refused on accept (gRPC), or asked to
+    /// close to make room (HTTP).
+    pub fn capped(&self) {
+        self.capped.inc();
     }
 }
 
@@ -86,7 +63,7 @@ impl Metrics {
     }
 
     /// The HTTP listener's connection figures.
-    pub fn http_connections(&self) -> HttpConnectionFigures {
+    pub fn http_connections(&self) -> ConnectionFigures {
         self.http_connections.clone()
     }
 }

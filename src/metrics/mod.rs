@@ -31,7 +31,7 @@ pub use admin::AdminOutcome;
 pub use compat::{HitOutcome, HitSplit};
 pub use compat_statsd::{CompatExposition, CompatStat, CompatStatValue, TimerTotals};
 pub use configured::ConfiguredLimit;
-pub use connections::{ConnectionFigures, HttpConnectionFigures};
+pub use connections::ConnectionFigures;
 pub use decisions::StoreSeries;
 pub(crate) use names::{SERVICE_ERROR, STORE_ERROR};
 pub use quota::ReportedOutcome;
@@ -56,7 +56,7 @@ pub struct Metrics {
     configured: configured::ConfiguredLimits,
     admin: admin::AdminFigures,
     connections: connections::ConnectionFigures,
-    http_connections: connections::HttpConnectionFigures,
+    http_connections: connections::ConnectionFigures,
     statsd_send_errors: IntCounter,
     /// A statsd_exporter mapping that makes envoyproxy/ratelimit's families instead.
     exposition: std::sync::OnceLock<std::sync::Arc<dyn CompatExposition>>,
@@ -97,8 +97,8 @@ impl Metrics {
             xds: xds::XdsFigures::new(&families),
             configured,
             admin: admin::AdminFigures::new(&families),
-            connections: connections::ConnectionFigures::new(&families),
-            http_connections: connections::HttpConnectionFigures::new(&families),
+            connections: connections::ConnectionFigures::grpc(&families),
+            http_connections: connections::ConnectionFigures::http(&families),
             statsd_send_errors: compat_statsd::send_errors(&families),
             exposition: std::sync::OnceLock::new(),
             built_in: families.names.into_inner(),

@@ -296,12 +296,18 @@ async fn missing_directory_is_picked_up_when_it_appears() {
     let dir = tempfile::tempdir().expect("temp dir");
     let missing = dir.path().join("not/yet");
     let watch = Counter::start(&[&missing]);
-    fs::create_dir_all(&missing).expect("mkdir");
-    fs::write(missing.join("rules.yaml"), rules(1)).expect("write");
-    watch.reaches(1, "the directory appearing").await;
+    made_and_watched(&watch, &missing, 1).await;
+}
+
+/// Makes `dir` with a rule file, waits for that change (the `n`th seen), then for an edit in
+/// it to be one.
+async fn made_and_watched(watch: &Counter, dir: &Path, n: usize) {
+    fs::create_dir_all(dir).expect("mkdir");
+    fs::write(dir.join("rules.yaml"), rules(1)).expect("write");
+    watch.reaches(n, "the directory appearing").await;
     watch
         .reacts_to("an edit in the directory that appeared", || {
-            fs::write(missing.join("rules.yaml"), rules(2)).expect("write")
+            fs::write(dir.join("rules.yaml"), rules(2)).expect("write")
         })
         .await;
 }
@@ -320,14 +326,7 @@ async fn a_directory_input_deleted_and_made_again_is_followed() {
     let watch = Counter::start(&[&rules_dir]);
     fs::remove_dir_all(&rules_dir).expect("rm");
     watch.reaches(1, "the directory deleted").await;
-    fs::create_dir(&rules_dir).expect("mkdir");
-    fs::write(rules_dir.join("rules.yaml"), rules(2)).expect("write");
-    watch.reaches(2, "the directory made again").await;
-    watch
-        .reacts_to("an edit in the directory made again", || {
-            fs::write(rules_dir.join("rules.yaml"), rules(3)).expect("write")
-        })
-        .await;
+    made_and_watched(&watch, &rules_dir, 2).await;
 }
 
 /// Cancelling the token ends the changes.

@@ -23,6 +23,17 @@ fn limit_open_files(pid: u32, n: u64) {
     assert!(set.success(), "prlimit --pid {pid} --nofile={n}");
 }
 
+/// Lets this test process itself hold thousands of sockets.
+fn raise_own_file_limit() {
+    let _ = Command::new("prlimit")
+        .args([
+            "--pid",
+            &std::process::id().to_string(),
+            "--nofile=8192:8192",
+        ])
+        .status();
+}
+
 /// Opens up to `n` connections to `addr` (a server that stops accepting makes some time out):
 /// even ones send nothing, odd ones half a request head.
 fn hostile_connections(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
@@ -86,13 +97,7 @@ async fn grpc_answers(addr: SocketAddr) -> bool {
 #[tokio::test(flavor = "multi_thread")]
 async fn idle_and_slow_http_clients_cannot_starve_grpc_or_health() {
     // This test itself holds 2,000 sockets.
-    let _ = Command::new("prlimit")
-        .args([
-            "--pid",
-            &std::process::id().to_string(),
-            "--nofile=8192:8192",
-        ])
-        .status();
+    raise_own_file_limit();
     let server: Sluice = Serve::new().rules(RULES).start();
     limit_open_files(server.pid(), 1024);
     let mut hostile = hostile_connections(server.http_addr, 2_000);
@@ -137,13 +142,7 @@ fn open_fds(pid: u32) -> usize {
 #[tokio::test(flavor = "multi_thread")]
 async fn slow_bodies_cannot_exhaust_the_file_limit() {
     // This test itself holds 1,500 sockets.
-    let _ = Command::new("prlimit")
-        .args([
-            "--pid",
-            &std::process::id().to_string(),
-            "--nofile=8192:8192",
-        ])
-        .status();
+    raise_own_file_limit();
     let server: Sluice = Serve::new()
         .rules(RULES)
         .wrapped("prlimit", ["--nofile=1024:1024", "--"])

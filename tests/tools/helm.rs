@@ -1074,42 +1074,48 @@ fn statsd_values_wire_the_sink() {
     assert!(bad.contains("statsd"), "{bad}");
 }
 
-/// `server.grpcMaxConnections` caps the gRPC connections: the flag by default, sluice's own
-/// variable under the `ratelimit` personality (upstream has none), and the schema refuses 0.
+/// A connection cap's value (`server.<value>`, default `default`) is the flag `--<flag>` by
+/// default and sluice's own variable `var` under the `ratelimit` personality (upstream has
+/// none); the schema refuses 0.
+fn caps_connections(value: &str, flag: &str, var: &str, default: u32) {
+    assert!(args(&rendered(&[])).contains(&format!("--{flag}={default}").as_str()));
+    let set = format!("server.{value}=20000");
+    let raised = ["--set", set.as_str()];
+    assert!(args(&rendered(&raised)).contains(&format!("--{flag}=20000").as_str()));
+    let upstream = rendered(&[&raised[..], &UPSTREAM_ENV_ON_REDIS[..]].concat());
+    let env = container(&upstream)["env"].as_array().expect("env");
+    assert!(
+        env.iter()
+            .any(|e| e["name"] == var && e["value"] == "20000"),
+        "{env:?}"
+    );
+    let zero = format!("server.{value}=0");
+    let bad = render(&["--set", &zero]).expect_err("schema");
+    assert!(bad.contains(value), "{bad}");
+}
+
+/// `server.grpcMaxConnections` caps the gRPC connections.
 #[test]
 #[ignore = "needs helm (scripts/test installs it)"]
 fn grpc_max_connections_value_caps_connections() {
-    assert!(args(&rendered(&[])).contains(&"--grpc-max-connections=4096"));
-    let raised = ["--set", "server.grpcMaxConnections=20000"];
-    assert!(args(&rendered(&raised)).contains(&"--grpc-max-connections=20000"));
-    let upstream = rendered(&[&raised[..], &UPSTREAM_ENV_ON_REDIS[..]].concat());
-    let env = container(&upstream)["env"].as_array().expect("env");
-    assert!(
-        env.iter()
-            .any(|e| e["name"] == "SLUICE_GRPC_MAX_CONNECTIONS" && e["value"] == "20000"),
-        "{env:?}"
+    caps_connections(
+        "grpcMaxConnections",
+        "grpc-max-connections",
+        "SLUICE_GRPC_MAX_CONNECTIONS",
+        4096,
     );
-    let bad = render(&["--set", "server.grpcMaxConnections=0"]).expect_err("schema");
-    assert!(bad.contains("grpcMaxConnections"), "{bad}");
 }
 
-/// `server.httpMaxConnections` caps the HTTP connections as `server.grpcMaxConnections` caps
-/// gRPC's: the flag, sluice's own variable under the `ratelimit` personality, the schema.
+/// `server.httpMaxConnections` caps the HTTP listener's connections.
 #[test]
 #[ignore = "needs helm (scripts/test installs it)"]
 fn http_max_connections_value_caps_connections() {
-    assert!(args(&rendered(&[])).contains(&"--http-max-connections=256"));
-    let raised = ["--set", "server.httpMaxConnections=1000"];
-    assert!(args(&rendered(&raised)).contains(&"--http-max-connections=1000"));
-    let upstream = rendered(&[&raised[..], &UPSTREAM_ENV_ON_REDIS[..]].concat());
-    let env = container(&upstream)["env"].as_array().expect("env");
-    assert!(
-        env.iter()
-            .any(|e| e["name"] == "SLUICE_HTTP_MAX_CONNECTIONS" && e["value"] == "1000"),
-        "{env:?}"
+    caps_connections(
+        "httpMaxConnections",
+        "http-max-connections",
+        "SLUICE_HTTP_MAX_CONNECTIONS",
+        256,
     );
-    let bad = render(&["--set", "server.httpMaxConnections=0"]).expect_err("schema");
-    assert!(bad.contains("httpMaxConnections"), "{bad}");
 }
 
 /// The Service's DNS names are host names a browser may reach `/ui` by, with those of

@@ -26,13 +26,18 @@ descriptors:
         rate_limit: { unit: minute, requests_per_unit: 5 }
 "#;
 
-/// Three gRPC calls of `api_key=k1` (the third over the limit) and one of `plan=free, path=/a`.
-fn calls(sluice: &Sluice) {
+/// Runs `future` to its end on a runtime of its own.
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    runtime.block_on(async {
+    runtime.block_on(future)
+}
+
+/// Three gRPC calls of `api_key=k1` (the third over the limit) and one of `plan=free, path=/a`.
+fn calls(sluice: &Sluice) {
+    block_on(async {
         let mut client = common::connect(sluice.grpc_addr).await;
         let one = || common::one_descriptor("edge", &[("api_key", "k1")]);
         let nested = common::one_descriptor("edge", &[("plan", "free"), ("path", "/a")]);
@@ -115,20 +120,23 @@ fn dogstatsd_lines_carry_tags() {
     );
 }
 
+/// A server sending its stats every 10 ms to a port nothing listens on, with `extra` flags;
+/// the port.
+fn to_a_closed_port(extra: &[&str]) -> (Sluice, u16) {
+    let port = free_port();
+    let sluice = Serve::new()
+        .rules(RULES)
+        .args(["--statsd-addr", &format!("127.0.0.1:{port}")])
+        .args(["--statsd-flush-interval", "10ms"])
+        .args(extra)
+        .start();
+    (sluice, port)
+}
+
 /// No receiver: the server starts, answers and stops as usual; the failed sends are counted.
 #[test]
 fn an_absent_receiver_costs_calls_nothing() {
-    let port = free_port();
-    let mut sluice = Serve::new()
-        .rules(RULES)
-        .args(["--statsd-addr", &format!("127.0.0.1:{port}")])
-        .args([
-            "--statsd-protocol",
-            "tcp",
-            "--statsd-flush-interval",
-            "10ms",
-        ])
-        .start();
+    let (mut sluice, _) = to_a_closed_port(&["--statsd-protocol", "tcp"]);
     calls(&sluice);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -152,11 +160,7 @@ fn an_absent_receiver_costs_calls_nothing() {
 
 /// One gRPC call that no rule limits (its answer is not looked at).
 fn one_call(sluice: &Sluice) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    block_on(async {
         let mut client = common::connect(sluice.grpc_addr).await;
         common::call(
             &mut client,
@@ -183,12 +187,7 @@ fn send_errors(sluice: &Sluice) -> u64 {
 /// port and gets the stats.
 #[test]
 fn udp_to_a_closed_port_is_one_outage_with_one_line_each_way() {
-    let port = free_port();
-    let mut sluice = Serve::new()
-        .rules(RULES)
-        .args(["--statsd-addr", &format!("127.0.0.1:{port}")])
-        .args(["--statsd-flush-interval", "10ms"])
-        .start();
+    let (mut sluice, port) = to_a_closed_port(&[]);
     // Each call changes the response-time stat, so each flush after one sends a datagram.
     poll(Duration::from_secs(120), "40 failed sends", || {
         one_call(&sluice);
@@ -408,11 +407,7 @@ fn the_personality_sends_mogrified_dogstatsd() {
 
 /// `/metrics` of a server, as text.
 fn scrape(sluice: &Sluice) -> String {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let (status, text) = runtime.block_on(common::http(sluice.http_addr, "GET", "/metrics", ""));
+    let (status, text) = block_on(common::http(sluice.http_addr, "GET", "/metrics", ""));
     assert_eq!(status, 200, "{text}");
     text
 }
@@ -459,25 +454,25 @@ fn envoy_gateways_mapping_makes_its_dashboard_names() {
     assert!(text.contains("process_resident_memory_bytes"), "{text}");
 }
 
-/// A broken mapping stops the start with the file, line and column of the mistake.
-#[test]
-fn an_invalid_mapping_stops_the_start_at_its_position() {
-    let dir = common::process::temp_dir(&[(
-        "mapping.yaml",
-        "mappings:\n  - match: ratelimit.*\n    name: x\n    lables: { a: b }\n",
-    )]);
+/// The start with `mapping` as the mapping file, which must fail: the file's path and stderr.
+fn refused_mapping(mapping: &str) -> (String, String) {
+    let dir = common::process::temp_dir(&[("mapping.yaml", mapping)]);
     let file = dir.path().join("mapping.yaml");
     let out = Serve::new()
         .rules(RULES)
         .args(["--prometheus-mapper".as_ref(), file.as_os_str()])
         .output();
     assert_eq!(out.code(), Some(1), "{}", out.stderr);
-    let expected = format!("{}:4:5: unknown key \"lables\"", file.display());
-    assert!(
-        out.stderr.contains(&expected),
-        "{expected} in {}",
-        out.stderr
-    );
+    (file.display().to_string(), out.stderr)
+}
+
+/// A broken mapping stops the start with the file, line and column of the mistake.
+#[test]
+fn an_invalid_mapping_stops_the_start_at_its_position() {
+    let (file, stderr) =
+        refused_mapping("mappings:\n  - match: ratelimit.*\n    name: x\n    lables: { a: b }\n");
+    let expected = format!("{file}:4:5: unknown key \"lables\"");
+    assert!(stderr.contains(&expected), "{expected} in {stderr}");
 }
 
 /// `promtool check metrics` on `text`: whether it parsed (lint findings aside: exit 3), and
@@ -517,18 +512,9 @@ fn mapping_names_that_clash_are_refused_or_left_out_and_the_scrape_parses() {
         ("process_open_fds", "process_open_fds"),
     ] {
         let text = format!("mappings:\n  - match: ratelimit.service.*\n    name: {name}\n");
-        let dir = common::process::temp_dir(&[("mapping.yaml", &text)]);
-        let file = dir.path().join("mapping.yaml");
-        let out = Serve::new()
-            .rules(RULES)
-            .args(["--prometheus-mapper".as_ref(), file.as_os_str()])
-            .output();
-        assert_eq!(out.code(), Some(1), "{}", out.stderr);
-        let at = format!(
-            "{}:3:11: name {name:?} clashes with the family {family}",
-            file.display()
-        );
-        assert!(out.stderr.contains(&at), "{at} in {}", out.stderr);
+        let (file, stderr) = refused_mapping(&text);
+        let at = format!("{file}:3:11: name {name:?} clashes with the family {family}");
+        assert!(stderr.contains(&at), "{at} in {stderr}");
     }
     // `$1` is empty: the name is only known once a stat is mapped.
     let dir = common::process::temp_dir(&[(
