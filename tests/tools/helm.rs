@@ -1119,7 +1119,8 @@ fn http_max_connections_value_caps_connections() {
 }
 
 /// The Service's DNS names are host names a browser may reach `/ui` by, with those of
-/// `server.httpAllowedHosts`; under the personality through sluice's own variable.
+/// `server.httpAllowedHosts`; under the personality through sluice's own variable, once names
+/// are given (the personality otherwise sees upstream's variables alone).
 #[test]
 #[ignore = "needs helm (scripts/test installs it)"]
 fn the_services_names_are_allowed_hosts() {
@@ -1137,7 +1138,13 @@ fn the_services_names_are_allowed_hosts() {
     );
     let extra = rendered(&["--set", "server.httpAllowedHosts={rl.example.com,*.corp}"]);
     assert!(hosts(&extra).unwrap().ends_with(",rl.example.com,*.corp"));
-    let upstream = rendered(&UPSTREAM_ENV_ON_REDIS);
+    let upstream = rendered(
+        &[
+            &UPSTREAM_ENV_ON_REDIS[..],
+            &["--set", "server.httpAllowedHosts={rl.example.com}"],
+        ]
+        .concat(),
+    );
     let env = container(&upstream)["env"].as_array().expect("env");
     assert!(
         env.iter().any(|e| e["name"] == "SLUICE_HTTP_ALLOWED_HOSTS"
