@@ -36,6 +36,23 @@ pub fn open(path: &Path) -> io::Result<(File, u64)> {
 /// Reads the whole of `path`, a regular file of at most `max` bytes.
 pub fn read(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     let (file, size) = open(path)?;
+    read_open(file, size, max)
+}
+
+/// Reads `path` as UTF-8 text, a regular file of at most `max` bytes, with its permission
+/// bits (`0o644`) as the descriptor read had them, so no other file can be swapped in between
+/// the check and the read; `0` where files have no such bits.
+pub fn read_to_string_with_mode(path: &Path, max: u64) -> io::Result<(String, u32)> {
+    let (file, size) = open(path)?;
+    #[cfg(unix)]
+    let mode = std::os::unix::fs::PermissionsExt::mode(&file.metadata()?.permissions()) & 0o7777;
+    #[cfg(not(unix))]
+    let mode = 0;
+    Ok((utf8(read_open(file, size, max)?)?, mode))
+}
+
+/// The rest of [`read`], on a file already open.
+fn read_open(file: File, size: u64, max: u64) -> io::Result<Vec<u8>> {
     if size > max {
         return Err(too_large(size, max));
     }
@@ -50,7 +67,11 @@ pub fn read(path: &Path, max: u64) -> io::Result<Vec<u8>> {
 
 /// Reads `path` as UTF-8 text, a regular file of at most `max` bytes.
 pub fn read_to_string(path: &Path, max: u64) -> io::Result<String> {
-    String::from_utf8(read(path, max)?)
+    utf8(read(path, max)?)
+}
+
+fn utf8(bytes: Vec<u8>) -> io::Result<String> {
+    String::from_utf8(bytes)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "file is not valid UTF-8"))
 }
 

@@ -106,6 +106,7 @@ fn server() -> &'static Server {
                 Arc::new(clock.clone()),
                 Arc::new(crate::quota::WholeLimit),
             )),
+            hosts: Arc::new(crate::http::guard::AllowedHosts::new(None, &[])),
         });
         Server {
             runtime: tokio::runtime::Builder::new_current_thread()

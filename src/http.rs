@@ -1,7 +1,9 @@
 //! The HTTP endpoints (axum): `/healthcheck`, `/metrics`, `POST /json`, `/rlconfig`, the
 //! operator page under `/ui` (`ui/`); and the router of a separate metrics listener. Their
-//! connections are bounded in number and time by `serve.rs`.
+//! connections are bounded in number and time by `serve.rs`; which calls a browser may make is
+//! `guard.rs`'s to say.
 
+pub mod guard;
 pub mod serve;
 
 use std::sync::Arc;
@@ -11,7 +13,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get};
 
 use crate::insight::Insight;
 use crate::limiter::{Code, LimitError, Limiter};
@@ -32,6 +34,8 @@ pub struct HttpState {
     pub health: HealthCheck,
     /// The quota (RLQS) shares, shown by `/ui`.
     pub quota: Arc<crate::quota::QuotaBook>,
+    /// The host names a browser may reach this server by (`/json` and `/ui`'s POSTs).
+    pub hosts: Arc<guard::AllowedHosts>,
 }
 
 /// The HTTP router.
@@ -40,11 +44,13 @@ pub fn router(state: HttpState) -> Router {
         limiter: state.limiter.clone(),
         insight: state.insight.clone(),
         quota: state.quota.clone(),
+        hosts: state.hosts.clone(),
     });
     Router::new()
         .route("/healthcheck", get(healthcheck))
         .route("/metrics", get(metrics_of))
-        .route("/json", post(json))
+        // Any method, as envoyproxy/ratelimit serves it (its handler does not check it).
+        .route("/json", any(json))
         .route("/rlconfig", get(rlconfig))
         .with_state(state)
         .merge(ui)
@@ -80,10 +86,11 @@ async fn metrics(State(limiter): State<Arc<Limiter>>) -> impl IntoResponse {
 
 /// envoyproxy/ratelimit's JSON API: a protojson `RateLimitRequest` in, a protojson
 /// `RateLimitResponse` out; 200 OK, 429 OVER_LIMIT, 400 for a bad body or request, 503 when the
-/// counter store is unavailable. Only JSON bodies from no browser origin but the server's own
-/// (see [`json_call_allowed`]).
+/// counter store is unavailable. A browser's call only from this server's own page, through
+/// one of its names, with a JSON body; any other client's as envoyproxy/ratelimit takes it
+/// (see [`guard`]).
 async fn json(State(state): State<HttpState>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(refusal) = json_call_allowed(&headers) {
+    if let Err(refusal) = guard::check(&headers, &state.hosts, "/json") {
         return refusal.into_response();
     }
     let request: RateLimitRequest = match serde_json::from_slice(&body) {
@@ -118,52 +125,6 @@ async fn json(State(state): State<HttpState>, headers: HeaderMap, body: Bytes) -
         Err(e @ (LimitError::Store(_) | LimitError::NoRules)) => {
             (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response()
         }
-    }
-}
-
-/// Whether a `/json` call may charge counters: its body must be declared `application/json`
-/// (415 otherwise), and a browser's call must come from this server's own origin (403
-/// otherwise). A plain-text POST is what any web page may send across origins without asking,
-/// so without these checks a page opened inside the network could spend rate-limit budget.
-fn json_call_allowed(headers: &HeaderMap) -> Result<(), (StatusCode, &'static str)> {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    let media_type = content_type.split(';').next().unwrap_or_default().trim();
-    if !media_type.eq_ignore_ascii_case("application/json") {
-        return Err((
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "POST /json takes a body of Content-Type: application/json\n",
-        ));
-    }
-    if cross_site(headers) {
-        return Err((
-            StatusCode::FORBIDDEN,
-            "POST /json refuses calls from another origin\n",
-        ));
-    }
-    Ok(())
-}
-
-/// Whether a browser sent this request on behalf of another site: `Sec-Fetch-Site` says so
-/// (anything but `same-origin` or `none`), or `Origin` names another host than `Host`.
-/// Clients that are not browsers send neither header.
-fn cross_site(headers: &HeaderMap) -> bool {
-    let text = |name| headers.get(name).map(|v| v.to_str().unwrap_or("\u{0}"));
-    if let Some(site) = text(header::HeaderName::from_static("sec-fetch-site"))
-        && site != "same-origin"
-        && site != "none"
-    {
-        return true;
-    }
-    match text(header::ORIGIN) {
-        None => false,
-        // `null` (a sandboxed frame, a file) is no origin of ours either.
-        Some(origin) => match origin.split_once("://") {
-            Some((_, authority)) => Some(authority) != text(header::HOST),
-            None => true,
-        },
     }
 }
 

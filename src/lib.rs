@@ -19,7 +19,8 @@
 //! Inside, not API: `service` (gRPC ↔ limiter), `http` (the HTTP endpoints), `ui` (the operator
 //! page `/ui`), `reload` (the rules in force and rule-file hot reload), `xds` (rules from an xDS
 //! control plane), `tls` (gRPC TLS, certificates reloaded), `watch` (the one file watcher),
-//! `files` (reading only regular files, bounded, never blocking on a FIFO).
+//! `files` (reading only regular files, bounded, never blocking on a FIFO), `log_text` (text
+//! from outside escaped and bounded for a log line).
 //!
 //! From rules to a decision, with a manual clock:
 //!
@@ -72,6 +73,7 @@ mod admin;
 mod files;
 mod http;
 mod keepalive;
+mod log_text;
 mod reload;
 mod service;
 mod statsd;

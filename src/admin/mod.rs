@@ -6,7 +6,9 @@
 //!
 //! Every request without a valid token is refused with 401 before anything is read; every
 //! reset writes one audit line (target `sluice::audit`: the token's name, the client's
-//! address, what was reset) and counts `sluice_admin_resets_total`.
+//! address, what was reset) and counts `sluice_admin_resets_total`. What the client wrote
+//! (domain, descriptor) reaches that line escaped and bounded ([`LogText`]): it cannot forge a
+//! line or send escapes to a terminal.
 
 mod json;
 mod query;
@@ -25,6 +27,7 @@ use serde_json::json;
 pub use self::tokens::{TokenError, Tokens};
 use crate::http::serve::Peer;
 use crate::limiter::{CountersError, Limiter};
+use crate::log_text::LogText;
 use crate::metrics::AdminOutcome;
 use crate::store::StoreError;
 
@@ -122,9 +125,9 @@ async fn reset(State(state): State<AdminState>, request: Request) -> Response {
                     target: AUDIT_TARGET,
                     token = caller.as_ref().map_or("", |c| &*c.0),
                     peer = %peer.map_or_else(|| "unknown".to_owned(), |p| p.to_string()),
-                    domain = %query.domain,
-                    descriptor = %descriptor_text(&query.entries),
-                    error = %e,
+                    domain = %LogText(&query.domain),
+                    descriptor = %LogText(&descriptor_text(&query.entries)),
+                    error = %LogText(&e.to_string()),
                     "counters reset in memory only"
                 );
                 metrics.record_admin_reset(&query.domain);
@@ -150,10 +153,10 @@ async fn reset(State(state): State<AdminState>, request: Request) -> Response {
         target: AUDIT_TARGET,
         token = caller.as_ref().map_or("", |c| &*c.0),
         peer = %peer.map_or_else(|| "unknown".to_owned(), |p| p.to_string()),
-        domain = %query.domain,
-        descriptor = %descriptor_text(&query.entries),
-        rule = %reset.counters.node.full_key,
-        limits = %limits.join(", "),
+        domain = %LogText(&query.domain),
+        descriptor = %LogText(&descriptor_text(&query.entries)),
+        rule = %LogText(&reset.counters.node.full_key),
+        limits = %LogText(&limits.join(", ")),
         counters_cleared = reset.cleared.counters,
         leased_hits_returned = reset.cleared.leased_hits,
         "counters reset"

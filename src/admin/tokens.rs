@@ -5,9 +5,16 @@
 //! lines and lines starting with `#` are skipped. The name is what the audit line says made a
 //! reset (a person, a team, a tool), so names are unique; so are tokens. A token is at least
 //! [`MIN_TOKEN_BYTES`] bytes with no whitespace (a token holding `:` must be named).
+//!
+//! The file's mode is checked on the descriptor read: a file others may write is refused (at
+//! start the listener does not start; on reload the tokens in force stay), since whoever can
+//! write it can let themselves in. A file every user may read is accepted with one warning: a
+//! Kubernetes Secret is mounted `0644` unless its `defaultMode` says otherwise, and inside a
+//! container of one user that reaches no one; elsewhere it shows the tokens to every user.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -47,6 +54,20 @@ pub enum TokenError {
         /// What is wrong with it.
         problem: String,
     },
+    /// Users other than the owner may write the file (`mode`: its permission bits).
+    #[error(
+        "admin token file {} may be written by {} (mode {mode:04o}): whoever can write it can let \
+         themselves in; make it writable by its owner only (chmod go-w; in Kubernetes, the \
+         Secret volume's defaultMode 0440 or 0400)",
+        path.display(),
+        if mode & 0o002 != 0 { "every user" } else { "its group" }
+    )]
+    Writable {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// The file holds no token: no one could use the listener.
     #[error(
         "admin token file {} holds no token (one a line: name:token, or a bare token)",
@@ -74,6 +95,8 @@ struct Token {
 pub struct Tokens {
     path: PathBuf,
     current: Arc<ArcSwap<Vec<Token>>>,
+    /// Whether the file being readable by every user was warned about (once, until it is not).
+    warned_readable: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Tokens {
@@ -90,14 +113,33 @@ impl Tokens {
     /// Reads the token file; a file that cannot be read, a bad line or no token at all is an
     /// error (the listener does not start without a token).
     pub fn load(path: &Path) -> Result<Self, TokenError> {
-        let tokens = read(path)?;
+        let (tokens, mode) = read(path)?;
         if tokens.is_empty() {
             return Err(TokenError::Empty(path.to_path_buf()));
         }
-        Ok(Self {
+        let loaded = Self {
             path: path.to_path_buf(),
             current: Arc::new(ArcSwap::from_pointee(tokens)),
-        })
+            warned_readable: Arc::default(),
+        };
+        loaded.note_mode(mode);
+        Ok(loaded)
+    }
+
+    /// Warns once that every user may read the file (and again if it becomes so anew).
+    fn note_mode(&self, mode: u32) {
+        let readable = mode & 0o004 != 0;
+        if readable && !self.warned_readable.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                file = %self.path.display(),
+                mode = %format!("{mode:04o}"),
+                "admin token file is readable by every user: harmless in a container of one \
+                 user (a Kubernetes Secret's default mode is 0644), elsewhere it shows the \
+                 tokens to every user of the machine (chmod o-r)"
+            );
+        } else if !readable {
+            self.warned_readable.store(false, Ordering::Relaxed);
+        }
     }
 
     /// The name of the token `presented` is, if it is one. Every token is compared, each in
@@ -123,7 +165,8 @@ impl Tokens {
     /// line keeps the tokens in force. Logged either way.
     pub fn reload(&self) {
         match read(&self.path) {
-            Ok(tokens) => {
+            Ok((tokens, mode)) => {
+                self.note_mode(mode);
                 let names: Vec<&str> = tokens.iter().map(|t| &*t.name).collect();
                 if tokens.is_empty() {
                     tracing::warn!(file = %self.path.display(), "admin token file holds no token: every admin request is refused");
@@ -162,18 +205,28 @@ impl Tokens {
     }
 }
 
-/// Reads and parses the token file.
-fn read(path: &Path) -> Result<Vec<Token>, TokenError> {
-    let text =
-        crate::files::read_to_string(path, MAX_FILE_BYTES).map_err(|error| TokenError::Read {
-            path: path.to_path_buf(),
-            error,
+/// Reads and parses the token file; its tokens and its permission bits. A file others may
+/// write is refused before it is parsed.
+fn read(path: &Path) -> Result<(Vec<Token>, u32), TokenError> {
+    let (text, mode) =
+        crate::files::read_to_string_with_mode(path, MAX_FILE_BYTES).map_err(|error| {
+            TokenError::Read {
+                path: path.to_path_buf(),
+                error,
+            }
         })?;
-    parse(&text).map_err(|(line, problem)| TokenError::Line {
+    if mode & 0o022 != 0 {
+        return Err(TokenError::Writable {
+            path: path.to_path_buf(),
+            mode,
+        });
+    }
+    let tokens = parse(&text).map_err(|(line, problem)| TokenError::Line {
         path: path.to_path_buf(),
         line,
         problem,
-    })
+    })?;
+    Ok((tokens, mode))
 }
 
 /// The tokens of a token file's text; a bad line as its number and what is wrong.

@@ -62,6 +62,9 @@ pub const GRPC_MAX_CONNECTION_AGE_GRACE: Duration = Duration::from_secs(3_600);
 /// connections without end cannot take every file descriptor and the memory their HTTP/2
 /// state and buffers hold.
 pub const GRPC_MAX_CONNECTIONS: usize = 4096;
+/// The most HTTP connections open at once (`/healthcheck` probes, scrapes and `/json` clients
+/// need few); past it the oldest is asked to close.
+pub const HTTP_MAX_CONNECTIONS: usize = crate::http::serve::MAX_CONNECTIONS;
 /// The path of the separate metrics listener.
 pub const METRICS_PATH: &str = "/metrics";
 /// The names of envoyproxy/ratelimit's own rate-limit headers (`--response-headers upstream`).

@@ -95,7 +95,7 @@ pub(super) async fn serve<S, IO, E>(
                     // Dropping it closes it: the peer sees a reset and retries, or goes to
                     // another replica; the connections already open are not touched.
                     drop(io);
-                    cap.figures.refused();
+                    cap.figures.capped();
                     refusals.note(cap.max);
                     continue;
                 };

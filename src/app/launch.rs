@@ -13,7 +13,7 @@ use super::listen::{self, Listeners, Serving};
 use super::parts::Parts;
 use super::running::{Addrs, running};
 use super::shutdown::{self, Lifecycle};
-use super::{AppError, Running, grpc, health, tasks};
+use super::{AppError, Running, file_limit, grpc, health, tasks};
 
 /// Spawns every task of a server on one tracker, all stopping on one shutdown token.
 pub(super) async fn launch(
@@ -38,6 +38,14 @@ pub(super) async fn launch(
         shutdown.clone(),
     ));
     let delay = parts.settings.shutdown_delay;
+    let side_listeners = usize::from(metrics_addr.is_some()) + usize::from(admin_addr.is_some());
+    let caps = file_limit::fit(
+        file_limit::Caps {
+            grpc: parts.settings.grpc_max_connections,
+            http: parts.settings.http_max_connections,
+        },
+        side_listeners,
+    );
     tasks.spawn(shutdown::announce_then_close(
         lifecycle.clone(),
         health,
@@ -59,7 +67,11 @@ pub(super) async fn launch(
             age: parts.settings.grpc_max_connection_age,
             grace: parts.settings.grpc_max_connection_age_grace,
         },
-        grpc_max_connections: parts.settings.grpc_max_connections,
+        caps,
+        hosts: Arc::new(crate::http::guard::AllowedHosts::new(
+            crate::files::hostname().as_deref(),
+            &parts.settings.http_allowed_hosts,
+        )),
         admin: parts.admin.clone(),
         close: lifecycle.close,
         shutdown: shutdown.clone(),

@@ -14,14 +14,17 @@ use tonic::service::Routes;
 use tonic::transport::server::TcpIncoming;
 use tonic_health::pb::health_server::{Health as HealthApi, HealthServer};
 
+use super::file_limit::SIDE_LISTENER_MAX_CONNECTIONS;
 use super::grpc::{self, ConnectionAge};
 use super::routes::GrpcRoutes;
 use super::{AppError, MetricsListener, Settings};
 use crate::admin::{self, AdminState, Tokens};
+use crate::http::serve::ConnLimits;
 use crate::http::{self, HealthCheck, HttpState};
 use crate::insight::Insight;
 use crate::keepalive;
 use crate::limiter::Limiter;
+use crate::metrics::ConnectionFigures;
 use crate::service::RlsService;
 use crate::service::quota::QuotaService;
 use crate::telemetry::CallTracer;
@@ -113,8 +116,10 @@ pub(super) struct Serving {
     /// gRPC connections are closed gracefully after about this age (±10 %, see `grpc`), then
     /// forcibly after the grace.
     pub connection_age: ConnectionAge,
-    /// The most gRPC connections open at once.
-    pub grpc_max_connections: usize,
+    /// The most gRPC and HTTP connections open at once, within the file limit.
+    pub caps: super::file_limit::Caps,
+    /// The host names a browser may reach the HTTP listener by.
+    pub hosts: Arc<http::guard::AllowedHosts>,
     /// The admin listener's tokens, when it is on.
     pub admin: Option<Tokens>,
     /// Cancelled when the listeners should stop accepting.
@@ -147,24 +152,34 @@ pub(super) fn spawn(
         }
     };
     tasks.spawn(serve_grpc(grpc, health, serving.clone(), tasks.clone()));
+    let side = ConnLimits {
+        max_connections: SIDE_LISTENER_MAX_CONNECTIONS,
+        ..ConnLimits::default()
+    };
     if let Some((listener, path)) = listeners.metrics {
         let router = http::metrics_router(serving.limiter.clone(), &path);
-        tasks.spawn(serve_http(listener, router, serving.clone()));
+        tasks.spawn(serve_http(listener, router, side, None, serving.clone()));
     }
     if let (Some(listener), Some(tokens)) = (listeners.admin, serving.admin.clone()) {
         let router = admin::router(AdminState {
             limiter: serving.limiter.clone(),
             tokens,
         });
-        tasks.spawn(serve_http(listener, router, serving.clone()));
+        tasks.spawn(serve_http(listener, router, side, None, serving.clone()));
     }
     let router = http::router(HttpState {
         limiter: serving.limiter.clone(),
         insight: serving.insight.clone(),
         health: serving.health.clone(),
         quota: serving.quota.book(),
+        hosts: serving.hosts.clone(),
     });
-    tasks.spawn(serve_http(listeners.http, router, serving));
+    let limits = ConnLimits {
+        max_connections: serving.caps.http,
+        ..ConnLimits::default()
+    };
+    let figures = Some(serving.limiter.metrics().http_connections());
+    tasks.spawn(serve_http(listeners.http, router, limits, figures, serving));
     Ok(())
 }
 
@@ -190,7 +205,7 @@ async fn serve_grpc<H: HealthApi>(
     let routes = GrpcRoutes::new(service.into_server(), others);
     let lifetime = serving.connection_age;
     let cap = grpc::ConnectionCap {
-        max: serving.grpc_max_connections,
+        max: serving.caps.grpc,
         figures: serving.limiter.metrics().grpc_connections(),
     };
     let close = serving.close.clone();
@@ -208,9 +223,16 @@ async fn serve_grpc<H: HealthApi>(
     }
 }
 
-async fn serve_http(listener: TcpListener, router: axum::Router, serving: Serving) {
-    // Bounded connections (a cap, header and request timeouts): see http::serve.
-    http::serve::serve(listener, router, Default::default(), serving.close).await;
+/// Serves `router` with bounded connections (a cap, header and request timeouts: see
+/// `http::serve`), counted by `figures` if given.
+async fn serve_http(
+    listener: TcpListener,
+    router: axum::Router,
+    limits: ConnLimits,
+    figures: Option<ConnectionFigures>,
+    serving: Serving,
+) {
+    http::serve::serve(listener, router, limits, serving.close, figures).await;
 }
 
 /// Binds `addr`. The unspecified IPv6 address (`[::]`, envoyproxy/ratelimit's `HOST=::`) accepts

@@ -14,6 +14,7 @@
 
 pub mod defaults;
 mod error;
+mod file_limit;
 mod file_reload;
 mod grpc;
 mod health;

@@ -45,7 +45,8 @@ pub(super) async fn start_inner(
         settings.max_metric_series,
     ));
     if let Some(path) = &settings.prometheus_mapper {
-        let mapper = crate::statsd::mapper::Mapper::load(path).map_err(AppError::Mapper)?;
+        let taken = |name: &str| metrics.family_taken(name).map(str::to_owned);
+        let mapper = crate::statsd::mapper::Mapper::load(path, &taken).map_err(AppError::Mapper)?;
         metrics.expose_compat_with(Arc::new(mapper));
     }
     let xds = (settings.xds.clone())

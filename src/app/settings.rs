@@ -63,6 +63,12 @@ pub struct Settings {
     pub grpc_max_connection_age_grace: Duration,
     /// The most gRPC connections open at once; past it new ones are closed on accept.
     pub grpc_max_connections: usize,
+    /// The most HTTP connections open at once; past it the oldest is asked to close (and cut
+    /// if it is still open when the cap is full again).
+    pub http_max_connections: usize,
+    /// Host names a browser may reach the HTTP listener by, besides IP addresses, `localhost`
+    /// and the machine's host name: a name, or `*.domain` (`--http-allowed-hosts`).
+    pub http_allowed_hosts: Vec<String>,
     /// A listener of its own serving only Prometheus metrics.
     pub metrics_listener: Option<MetricsListener>,
     /// The admin listener (counters inspected and reset); `None`, the default, serves none.
@@ -162,6 +168,8 @@ impl Settings {
             grpc_max_connection_age: defaults::GRPC_MAX_CONNECTION_AGE,
             grpc_max_connection_age_grace: defaults::GRPC_MAX_CONNECTION_AGE_GRACE,
             grpc_max_connections: defaults::GRPC_MAX_CONNECTIONS,
+            http_max_connections: defaults::HTTP_MAX_CONNECTIONS,
+            http_allowed_hosts: Vec::new(),
             metrics_listener: None,
             admin: None,
             statsd: None,

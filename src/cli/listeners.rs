@@ -31,6 +31,14 @@ pub struct ServingArgs {
     /// is accepted, leaving the established ones alone.
     #[arg(long, env = "SLUICE_GRPC_MAX_CONNECTIONS", default_value_t = defaults::GRPC_MAX_CONNECTIONS, value_parser = parse_max_connections)]
     pub grpc_max_connections: usize,
+    /// The most HTTP connections open at once (--http-addr); past it the oldest is asked to
+    /// close, and cut if it is still open when the cap is full again.
+    #[arg(long, env = "SLUICE_HTTP_MAX_CONNECTIONS", default_value_t = defaults::HTTP_MAX_CONNECTIONS, value_parser = parse_max_connections)]
+    pub http_max_connections: usize,
+    /// Host names a browser may reach --http-addr by (POST /json, /ui), comma-separated: a
+    /// name or *.domain; IP addresses, localhost and the machine's host name always may.
+    #[arg(long, env = "SLUICE_HTTP_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub http_allowed_hosts: Vec<String>,
     /// Also serve Prometheus metrics on a listener of their own (e.g. 0.0.0.0:19001).
     #[arg(long, env = "SLUICE_METRICS_ADDR")]
     pub metrics_addr: Option<SocketAddr>,
@@ -54,6 +62,8 @@ impl ServingArgs {
         settings.grpc_max_connection_age = self.grpc_max_connection_age.0;
         settings.grpc_max_connection_age_grace = self.grpc_max_connection_age_grace.0;
         settings.grpc_max_connections = self.grpc_max_connections;
+        settings.http_max_connections = self.http_max_connections;
+        settings.http_allowed_hosts = self.http_allowed_hosts.clone();
         settings.metrics_listener = self.metrics_addr.map(|addr| MetricsListener {
             addr,
             path: self.metrics_path.clone(),

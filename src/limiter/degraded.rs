@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use crate::algorithm::{Algorithm, Limit, Verdict};
 use crate::clock::{Nanos, SECOND};
+use crate::log_text::LogText;
 use crate::rules::FailureMode;
 use crate::store::{Charge, ChargeOutcome, CounterKey, MemoryStore, StoreError};
 
@@ -161,7 +162,7 @@ impl BurstLog {
             self.count.store(0, Ordering::Relaxed);
             tracing::warn!(
                 calls = count,
-                error = %error,
+                error = %LogText(&error.to_string()),
                 transient = error.is_transient(),
                 "counter store unavailable: calls answered by each rule's failure_mode"
             );

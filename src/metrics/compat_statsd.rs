@@ -15,8 +15,9 @@ use super::names::{
 /// Turns the stats into Prometheus text in place of the built-in `ratelimit_service_*` families
 /// (a statsd_exporter mapping does).
 pub trait CompatExposition: Send + Sync {
-    /// The text exposition of `stats`.
-    fn render(&self, stats: &[CompatStat]) -> String;
+    /// The text exposition of `stats`, leaving out every family whose name is `taken` (one
+    /// `/metrics` has already: two families of one name make Prometheus refuse the scrape).
+    fn render(&self, stats: &[CompatStat], taken: &dyn Fn(&str) -> bool) -> String;
 }
 
 /// One stat as envoyproxy/ratelimit names it, with its value since the start.

@@ -1,26 +1,40 @@
-//! The gRPC listener's connections: how many are open, and how many were refused at the cap
-//! (`--grpc-max-connections`).
+//! The listeners' connections: how many are open, and how many were refused (gRPC,
+//! `--grpc-max-connections`) or evicted (HTTP, `--http-max-connections`) at the cap.
 
 use prometheus::{IntCounter, IntGauge};
 
-use super::names::{GRPC_CONNECTIONS, GRPC_CONNECTIONS_REFUSED};
+use super::names::{
+    GRPC_CONNECTIONS, GRPC_CONNECTIONS_REFUSED, HTTP_CONNECTIONS, HTTP_CONNECTIONS_EVICTED,
+};
 use super::{Families, Metrics};
 
-/// The connection families, cloned into the accept loop (handles, not lookups).
+/// One listener's connection families, cloned into its accept loop (handles, not lookups).
 #[derive(Debug, Clone)]
 pub struct ConnectionFigures {
     open: IntGauge,
-    refused: IntCounter,
+    capped: IntCounter,
 }
 
 impl ConnectionFigures {
-    /// Registers the families.
-    pub(super) fn new(families: &Families<'_>) -> Self {
+    /// Registers the gRPC listener's families.
+    pub(super) fn grpc(families: &Families<'_>) -> Self {
         Self {
             open: families.gauge(GRPC_CONNECTIONS, "gRPC connections open."),
-            refused: families.counter(
+            capped: families.counter(
                 GRPC_CONNECTIONS_REFUSED,
                 "gRPC connections closed at once because --grpc-max-connections were open.",
+            ),
+        }
+    }
+
+    /// Registers the HTTP listener's families.
+    pub(super) fn http(families: &Families<'_>) -> Self {
+        Self {
+            open: families.gauge(HTTP_CONNECTIONS, "HTTP connections open on --http-addr."),
+            capped: families.counter(
+                HTTP_CONNECTIONS_EVICTED,
+                "HTTP connections asked to close, oldest first, to keep the open ones within \
+                 --http-max-connections.",
             ),
         }
     }
@@ -35,9 +49,10 @@ impl ConnectionFigures {
         self.open.dec();
     }
 
-    /// A connection was closed at once: the cap was reached.
-    pub fn refused(&self) {
-        self.refused.inc();
+    /// A connection was closed because of the cap: refused on accept (gRPC), or asked to
+    /// close to make room (HTTP).
+    pub fn capped(&self) {
+        self.capped.inc();
     }
 }
 
@@ -45,5 +60,10 @@ impl Metrics {
     /// The gRPC connection figures.
     pub fn grpc_connections(&self) -> ConnectionFigures {
         self.connections.clone()
+    }
+
+    /// The HTTP listener's connection figures.
+    pub fn http_connections(&self) -> ConnectionFigures {
+        self.http_connections.clone()
     }
 }

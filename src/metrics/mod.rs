@@ -56,9 +56,12 @@ pub struct Metrics {
     configured: configured::ConfiguredLimits,
     admin: admin::AdminFigures,
     connections: connections::ConnectionFigures,
+    http_connections: connections::ConnectionFigures,
     statsd_send_errors: IntCounter,
     /// A statsd_exporter mapping that makes envoyproxy/ratelimit's families instead.
     exposition: std::sync::OnceLock<std::sync::Arc<dyn CompatExposition>>,
+    /// Every family sluice registers, empty ones too (a mapping must not make one twice).
+    built_in: std::collections::BTreeSet<String>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -74,13 +77,15 @@ impl Metrics {
     /// the per-rule series.
     pub fn new(near_ratio: f64, max_series: usize) -> Self {
         let registry = Registry::new();
-        register_process_collector(&registry);
-        let families = Families(&registry);
+        let families = Families {
+            registry: &registry,
+            names: Default::default(),
+        };
+        register_process_collector(&families);
         let compat = compat::Compat::new(&families, near_ratio, max_series);
         let folded = compat.series.folded();
         let configured = configured::ConfiguredLimits::new();
-        // Registered once, before anything else of these names: it cannot clash.
-        let _ = registry.register(Box::new(configured.clone()));
+        families.collector(Box::new(configured.clone()));
         // Only told apart, never ordered: any unique number will do.
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Self {
@@ -92,11 +97,29 @@ impl Metrics {
             xds: xds::XdsFigures::new(&families),
             configured,
             admin: admin::AdminFigures::new(&families),
-            connections: connections::ConnectionFigures::new(&families),
+            connections: connections::ConnectionFigures::grpc(&families),
+            http_connections: connections::ConnectionFigures::http(&families),
             statsd_send_errors: compat_statsd::send_errors(&families),
             exposition: std::sync::OnceLock::new(),
+            built_in: families.names.into_inner(),
             registry,
         }
+    }
+
+    /// The family of `/metrics` that a family named `name` would clash with, if any: one of
+    /// that name, or one whose series it would name (`name` is `x_bucket`, `x_sum` or `x_count`
+    /// of a histogram `x`), or one named like its own series (`name_count`…). The built-in
+    /// `ratelimit_service_*` families do not count: a mapping replaces them.
+    pub fn family_taken(&self, name: &str) -> Option<&str> {
+        const SERIES: [&str; 3] = ["_bucket", "_sum", "_count"];
+        let stems = SERIES.iter().filter_map(|s| name.strip_suffix(s));
+        let longer = SERIES.iter().map(|s| format!("{name}{s}"));
+        std::iter::once(name.to_owned())
+            .chain(stems.map(str::to_owned))
+            .chain(longer)
+            .find_map(|candidate| self.built_in.get(candidate.as_str()))
+            .map(String::as_str)
+            .filter(|family| !names::COMPAT_FAMILIES.contains(family))
     }
 
     /// Replaces the configured-limit gauges with those of the rules just loaded; past the
@@ -120,7 +143,8 @@ impl Metrics {
         let _ = TextEncoder::new().encode(&families, &mut out);
         let mut text = String::from_utf8(out).unwrap_or_default();
         if let Some(exposition) = exposition {
-            text.push_str(&exposition.render(&self.compat_stats()));
+            let taken = |name: &str| self.family_taken(name).is_some();
+            text.push_str(&exposition.render(&self.compat_stats(), &taken));
         }
         text
     }
@@ -135,19 +159,20 @@ impl Metrics {
 /// The standard `process_*` gauges (resident and virtual memory, CPU seconds, open and maximum
 /// file descriptors, start time, threads), which dashboards of envoyproxy/ratelimit read.
 /// Linux only: elsewhere there is nothing to register.
-fn register_process_collector(registry: &Registry) {
+fn register_process_collector(families: &Families<'_>) {
     #[cfg(target_os = "linux")]
-    {
-        let collector = prometheus::process_collector::ProcessCollector::for_self();
-        // Registered once per registry, before anything else: it cannot clash.
-        let _ = registry.register(Box::new(collector));
-    }
+    families.collector(Box::new(
+        prometheus::process_collector::ProcessCollector::for_self(),
+    ));
     #[cfg(not(target_os = "linux"))]
-    let _ = registry;
+    let _ = families;
 }
 
-/// Creates metrics and registers them in one registry.
-struct Families<'r>(&'r Registry);
+/// Creates metrics and registers them in one registry, noting each family's name.
+struct Families<'r> {
+    registry: &'r Registry,
+    names: std::cell::RefCell<std::collections::BTreeSet<String>>,
+}
 
 impl Families<'_> {
     fn counter(&self, name: &str, help: &str) -> IntCounter {
@@ -186,9 +211,16 @@ impl Families<'_> {
         // Names are constants of this module, registered once each: failure is a programming
         // error.
         let metric = metric.expect("valid metric definition");
-        self.0
-            .register(Box::new(metric.clone()))
-            .expect("metric registered once");
+        self.collector(Box::new(metric.clone()));
         metric
+    }
+
+    /// Registers `collector` and notes the names of its families.
+    fn collector(&self, collector: Box<dyn Collector>) {
+        let names: Vec<String> = collector.desc().iter().map(|d| d.fq_name.clone()).collect();
+        self.names.borrow_mut().extend(names);
+        self.registry
+            .register(collector)
+            .expect("metric registered once");
     }
 }

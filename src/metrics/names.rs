@@ -70,6 +70,11 @@ pub const PERSIST_SET_ASIDE: &str = "sluice_persist_set_aside_files_total";
 pub const GRPC_CONNECTIONS: &str = "sluice_grpc_connections";
 /// gRPC connections closed at once because `--grpc-max-connections` were open.
 pub const GRPC_CONNECTIONS_REFUSED: &str = "sluice_grpc_connections_refused_total";
+/// HTTP connections open on the HTTP listener (`--http-addr`).
+pub const HTTP_CONNECTIONS: &str = "sluice_http_connections";
+/// HTTP connections asked to close, or cut, to keep the open ones within
+/// `--http-max-connections`.
+pub const HTTP_CONNECTIONS_EVICTED: &str = "sluice_http_connections_evicted_total";
 /// Counters restored from `--data-dir` at start.
 pub const PERSIST_RESTORED: &str = "sluice_persist_restored_counters";
 /// Rule set generation (1 = the rules loaded at start; +1 per successful reload).

@@ -13,6 +13,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use arc_swap::ArcSwap;
 use tokio_util::sync::CancellationToken;
 
+use tracing::field::display;
+
+use crate::log_text::{self, LogText};
 use crate::metrics::Metrics;
 use crate::rules::{ConfigErrors, LoadOptions, RuleSet};
 
@@ -114,12 +117,22 @@ impl Reloader {
         let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
         tracing::info!(
             generation,
-            version = rules.version.as_deref(),
+            version = rules.version.as_deref().map(|v| display(LogText(v))),
             summary = %rules.summary(),
             "rules loaded"
         );
+        let (afresh, count) = rules.counted_afresh(&self.rules.load());
+        if count > 0 {
+            tracing::warn!(
+                count,
+                limits = %LogText(&afresh.join(", ")),
+                "rules loaded: these limits count afresh, their window, algorithm or calendar \
+                 changed: every key starts with its whole allowance (the old counts return if \
+                 the change is reverted before their windows pass)"
+            );
+        }
         for warning in &rules.warnings {
-            tracing::warn!(%warning, "rule file");
+            tracing::warn!(warning = %LogText(&warning.to_string()), "rule file");
         }
         let left_out = self
             .metrics
@@ -185,7 +198,12 @@ impl Reloader {
 }
 
 fn log_failed(errors: &ConfigErrors, version: Option<&str>, what: &str) {
-    let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    // Debug-formatted (quoted, escaped); each error cut, since xDS writes them.
+    let errors: Vec<String> = errors
+        .iter()
+        .map(|e| log_text::cut(&e.to_string()).into_owned())
+        .collect();
+    let version = version.map(|v| display(LogText(v)));
     tracing::error!(version, ?errors, "{what}");
 }
 

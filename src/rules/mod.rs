@@ -9,6 +9,7 @@
 //! and `/ui`; `duration` is the `window:` grammar; `error` holds the located errors; `runtime`
 //! reads envoyproxy/ratelimit's own file layout. The types of a compiled set are defined here.
 
+mod afresh;
 pub mod bucket;
 mod calendar;
 mod compat_layout;

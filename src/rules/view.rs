@@ -76,7 +76,7 @@ fn limited_nodes(level: &Level) -> usize {
         .sum()
 }
 
-fn nodes(level: &Level) -> impl Iterator<Item = &Node> {
+pub(super) fn nodes(level: &Level) -> impl Iterator<Item = &Node> {
     level
         .exact
         .values()

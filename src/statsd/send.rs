@@ -1,6 +1,11 @@
 //! Getting lines to the receiver: UDP datagrams of at most [`MAX_DATAGRAM`] bytes, or one TCP
 //! stream; the connection is made when needed and dropped on an error, to be made again at the
 //! next flush. An outage is logged once, when it starts, and once when it ends.
+//!
+//! Over UDP a send that succeeds proves nothing: a datagram to a closed port is sent, and the
+//! kernel reports the port unreachable (ICMP) on the socket's next send. So after a failure UDP
+//! is reachable again only once two sends in a row went out, the second carrying no error of
+//! the first; a closed port, which fails every other send, stays one outage with one line.
 
 use std::time::Duration;
 
@@ -22,6 +27,8 @@ pub(super) struct Sender {
     protocol: StatsdProtocol,
     conn: Option<StatsdConn>,
     failing: bool,
+    /// UDP while failing: the last send went out, and no error of it has come back yet.
+    unconfirmed: bool,
 }
 
 enum StatsdConn {
@@ -36,6 +43,7 @@ impl Sender {
             protocol: settings.protocol,
             conn: None,
             failing: false,
+            unconfirmed: false,
         }
     }
 
@@ -44,14 +52,18 @@ impl Sender {
         let sent = tokio::time::timeout(IO_TIMEOUT, self.try_send(lines)).await;
         match sent {
             Ok(Ok(())) => {
-                if self.failing {
+                // A first UDP send after a failure may yet be refused (see the module's doc).
+                let confirmed = self.protocol == StatsdProtocol::Tcp || self.unconfirmed;
+                if self.failing && confirmed {
                     tracing::info!(addr = %self.addr, "statsd receiver reachable again");
                     self.failing = false;
                 }
+                self.unconfirmed = self.failing;
                 true
             }
             outcome => {
                 self.conn = None;
+                self.unconfirmed = false;
                 if !self.failing {
                     let error = match outcome {
                         Ok(Err(error)) => error.to_string(),

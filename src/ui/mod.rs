@@ -12,13 +12,14 @@ mod quota_json;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::http::guard::{self, AllowedHosts};
 use crate::insight::Insight;
 use crate::limiter::Limiter;
 use crate::limiter::parse_descriptor;
@@ -59,6 +60,8 @@ pub struct UiState {
     pub insight: Arc<Insight>,
     /// The quota (RLQS) shares.
     pub quota: Arc<QuotaBook>,
+    /// The host names a browser may reach this server by.
+    pub hosts: Arc<AllowedHosts>,
 }
 
 /// The `/ui` routes, with their state.
@@ -133,7 +136,10 @@ async fn quota(State(state): State<UiState>) -> Response {
 
 /// Explains `{"domain": "edge", "descriptors": ["k=v,k2=v2", ...]}` against the live rules
 /// and counters, charging nothing.
-async fn explain(State(state): State<UiState>, body: Bytes) -> Response {
+async fn explain(State(state): State<UiState>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(refused) = guard::check(&headers, &state.hosts, "/ui") {
+        return refusal(refused);
+    }
     match explain_input(&body) {
         Ok((domain, descriptors)) => {
             let rules = state.limiter.rules();
@@ -146,7 +152,10 @@ async fn explain(State(state): State<UiState>, body: Bytes) -> Response {
 
 /// Explains an Envoy quota bucket, `{"domain": "q", "bucket": "k=v,k2=v2"}`, against the live
 /// rules: every candidate the search tried, the rule reached and the quota action.
-async fn explain_bucket(State(state): State<UiState>, body: Bytes) -> Response {
+async fn explain_bucket(State(state): State<UiState>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(refused) = guard::check(&headers, &state.hosts, "/ui") {
+        return refusal(refused);
+    }
     match bucket_input(&body) {
         Ok((domain, bucket)) => {
             let rules = state.limiter.rules();
@@ -155,6 +164,11 @@ async fn explain_bucket(State(state): State<UiState>, body: Bytes) -> Response {
         }
         Err(message) => bad_request(message),
     }
+}
+
+/// A browser's call the guard refused (see `http::guard`), as the page's JSON error.
+fn refusal((status, message): guard::Refusal) -> Response {
+    json_response(status, serde_json::json!({ "error": message }))
 }
 
 /// A 400 answer saying what is wrong with the request.

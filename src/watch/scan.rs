@@ -62,12 +62,31 @@ impl Scan {
         };
         let mut seen = HashSet::new();
         for input in inputs {
-            let real = scan.follow(input);
+            let real = scan.follow_input(input);
             if real.is_dir() {
                 scan.walk(&real, &mut seen);
             }
         }
         scan
+    }
+
+    /// As [`Scan::follow`] for an input, except that a directory input's own parent is not
+    /// watched: the directory's watch reports its own deletion or move, which is all its parent
+    /// could add, and a parent watched for it would wake the watcher for every write beside it
+    /// (a log next to the rule directory). The parents of links on the way are watched, since
+    /// a link swapped is seen only there; a file input's or a missing input's parent too (a
+    /// file renamed into place, a directory created later).
+    fn follow_input(&mut self, path: &Path) -> PathBuf {
+        let (real, links) = resolve(path);
+        for link in links {
+            self.dirs.insert(parent(&link));
+            self.entries.insert(link);
+        }
+        if !real.is_dir() {
+            self.dirs.insert(parent(&real));
+        }
+        self.entries.insert(real.clone());
+        real
     }
 
     /// What to judge events against, given the directories that could not be watched.

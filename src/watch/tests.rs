@@ -296,14 +296,37 @@ async fn missing_directory_is_picked_up_when_it_appears() {
     let dir = tempfile::tempdir().expect("temp dir");
     let missing = dir.path().join("not/yet");
     let watch = Counter::start(&[&missing]);
-    fs::create_dir_all(&missing).expect("mkdir");
-    fs::write(missing.join("rules.yaml"), rules(1)).expect("write");
-    watch.reaches(1, "the directory appearing").await;
+    made_and_watched(&watch, &missing, 1).await;
+}
+
+/// Makes `dir` with a rule file, waits for that change (the `n`th seen), then for an edit in
+/// it to be one.
+async fn made_and_watched(watch: &Counter, dir: &Path, n: usize) {
+    fs::create_dir_all(dir).expect("mkdir");
+    fs::write(dir.join("rules.yaml"), rules(1)).expect("write");
+    watch.reaches(n, "the directory appearing").await;
     watch
         .reacts_to("an edit in the directory that appeared", || {
-            fs::write(missing.join("rules.yaml"), rules(2)).expect("write")
+            fs::write(dir.join("rules.yaml"), rules(2)).expect("write")
         })
         .await;
+}
+
+/// A directory input deleted is a change (its own watch reports it), and made again it is
+/// picked up and watched, although its parent is not watched while it exists.
+#[tokio::test]
+async fn a_directory_input_deleted_and_made_again_is_followed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let rules_dir = dir.path().join("rules");
+    fs::create_dir(&rules_dir).expect("mkdir");
+    fs::write(rules_dir.join("rules.yaml"), rules(1)).expect("write");
+    let scan = Scan::of(std::slice::from_ref(&rules_dir), RULES);
+    let (real, _) = resolve(&rules_dir);
+    assert!(!scan.dirs.contains(&parent(&real)), "{:?}", scan.dirs);
+    let watch = Counter::start(&[&rules_dir]);
+    fs::remove_dir_all(&rules_dir).expect("rm");
+    watch.reaches(1, "the directory deleted").await;
+    made_and_watched(&watch, &rules_dir, 2).await;
 }
 
 /// Cancelling the token ends the changes.

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::XdsSource;
 use super::backoff::Retries;
 use super::protocol::{Judgment, Protocol};
+use crate::log_text::LogText;
 use crate::metrics::Metrics;
 use crate::proto::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use crate::proto::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
@@ -70,7 +71,7 @@ impl Client {
                 self.retries.reset();
             }
             let pause = self.retries.next(fastrand::f64());
-            tracing::warn!(%server, %reason, retry_in = ?pause, "xDS stream ended; the rules in force stay");
+            tracing::warn!(%server, reason = %LogText(&reason), retry_in = ?pause, "xDS stream ended; the rules in force stay");
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 () = tokio::time::sleep(pause) => {}
@@ -138,19 +139,19 @@ impl Client {
     async fn reply(&mut self, response: &DiscoveryResponse) -> Reply {
         let documents = match self.protocol.judge(response) {
             Judgment::Repeat { pause } => {
-                tracing::debug!(version = %response.version_info, ?pause, "xDS re-sent a rejected response");
+                tracing::debug!(version = %LogText(&response.version_info), ?pause, "xDS re-sent a rejected response");
                 return Reply::After(pause, self.protocol.repeat_nack(response));
             }
             Judgment::Foreign => {
                 tracing::warn!(
-                    type_url = %response.type_url,
-                    version = %response.version_info,
+                    type_url = %LogText(&response.type_url),
+                    version = %LogText(&response.version_info),
                     "xDS response of a type not subscribed to; ignored"
                 );
                 return Reply::Ignore;
             }
             Judgment::Unchanged => {
-                tracing::debug!(version = %response.version_info, "xDS re-sent the rules in force");
+                tracing::debug!(version = %LogText(&response.version_info), "xDS re-sent the rules in force");
                 self.metrics.record_xds_accepted(&response.version_info);
                 return Reply::Now(self.protocol.accepted(response));
             }

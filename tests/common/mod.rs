@@ -319,7 +319,8 @@ pub async fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u1
     .await
 }
 
-/// As [`http`] with `headers` in place of the JSON content type (`Host: test` is always sent).
+/// As [`http`] with `headers` in place of the JSON content type (and `Host: test` unless they
+/// hold a `Host`).
 pub async fn http_with(
     addr: SocketAddr,
     method: &str,
@@ -331,12 +332,16 @@ pub async fn http_with(
     let mut stream = tokio::net::TcpStream::connect(addr)
         .await
         .expect("connect http");
+    let host = match headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        true => "",
+        false => "Host: test\r\n",
+    };
     let headers: String = headers
         .iter()
         .map(|(name, value)| format!("{name}: {value}\r\n"))
         .collect();
     let request = format!(
-        "{method} {path} HTTP/1.0\r\nHost: test\r\n{headers}Content-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.0\r\n{host}{headers}Content-Length: {}\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(request.as_bytes()).await.expect("send");

@@ -145,6 +145,7 @@ pub struct Serve {
     env: Vec<(OsString, OsString)>,
     current_dir: Option<PathBuf>,
     grpc_addr: Option<String>,
+    wrapper: Vec<OsString>,
 }
 
 impl Default for Serve {
@@ -166,7 +167,21 @@ impl Serve {
             env: Vec::new(),
             current_dir: None,
             grpc_addr: None,
+            wrapper: Vec::new(),
         }
+    }
+
+    /// Runs the binary through `program args… sluice serve …` (e.g. `prlimit --nofile=N:N --`,
+    /// which sets a limit before the server starts and becomes it: the pid is the server's).
+    pub fn wrapped<S: AsRef<OsStr>>(
+        mut self,
+        program: &str,
+        args: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.wrapper = std::iter::once(OsString::from(program))
+            .chain(args.into_iter().map(|a| a.as_ref().to_owned()))
+            .collect();
+        self
     }
 
     /// Writes `yaml` as `rules/rules.yaml`.
@@ -227,6 +242,20 @@ impl Serve {
             "--http-addr",
             "127.0.0.1:0",
         ]);
+        if let [program, args @ ..] = &self.wrapper[..] {
+            let mut wrapped = Command::new(program);
+            wrapped
+                .args(args)
+                .arg(command.get_program())
+                .args(command.get_args());
+            for (name, value) in command.get_envs() {
+                match value {
+                    Some(value) => wrapped.env(name, value),
+                    None => wrapped.env_remove(name),
+                };
+            }
+            command = wrapped;
+        }
         command
             .arg("--config")
             .arg(self.config.clone().unwrap_or_else(|| self.rules_dir()))

@@ -432,3 +432,60 @@ async fn explain_says_when_the_store_is_unavailable() {
     );
     server.stop().await;
 }
+
+/// Issue 40 (11): `/ui`'s POSTs take the guard of `/json`: a page served from a rebound name
+/// (`Host: evil.example:PORT` with a matching `Origin`) or another origin is refused, and a
+/// browser's body must be JSON; the server's own page, and clients that are no browser, are
+/// answered.
+#[tokio::test]
+async fn ui_posts_refuse_other_origins_and_rebound_names() {
+    let server = TestServer::start(RULES).await;
+    let addr = server.http_addr;
+    let body = json!({ "domain": "edge", "descriptors": ["api_key=k1"] }).to_string();
+    let bucket = json!({ "domain": "edge", "bucket": "api_key=k1" }).to_string();
+    let own = addr.to_string();
+    let own_origin = format!("http://{addr}");
+    let evil = format!("evil.example:{}", addr.port());
+    let evil_origin = format!("http://{evil}");
+    let json_type = ("Content-Type", "application/json");
+    let rebound = [
+        ("Host", evil.as_str()),
+        ("Origin", evil_origin.as_str()),
+        ("Sec-Fetch-Site", "same-origin"),
+        json_type,
+    ];
+    let page = [
+        ("Host", own.as_str()),
+        ("Origin", own_origin.as_str()),
+        ("Sec-Fetch-Site", "same-origin"),
+        json_type,
+    ];
+    let plain = [
+        ("Host", own.as_str()),
+        ("Origin", own_origin.as_str()),
+        ("Content-Type", "text/plain"),
+    ];
+    for (path, body) in [
+        ("/ui/api/explain", &body),
+        ("/ui/api/explain-bucket", &bucket),
+    ] {
+        for (headers, expected) in [
+            (&rebound[..], 403),
+            (
+                &[
+                    ("Host", own.as_str()),
+                    ("Origin", "https://evil.example"),
+                    json_type,
+                ][..],
+                403,
+            ),
+            (&plain[..], 415),
+            (&page[..], 200),
+            (&[json_type][..], 200),
+        ] {
+            let (status, text) = http_with(addr, "POST", path, headers, body).await;
+            assert_eq!(status, expected, "{path} {headers:?}: {text}");
+        }
+    }
+    server.stop().await;
+}

@@ -292,35 +292,42 @@ async fn a_fifo_or_directory_in_place_of_the_lock_is_set_aside() {
     }
 }
 
+/// Ways to damage a key file.
+type Damage = fn(&Path);
+
+/// Damages to a key file that leave nothing of the key in it.
+const KEY_DAMAGES: [(&str, Damage); 5] = [
+    ("truncated", |p| {
+        std::fs::write(p, "0123456789abcdef").unwrap()
+    }),
+    ("empty", |p| std::fs::write(p, "").unwrap()),
+    ("binary", |p| {
+        std::fs::write(p, [0xff_u8, 0, 0xfe, 7, 0x80]).unwrap()
+    }),
+    ("a dangling symlink", |p| {
+        std::os::unix::fs::symlink("/nonexistent/sluice-key", p).unwrap()
+    }),
+    ("a symlink to a directory", |p| {
+        std::os::unix::fs::symlink("/", p).unwrap()
+    }),
+];
+
 /// Issue 30: a damaged `FINGERPRINT_KEY` (truncated, empty, binary, a symlink to nowhere or
-/// to a directory) stopped every start. It is set aside with the data files it named, loudly
-/// and counted, and a new key is made: the start goes on (the old counts are lost, as the
-/// warning says); the next start keeps the new key and its counts.
+/// to a directory) stopped every start. With its checksummed copy damaged too (issue 40: the
+/// copy alone keeps the key), both are set aside with the data files they named, loudly and
+/// counted, and a new key is made: the start goes on (the old counts are lost, as the error
+/// says); the next start keeps the new key and its counts.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_damaged_fingerprint_key_is_set_aside_with_its_data() {
-    type Damage = fn(&Path);
-    let damages: [(&str, Damage); 5] = [
-        ("truncated", |p| {
-            std::fs::write(p, "0123456789abcdef").unwrap()
-        }),
-        ("empty", |p| std::fs::write(p, "").unwrap()),
-        ("binary", |p| {
-            std::fs::write(p, [0xff_u8, 0, 0xfe, 7, 0x80]).unwrap()
-        }),
-        ("a dangling symlink", |p| {
-            std::os::unix::fs::symlink("/nonexistent/sluice-key", p).unwrap()
-        }),
-        ("a symlink to a directory", |p| {
-            std::os::unix::fs::symlink("/", p).unwrap()
-        }),
-    ];
-    for (what, damage) in damages {
+    for (what, damage) in KEY_DAMAGES {
         let mut server = Serve::new().rules(RULES).start();
         hits(&server, "a", 3).await;
         assert_eq!(server.stop().code(), Some(0));
-        let key = server.data_dir().join("FINGERPRINT_KEY");
-        std::fs::remove_file(&key).unwrap();
-        damage(&key);
+        for name in ["FINGERPRINT_KEY", "FINGERPRINT_KEY.copy"] {
+            let key = server.data_dir().join(name);
+            std::fs::remove_file(&key).unwrap();
+            damage(&key);
+        }
         let mut server = server.restart(&[]);
         let log = server.log();
         assert!(
@@ -356,6 +363,73 @@ async fn a_damaged_fingerprint_key_is_set_aside_with_its_data() {
         );
         assert_eq!(server.stop().code(), Some(0));
     }
+}
+
+/// Issue 40 (12): garbage appended to `FINGERPRINT_KEY` alone set the key and every data file
+/// aside, and every counter got a free window. Now any damage to that file alone (garbage
+/// appended, truncated, empty, binary, a symlink to nowhere or to a directory, deleted) loses
+/// nothing: the key comes from its checksummed copy, every count is restored, and the file is
+/// set aside and written again. An older sluice's directory (no copy yet) with garbage
+/// appended keeps its key too.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_damaged_key_file_loses_no_count() {
+    // "garbage appended" is written below, from the original.
+    let none: Damage = |_| {};
+    let damages = [("garbage appended", none)]
+        .into_iter()
+        .chain(KEY_DAMAGES)
+        .chain([("deleted", none)]);
+    for (what, damage) in damages {
+        let key = std::cell::RefCell::new((std::path::PathBuf::new(), Vec::new()));
+        let mut server = kept_after(|data| {
+            let path = data.join("FINGERPRINT_KEY");
+            let original = std::fs::read(&path).unwrap();
+            std::fs::remove_file(&path).unwrap();
+            damage(&path);
+            if what == "garbage appended" {
+                let mut damaged = original.clone();
+                damaged.extend_from_slice(b"\n\x1b[31mgarbage\x00\xff\n");
+                std::fs::write(&path, damaged).unwrap();
+            }
+            *key.borrow_mut() = (path, original);
+        })
+        .await;
+        let (path, original) = key.into_inner();
+        let log = server.log();
+        assert!(!log.contains("they are lost"), "{what}: {log}");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            original,
+            "{what}: written again"
+        );
+        assert_eq!(server.stop().code(), Some(0));
+        let mut server = server.restart(&[]);
+        assert_eq!(remaining_after_hit(&server, "a").await, 45, "{what}");
+        assert_eq!(server.stop().code(), Some(0));
+    }
+    // A directory an older sluice wrote: the key file alone, garbage appended.
+    let mut server = kept_after(|data| {
+        std::fs::remove_file(data.join("FINGERPRINT_KEY.copy")).unwrap();
+        let mut damaged = std::fs::read(data.join("FINGERPRINT_KEY")).unwrap();
+        damaged.extend_from_slice(b" appended by a careless script\n");
+        std::fs::write(data.join("FINGERPRINT_KEY"), damaged).unwrap();
+    })
+    .await;
+    assert!(server.data_dir().join("FINGERPRINT_KEY.copy").exists());
+    assert_eq!(server.stop().code(), Some(0));
+}
+
+/// Three hits on a server, `damage` done to its stopped data directory, and a restart that
+/// must still find them (46 of 50 left after one more); the restarted server.
+async fn kept_after(damage: impl FnOnce(&Path)) -> Sluice {
+    let mut server = Serve::new().rules(RULES).start();
+    hits(&server, "a", 3).await;
+    assert_eq!(server.stop().code(), Some(0));
+    damage(&server.data_dir());
+    let server = server.restart(&[]);
+    let left = remaining_after_hit(&server, "a").await;
+    assert_eq!(left, 46, "every count kept\n{}", server.log());
+    server
 }
 
 /// With `--strict-data-dir` a damaged key refuses the start instead, saying why and what the

@@ -1074,21 +1074,81 @@ fn statsd_values_wire_the_sink() {
     assert!(bad.contains("statsd"), "{bad}");
 }
 
-/// `server.grpcMaxConnections` caps the gRPC connections: the flag by default, sluice's own
-/// variable under the `ratelimit` personality (upstream has none), and the schema refuses 0.
-#[test]
-#[ignore = "needs helm (scripts/test installs it)"]
-fn grpc_max_connections_value_caps_connections() {
-    assert!(args(&rendered(&[])).contains(&"--grpc-max-connections=4096"));
-    let raised = ["--set", "server.grpcMaxConnections=20000"];
-    assert!(args(&rendered(&raised)).contains(&"--grpc-max-connections=20000"));
+/// A connection cap's value (`server.<value>`, default `default`) is the flag `--<flag>` by
+/// default and sluice's own variable `var` under the `ratelimit` personality (upstream has
+/// none); the schema refuses 0.
+fn caps_connections(value: &str, flag: &str, var: &str, default: u32) {
+    assert!(args(&rendered(&[])).contains(&format!("--{flag}={default}").as_str()));
+    let set = format!("server.{value}=20000");
+    let raised = ["--set", set.as_str()];
+    assert!(args(&rendered(&raised)).contains(&format!("--{flag}=20000").as_str()));
     let upstream = rendered(&[&raised[..], &UPSTREAM_ENV_ON_REDIS[..]].concat());
     let env = container(&upstream)["env"].as_array().expect("env");
     assert!(
         env.iter()
-            .any(|e| e["name"] == "SLUICE_GRPC_MAX_CONNECTIONS" && e["value"] == "20000"),
+            .any(|e| e["name"] == var && e["value"] == "20000"),
         "{env:?}"
     );
-    let bad = render(&["--set", "server.grpcMaxConnections=0"]).expect_err("schema");
-    assert!(bad.contains("grpcMaxConnections"), "{bad}");
+    let zero = format!("server.{value}=0");
+    let bad = render(&["--set", &zero]).expect_err("schema");
+    assert!(bad.contains(value), "{bad}");
+}
+
+/// `server.grpcMaxConnections` caps the gRPC connections.
+#[test]
+#[ignore = "needs helm (scripts/test installs it)"]
+fn grpc_max_connections_value_caps_connections() {
+    caps_connections(
+        "grpcMaxConnections",
+        "grpc-max-connections",
+        "SLUICE_GRPC_MAX_CONNECTIONS",
+        4096,
+    );
+}
+
+/// `server.httpMaxConnections` caps the HTTP listener's connections.
+#[test]
+#[ignore = "needs helm (scripts/test installs it)"]
+fn http_max_connections_value_caps_connections() {
+    caps_connections(
+        "httpMaxConnections",
+        "http-max-connections",
+        "SLUICE_HTTP_MAX_CONNECTIONS",
+        256,
+    );
+}
+
+/// The Service's DNS names are host names a browser may reach `/ui` by, with those of
+/// `server.httpAllowedHosts`; under the personality through sluice's own variable, once names
+/// are given (the personality otherwise sees upstream's variables alone).
+#[test]
+#[ignore = "needs helm (scripts/test installs it)"]
+fn the_services_names_are_allowed_hosts() {
+    let hosts = |rendered: &[Value]| {
+        args(rendered)
+            .iter()
+            .find_map(|a| a.strip_prefix("--http-allowed-hosts="))
+            .map(str::to_owned)
+    };
+    let default = hosts(&rendered(&[])).expect("--http-allowed-hosts");
+    assert!(
+        default.starts_with("sluice,sluice.sluice,sluice.sluice.svc,")
+            && default.ends_with(".svc.cluster.local"),
+        "{default}"
+    );
+    let extra = rendered(&["--set", "server.httpAllowedHosts={rl.example.com,*.corp}"]);
+    assert!(hosts(&extra).unwrap().ends_with(",rl.example.com,*.corp"));
+    let upstream = rendered(
+        &[
+            &UPSTREAM_ENV_ON_REDIS[..],
+            &["--set", "server.httpAllowedHosts={rl.example.com}"],
+        ]
+        .concat(),
+    );
+    let env = container(&upstream)["env"].as_array().expect("env");
+    assert!(
+        env.iter().any(|e| e["name"] == "SLUICE_HTTP_ALLOWED_HOSTS"
+            && e["value"].as_str().is_some_and(|v| v.contains(".svc"))),
+        "{env:?}"
+    );
 }

@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod admin_inputs;
 mod bench;
 mod binary;
 mod browser;

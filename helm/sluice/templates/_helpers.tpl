@@ -90,6 +90,17 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/* A listen address: host and port, the host bracketed when it is IPv6. */}}
+{{/*
+The host names a browser may reach the HTTP port by (--http-allowed-hosts): the Service's
+DNS names and server.httpAllowedHosts (an Ingress host, a cluster domain of another name).
+*/}}
+{{- define "sluice.allowedHosts" -}}
+{{- $name := include "sluice.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $names := list $name (printf "%s.%s" $name $ns) (printf "%s.%s.svc" $name $ns) (printf "%s.%s.svc.cluster.local" $name $ns) -}}
+{{- join "," (concat $names .Values.server.httpAllowedHosts) -}}
+{{- end }}
+
 {{- define "sluice.listen" -}}
 {{- $host := index . 0 }}{{- $port := index . 1 }}
 {{- if contains ":" $host }}[{{ $host }}]:{{ $port }}{{ else }}{{ $host }}:{{ $port }}{{ end }}

@@ -164,6 +164,24 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Yaml>, SyntaxError> {
 }
 
 fn parse_inner(text: &str) -> Result<Vec<Yaml>, SyntaxError> {
+    // The scanner takes a NUL byte for the end of the text, so a file holding one would be
+    // read as if it ended there (a mapping cut short, reported as a missing field elsewhere).
+    // YAML allows no NUL anywhere: say so, where it is.
+    if let Some(at) = text.find('\0') {
+        let line = text[..at].matches('\n').count() + 1;
+        let column = text[..at]
+            .rsplit('\n')
+            .next()
+            .map_or(0, |l| l.chars().count())
+            + 1;
+        return Err(SyntaxError {
+            pos: (line, column),
+            message: format!(
+                "error loading config file: yaml: line {line}: a NUL byte (\\0) at column \
+                 {column}: YAML text may not hold one"
+            ),
+        });
+    }
     let mut parser = Parser::new_from_str(text);
     let mut builder = Builder::default();
     loop {

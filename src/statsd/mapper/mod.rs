@@ -8,6 +8,12 @@
 //! `match_metric_type` fit wins; `name` and `labels` take `$1`… from its groups; `action: drop`
 //! leaves the stat out; a stat no mapping matches keeps its name with every character outside
 //! `[a-zA-Z0-9_]` made `_`.
+//!
+//! A family name `/metrics` already has (`sluice_*`, `process_*`; not the `ratelimit_service_*`
+//! ones the mapping replaces) would make a second family of that name, and Prometheus refuses a
+//! scrape with two. A mapping whose `name` is such a name is refused at load, at its line and
+//! column; a name made from `$1`… that turns out to be one is left out of `/metrics`, with one
+//! warning per name.
 
 mod parse;
 mod render;
@@ -17,6 +23,7 @@ use std::path::Path;
 use regex::Regex;
 
 use crate::metrics::{CompatExposition, CompatStat};
+use crate::rules::file::Pos;
 
 /// The most bytes a mapping file may hold.
 const MAX_FILE_BYTES: u64 = 1 << 20;
@@ -26,6 +33,8 @@ const MAX_FILE_BYTES: u64 = 1 << 20;
 pub struct Mapper {
     /// Glob mappings first, then regex mappings, each in file order.
     rules: Vec<Rule>,
+    /// Names made from captures that clashed with a family of `/metrics`, already warned of.
+    clashed: parking_lot::Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// One mapping.
@@ -36,6 +45,8 @@ struct Rule {
     kind: Option<StatKind>,
     /// `None`: `action: drop`.
     name: Option<String>,
+    /// Where `name` was written.
+    name_at: Pos,
     labels: Vec<(String, String)>,
     /// Observed values are multiplied by it (`scale`).
     scale: f64,
@@ -73,20 +84,57 @@ struct Mapped<'a> {
 }
 
 impl Mapper {
-    /// Reads and checks the mapping file at `path`.
-    pub fn load(path: &Path) -> Result<Self, MapperError> {
-        let text = crate::files::read_to_string(path, MAX_FILE_BYTES).map_err(|e| MapperError {
+    /// Reads and checks the mapping file at `path`; `taken` names the family of `/metrics` a
+    /// name would clash with, if any (see the module's documentation).
+    pub fn load(path: &Path, taken: &dyn Fn(&str) -> Option<String>) -> Result<Self, MapperError> {
+        let error = |(line, column), message| MapperError {
             file: path.display().to_string(),
-            line: 0,
-            column: 0,
-            message: format!("cannot read the mapping: {e}"),
-        })?;
-        parse::mapper(&text).map_err(|(pos, message)| MapperError {
-            file: path.display().to_string(),
-            line: pos.0,
-            column: pos.1,
+            line,
+            column,
             message,
-        })
+        };
+        let text = crate::files::read_to_string(path, MAX_FILE_BYTES)
+            .map_err(|e| error((0, 0), format!("cannot read the mapping: {e}")))?;
+        let mapper = parse::mapper(&text).map_err(|(pos, message)| error(pos, message))?;
+        mapper
+            .check_names(taken)
+            .map_err(|(pos, message)| error(pos, message))?;
+        Ok(mapper)
+    }
+
+    /// Refuses a mapping whose written `name` (no `$` in it) is a family `/metrics` has.
+    fn check_names(&self, taken: &dyn Fn(&str) -> Option<String>) -> Result<(), (Pos, String)> {
+        for rule in &self.rules {
+            let Some(name) = rule.name.as_deref().filter(|n| !n.contains('$')) else {
+                continue;
+            };
+            if let Some(family) = taken(&escape(name)) {
+                return Err((
+                    rule.name_at,
+                    format!(
+                        "name {name:?} clashes with the family {family} that /metrics already \
+                         has: Prometheus refuses a scrape with two families of one name; \
+                         choose another name"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a family named `name`, made from captures, is left out as `taken`; the first
+    /// time for each name, a warning says so.
+    fn clashes(&self, name: &str, taken: &dyn Fn(&str) -> bool) -> bool {
+        if !taken(name) {
+            return false;
+        }
+        if self.clashed.lock().insert(name.to_owned()) {
+            tracing::warn!(
+                family = %crate::log_text::LogText(name),
+                "a statsd mapping made a family /metrics already has; it is left out"
+            );
+        }
+        true
     }
 
     /// What `name` (a stat of `kind`) becomes; `None` when a mapping drops it.
@@ -123,8 +171,8 @@ impl Mapper {
 }
 
 impl CompatExposition for Mapper {
-    fn render(&self, stats: &[CompatStat]) -> String {
-        render::families(self, stats)
+    fn render(&self, stats: &[CompatStat], taken: &dyn Fn(&str) -> bool) -> String {
+        render::families(self, stats, taken)
     }
 }
 

@@ -39,7 +39,10 @@ pub(super) fn mapper(text: &str) -> Result<Mapper, Error> {
         (e.pos, message.to_owned())
     })?;
     let Some(root) = documents.first() else {
-        return Ok(Mapper { rules: Vec::new() });
+        return Ok(Mapper {
+            rules: Vec::new(),
+            clashed: Default::default(),
+        });
     };
     let mut default_type = MatchType::Glob;
     let mut mappings = None;
@@ -87,7 +90,10 @@ pub(super) fn mapper(text: &str) -> Result<Mapper, Error> {
         }
     }
     globs.extend(regexes);
-    Ok(Mapper { rules: globs })
+    Ok(Mapper {
+        rules: globs,
+        clashed: Default::default(),
+    })
 }
 
 /// One entry of `mappings`.
@@ -103,7 +109,7 @@ fn mapping(node: &Yaml, default_type: MatchType) -> Result<(Rule, MatchType), Er
     for (key, value) in pairs(node, "a mapping")? {
         match text_of(key)? {
             "match" => pattern = Some((value.pos, text_of(value)?.to_owned())),
-            "name" => name = Some(text_of(value)?.to_owned()),
+            "name" => name = Some((value.pos, text_of(value)?.to_owned())),
             "match_type" => match_kind = match_type(value)?,
             "match_metric_type" => kind = Some(metric_type(value)?),
             "help" => help = Some(text_of(value)?.to_owned()),
@@ -150,10 +156,13 @@ fn mapping(node: &Yaml, default_type: MatchType) -> Result<(Rule, MatchType), Er
         MatchType::Regex => pattern.clone(),
     };
     let pattern = Regex::new(&regex).map_err(|e| (at, format!("{pattern:?}: {e}")))?;
+    let name_at = name.as_ref().map_or(node.pos, |(at, _)| *at);
+    let name = name.map(|(_, name)| name);
     let rule = Rule {
         pattern,
         kind,
         name: if drop { None } else { name },
+        name_at,
         labels,
         scale,
         help,

@@ -24,8 +24,12 @@ enum MappedSeries {
     Histogram(BTreeMap<Labels, TimerTotals>),
 }
 
-/// The text of every family `stats` map to.
-pub(super) fn families(mapper: &Mapper, stats: &[CompatStat]) -> String {
+/// The text of every family `stats` map to, but those whose name is `taken`.
+pub(super) fn families(
+    mapper: &Mapper,
+    stats: &[CompatStat],
+    taken: &dyn Fn(&str) -> bool,
+) -> String {
     let mut families: BTreeMap<String, Family> = BTreeMap::new();
     for stat in stats {
         let kind = match stat.value {
@@ -35,6 +39,9 @@ pub(super) fn families(mapper: &Mapper, stats: &[CompatStat]) -> String {
         let Some(mapped) = mapper.map(&stat.name, kind) else {
             continue;
         };
+        if mapper.clashes(&mapped.name, taken) {
+            continue;
+        }
         let mut labels = mapped.labels;
         labels.sort();
         let family = families.entry(mapped.name).or_insert_with(|| Family {

@@ -29,7 +29,7 @@ fn metrics_with_calls() -> Metrics {
 fn envoy_gateway_mapping_makes_its_dashboard_names() {
     let mapper = parse::mapper(ENVOY_GATEWAY).unwrap();
     let metrics = metrics_with_calls();
-    let text = mapper.render(&metrics.compat_stats());
+    let text = mapper.render(&metrics.compat_stats(), &|_| false);
     for line in [
         "ratelimit_service_rate_limit_total_hits{domain=\"edge\",key1=\"api_key\"} 2",
         "ratelimit_service_rate_limit_total_hits{domain=\"edge\",key1=\"plan_free\",key2=\"path_a\"} 2",
@@ -53,7 +53,7 @@ fn envoy_gateway_mapping_makes_its_dashboard_names() {
     );
     let text = parse::mapper(&upstream)
         .unwrap()
-        .render(&metrics.compat_stats());
+        .render(&metrics.compat_stats(), &|_| false);
     assert!(
         text.contains("ratelimit_service_response_time_seconds_bucket{grpc_method=\"ShouldRateLimit\",le=\"0.005\"} 1"),
         "{text}"
@@ -90,7 +90,7 @@ fn drop_type_and_order() {
          - match: ratelimit_server.*.*\n  name: calls_$2\n",
     )
     .unwrap();
-    let text = mapper.render(&metrics_with_calls().compat_stats());
+    let text = mapper.render(&metrics_with_calls().compat_stats(), &|_| false);
     assert!(!text.contains("config_load"), "{text}");
     assert!(
         text.contains("latency_count{what=\"response_time\"} 1"),
@@ -125,6 +125,12 @@ fn errors_name_their_position() {
             (4, 12),
             "scale",
         ),
+        // Issue 40 (16): refused as "a mapping without name", the NUL ending the text early.
+        (
+            "mappings:\n  - match: a.*\n    name: x\u{0}y\n",
+            (3, 12),
+            "a NUL byte (\\0) at column 12",
+        ),
     ] {
         let Err((pos, message)) = parse::mapper(text) else {
             panic!("{text:?} loaded");
@@ -132,11 +138,55 @@ fn errors_name_their_position() {
         assert_eq!(pos, at, "{text:?}: {message}");
         assert!(message.contains(says), "{text:?}: {message}");
     }
-    let error = Mapper::load(Path::new("/nonexistent/statsd.yaml")).unwrap_err();
+    let error = Mapper::load(Path::new("/nonexistent/statsd.yaml"), &|_| None).unwrap_err();
     assert!(
         error
             .to_string()
             .starts_with("/nonexistent/statsd.yaml:0:0: cannot read"),
         "{error}"
+    );
+}
+
+/// Issue 40 (9): a mapping named like a family `/metrics` already has (or like one of its
+/// series) is refused at the line and column of its name; the families it replaces are not.
+#[test]
+fn names_of_built_in_families_are_refused_where_written() {
+    let metrics = Metrics::new(0.8, 100);
+    let taken = |name: &str| metrics.family_taken(name).map(str::to_owned);
+    for (name, family) in [
+        ("sluice_rlqs_streams", "sluice_rlqs_streams"),
+        ("process_open_fds", "process_open_fds"),
+        (
+            "sluice_decision_duration_seconds_count",
+            "sluice_decision_duration_seconds",
+        ),
+        ("sluice.active.counters", "sluice_active_counters"),
+    ] {
+        let text = format!("mappings:\n  - match: ratelimit.*\n    name: {name}\n");
+        let Err((pos, message)) = parse::mapper(&text).unwrap().check_names(&taken) else {
+            panic!("{name} accepted");
+        };
+        assert_eq!(pos, (3, 11), "{message}");
+        assert!(message.contains(family), "{message}");
+    }
+    let replaced = "mappings:\n  - match: a.*\n    name: ratelimit_service_rate_limit_total_hits\n";
+    assert!(parse::mapper(replaced).unwrap().check_names(&taken).is_ok());
+}
+
+/// A name made from captures that clashes is left out of the families, and `/metrics` keeps
+/// one `# TYPE` line per family.
+#[test]
+fn a_captured_name_that_clashes_is_left_out() {
+    let metrics = metrics_with_calls();
+    let mapper = parse::mapper(
+        "mappings:\n  - match: ratelimit_server.*.total_requests\n    name: sluice_$1\n",
+    )
+    .unwrap();
+    let taken = |name: &str| name == "sluice_ShouldRateLimit";
+    let text = mapper.render(&metrics.compat_stats(), &taken);
+    assert!(!text.contains("sluice_ShouldRateLimit"), "{text}");
+    assert!(
+        text.contains("ratelimit_service_config_load_success"),
+        "{text}"
     );
 }

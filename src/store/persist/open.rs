@@ -31,7 +31,7 @@ impl PersistentStore {
         let lock = restore::lock(&dir)?;
         let key_file = dir.join(secret::FILE);
         let (fingerprint_key, unwritten_key, key_set_aside) = match secret::load_or_new(&dir) {
-            Ok((key, unwritten)) => (key, unwritten, 0),
+            Ok((loaded, unwritten)) => (loaded.key, unwritten, loaded.set_aside),
             Err(error) if settings.strict => {
                 return Err(PersistError::DamagedKey {
                     path: key_file,
@@ -40,8 +40,8 @@ impl PersistentStore {
             }
             Err(error) => {
                 let moved = restore::set_aside_damaged_key(&dir, &error);
-                let (key, unwritten) = secret::new_key(&dir);
-                (key, unwritten, moved)
+                let (loaded, unwritten) = secret::new_key(&dir);
+                (loaded.key, unwritten, moved)
             }
         };
         let memory = Arc::new(MemoryStore::with_options(MemoryOptions {

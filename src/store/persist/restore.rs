@@ -79,15 +79,19 @@ pub(super) fn set_aside(path: &Path, why: &str) -> bool {
     }
 }
 
-/// A damaged fingerprint key (`error` says how): the key file and every data file, whose
-/// counters it named and no new key can find again, are set aside together, with one loud
-/// warning saying what is lost. Returns how many files were set aside.
+/// A fingerprint key that neither of its files yields (`error` says how): the key files and
+/// every data file, whose counters it named and no new key can find again, are set aside
+/// together, with one loud warning saying what is lost. Returns how many files were set aside.
 pub(super) fn set_aside_damaged_key(dir: &Path, error: &io::Error) -> usize {
     let key = dir.join(super::secret::FILE);
-    let mut moved = usize::from(
-        std::fs::symlink_metadata(&key).is_ok()
-            && set_aside(&key, "the fingerprint key is damaged"),
-    );
+    let mut moved = 0;
+    for name in [super::secret::FILE, super::secret::COPY] {
+        let path = dir.join(name);
+        moved += usize::from(
+            std::fs::symlink_metadata(&path).is_ok()
+                && set_aside(&path, "the fingerprint key is damaged"),
+        );
+    }
     let data_files: Vec<PathBuf> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
@@ -106,7 +110,8 @@ pub(super) fn set_aside_damaged_key(dir: &Path, error: &io::Error) -> usize {
         key = %key.display(),
         %error,
         data_files_set_aside = data_files.len(),
-        "data directory: the fingerprint key is damaged, so the counts saved under it cannot be \
+        "data directory: the fingerprint key is damaged (neither FINGERPRINT_KEY nor its \
+         checksummed copy FINGERPRINT_KEY.copy holds it), so the counts saved under it cannot be \
          found again: they are lost (hits they held may be admitted again until their windows \
          pass); the key and its data files are set aside as *.bad and a new key is made \
          (--strict-data-dir refuses to start instead)"
