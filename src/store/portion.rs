@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 
+use super::region_claim::{RegionClaim, RegionClaimFuture, RegionTerms};
 use crate::clock::Nanos;
 
 /// A bucket's identity: Envoy's `BucketId.bucket` map. Sorted, so two maps with the same entries
@@ -63,4 +64,15 @@ pub trait PortionStore: Send + Sync {
     /// Records the `claims` made on `terms`, atomically per bucket, and answers each, in the
     /// order of `claims`.
     fn claim<'a>(&'a self, terms: ClaimTerms<'a>, claims: &'a [Claim]) -> ClaimFuture<'a>;
+
+    /// The same claim one level up, by a region's replica in the global store regions share
+    /// (`region_claim`): atomically with the members' floors, answers in the order of `claims`.
+    /// A store that cannot hold regions' portions refuses.
+    fn claim_in_region<'a>(
+        &'a self,
+        _terms: RegionTerms<'a>,
+        _claims: &'a [RegionClaim],
+    ) -> RegionClaimFuture<'a> {
+        Box::pin(async { Err("this store cannot hold regions' portions".into()) })
+    }
 }
