@@ -17,6 +17,7 @@ use sluice::store::PersistSettings;
 use super::admin::AdminArgs;
 use super::listeners::ServingArgs;
 use super::redis::RedisArgs;
+use super::region::RegionArgs;
 use super::response::ResponseArgs;
 use super::statsd::StatsdArgs;
 use super::trace::TraceArgs;
@@ -83,6 +84,9 @@ pub struct ServeArgs {
     /// The Redis store (`--store redis`).
     #[command(flatten)]
     pub redis: RedisArgs,
+    /// This deployment's region and the global store (`--global-redis-url`).
+    #[command(flatten)]
+    pub region: RegionArgs,
     /// OpenTelemetry tracing.
     #[command(flatten)]
     pub trace: TraceArgs,
@@ -176,6 +180,8 @@ impl ServeArgs {
         };
         self.serving.apply(&mut settings);
         self.admin.apply(&mut settings);
+        let global_url = self.rules.global_redis_url.as_deref();
+        self.region.apply(global_url, &mut settings);
         settings
     }
 
