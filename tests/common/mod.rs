@@ -11,6 +11,7 @@ pub mod otlp;
 pub mod process;
 pub mod ratelimit;
 pub mod redis;
+pub mod relay;
 pub mod rlqs;
 pub mod sentinel;
 pub mod yaml;
