@@ -81,7 +81,10 @@ pub(super) async fn start_inner(
     // Publish what was restored before anyone can scrape /metrics.
     store::publish(&metrics, store.as_ref());
     let region = match &settings.region {
-        Some(region) => Some(region::build(region, tasks::replica_name(clock.now())).await?),
+        Some(region) => {
+            let (replica, shared) = (tasks::replica_name(clock.now()), store.portion_store());
+            Some(region::build(region, replica, shared.is_some()).await?)
+        }
         None => None,
     };
     let mut limiter = Limiter::new(

@@ -12,12 +12,17 @@ use super::{AppError, RegionSettings};
 use crate::clock::Clock;
 use crate::metrics::Metrics;
 use crate::quota::QuotaBook;
-use crate::region::{Regions, claim_once};
+use crate::region::{RegionOptions, Regions, claim_once};
 use crate::rules::RuleSet;
 use crate::store::{PortionStore, RedisStore, Store, StoreError, valid_region_name};
 
 /// How often a region's replica claims.
 const ROUND: Duration = Duration::from_secs(1);
+
+/// How soon a round follows one that shrank a portion (the global store frees the difference
+/// for the other regions only once the next round says it is no longer enforced) or saw demand
+/// move.
+const SOON: Duration = Duration::from_millis(200);
 
 /// A region's parts: this replica's side, and the global store (its connections' background
 /// work runs with the server's).
@@ -32,6 +37,7 @@ pub(super) struct RegionParts {
 pub(super) async fn build(
     settings: &RegionSettings,
     replica: String,
+    shared_store: bool,
 ) -> Result<RegionParts, AppError> {
     let name = &settings.options.name;
     if !valid_region_name(name) {
@@ -43,7 +49,11 @@ pub(super) async fn build(
         return Err(AppError::Store(StoreError::Conflict(problem)));
     }
     let global = Arc::new(RedisStore::connect(settings.global.clone()).await?);
-    let regions = Arc::new(Regions::new(settings.options.clone(), replica));
+    let options = RegionOptions {
+        shared_store,
+        ..settings.options.clone()
+    };
+    let regions = Arc::new(Regions::new(options, replica));
     Ok(RegionParts { regions, global })
 }
 
@@ -69,7 +79,7 @@ pub(super) async fn rounds(
     );
     let mut every = tokio::time::interval(ROUND);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut failing = false;
+    let (mut failing, mut crowded) = (false, false);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -83,6 +93,9 @@ pub(super) async fn rounds(
         if !settled.moved.is_empty() {
             book.reshare(&settled.moved);
         }
+        if settled.soon {
+            every.reset_after(SOON);
+        }
         let figures = regions.figures(clock.now());
         metrics.record_region(
             &figures.region,
@@ -92,6 +105,15 @@ pub(super) async fn rounds(
         );
         for ((domain, rule, limit), portion) in &figures.by_limit {
             metrics.record_region_portion(domain, rule, *limit, *portion);
+        }
+        if let Some(processes) = figures.shared_by_lone_stores
+            && !crowded
+        {
+            crowded = true;
+            tracing::error!(
+                processes,
+                "several processes on the embedded store claim as this region, each counting alone: together they may admit {processes} times its portion; give each its own --region or use --store redis"
+            );
         }
         match (&figures.failing, failing) {
             (Some((_, why)), false) => {

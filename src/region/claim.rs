@@ -35,11 +35,21 @@ const MAX_CLAIMS: usize = 4096;
 /// A bucket's portion that moved by less than this is not worth re-splitting its shares.
 const MATERIAL: f64 = 0.01;
 
+/// A unit's demand that moved by this part of itself since its last claim is worth a round
+/// soon after this one (the other regions see it a round sooner).
+const DEMAND_MOVED: f64 = 0.25;
+
+/// The most rounds in a row sent soon after the one before: short rounds measure demand over
+/// less time, so they must not feed themselves.
+const SOON_IN_A_ROW: u32 = 3;
+
 /// What a replica knows of the global store between rounds.
 #[derive(Debug, Default)]
 pub(super) struct Standing {
     /// The members at the last answer.
     pub members: u32,
+    /// The region's live replicas at the last answer.
+    pub replicas: u32,
     /// When the last round began.
     pub last_round: Option<Nanos>,
     /// When a round last reached the global store.
@@ -48,6 +58,8 @@ pub(super) struct Standing {
     pub failing: Option<(Nanos, String)>,
     /// Units the last round claimed.
     pub claimed: usize,
+    /// Rounds sent soon after the one before, in a row.
+    pub soon_in_a_row: u32,
 }
 
 /// One round's claims, from [`Regions::begin`] to [`Regions::finish`].
@@ -59,6 +71,8 @@ pub struct Round {
     kinds: Vec<UnitKind>,
     /// The claims.
     pub claims: Vec<RegionClaim>,
+    /// Some unit's demand moved materially since its last claim.
+    demand_moved: bool,
     floor: f64,
     floor_held: f64,
 }
@@ -70,6 +84,10 @@ pub struct Settled {
     pub answered: bool,
     /// RLQS buckets whose portion moved enough to re-split their shares.
     pub moved: Vec<(Arc<str>, BucketId)>,
+    /// The next round is worth sending soon rather than in a second: some portion came back
+    /// smaller than what this replica held (the global store keeps the larger one reserved
+    /// until the next round says it is no longer enforced), or some unit's demand moved.
+    pub soon: bool,
 }
 
 impl Regions {
@@ -85,6 +103,7 @@ impl Regions {
             (standing.members.max(1), elapsed)
         };
         let floor_held = self.floor_at(now);
+        let mut demand_moved = false;
         let mut wanted: Vec<(f64, Box<[u8]>, UnitKind, RegionClaim)> = Vec::new();
         let mut each = |key: &[u8], unit: &mut units::Unit| {
             if unit.name.kind == UnitKind::Counter {
@@ -95,9 +114,13 @@ impl Regions {
             if live == 0.0 && now.saturating_sub(unit.seen) > FORGET_AFTER {
                 return false;
             }
-            let enough = unit.demand > 0.0
+            // A unit asked for less than its floor holds needs no claim, unless it holds a
+            // larger portion, or the store reserves more than it enforces: only a claim gives
+            // those back.
+            let asked = unit.demand > 0.0
                 && (floor_held == 0.0 || unit.demand >= QUIET * floor_held * unit.rate);
-            if enough {
+            let reserved = if live > 0.0 { unit.reserved } else { 0.0 };
+            if asked || live > floor_held || reserved > live {
                 let ttl = match unit.name.kind {
                     UnitKind::Counter => CLAIM_HOLD,
                     UnitKind::Bucket => BUCKET_TTL,
@@ -110,6 +133,9 @@ impl Regions {
                     held: live,
                     ttl,
                 };
+                let (before, after) = (unit.claimed_demand, unit.demand);
+                demand_moved |= (after - before).abs() > DEMAND_MOVED * before.max(after);
+                unit.claimed_demand = after;
                 wanted.push((unit.demand, key.into(), unit.name.kind, claim));
             }
             true
@@ -131,6 +157,7 @@ impl Regions {
             keys,
             kinds,
             claims,
+            demand_moved,
             floor: self.options.floor_share.clamp(0.0, 1.0) / f64::from(members),
             floor_held,
         }
@@ -179,17 +206,28 @@ impl Regions {
         {
             let mut standing = self.standing.lock();
             standing.members = answer.membership.members;
+            standing.replicas = answer.membership.replicas;
             standing.last_ok = Some(now);
             standing.failing = None;
             standing.claimed = round.claims.len();
         }
         let mut moved = Vec::new();
         let held_until = round.sent + CLAIM_HOLD;
-        for ((key, kind), claimed) in round.keys.iter().zip(&round.kinds).zip(answer.claimed) {
+        let shrunk = (round.claims.iter().zip(&answer.claimed))
+            .any(|(claim, claimed)| claimed.portion < claim.held);
+        let soon = {
+            let mut standing = self.standing.lock();
+            let soon = (shrunk || round.demand_moved) && standing.soon_in_a_row < SOON_IN_A_ROW;
+            standing.soon_in_a_row = if soon { standing.soon_in_a_row + 1 } else { 0 };
+            soon
+        };
+        let answers = round.keys.iter().zip(&round.kinds).zip(&round.claims);
+        for (((key, kind), claim), claimed) in answers.zip(answer.claimed) {
             // A unit forgotten meanwhile stays forgotten.
             let Some((name, before)) = self.table(*kind).update(key, |unit| {
                 let before = self.portion(unit.live_portion(now), now);
                 record(unit, claimed, held_until);
+                unit.reserved = claimed.portion.max(claim.held);
                 (unit.name.clone(), before)
             }) else {
                 continue;
@@ -202,6 +240,7 @@ impl Regions {
         Settled {
             answered: true,
             moved,
+            soon,
         }
     }
 

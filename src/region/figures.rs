@@ -53,6 +53,9 @@ pub struct RegionFigures {
     pub failing: Option<(Nanos, String)>,
     /// Units claimed in the last round that reached the store.
     pub claimed: usize,
+    /// Several processes claim for this region while each counts alone (the embedded store):
+    /// together they may admit that many times the region's portion.
+    pub shared_by_lone_stores: Option<u32>,
     /// Units tracked.
     pub units: usize,
     /// The busiest units first (at most 200).
@@ -114,6 +117,8 @@ impl Regions {
             failing: (standing.failing.as_ref())
                 .map(|(t, why)| (now.saturating_sub(*t), why.clone())),
             claimed: standing.claimed,
+            shared_by_lone_stores: (!self.options.shared_store && standing.replicas > 1)
+                .then_some(standing.replicas),
             units,
             busiest: all,
             by_limit,
@@ -139,6 +144,13 @@ impl Regions {
         let figures = self.figures(now);
         let name = &figures.region;
         let floor = figures.floor;
+        if let Some(processes) = figures.shared_by_lone_stores {
+            return format!(
+                "region {name}: misconfigured: {processes} processes on the embedded store claim \
+                 as this region, each counting alone: give each its own --region, or share a \
+                 Redis (--store redis)"
+            );
+        }
         match (&figures.failing, figures.last_answer_ago) {
             (None, Some(_)) => format!(
                 "region {name}: global store reachable, {} regions, floor {floor:.4}",

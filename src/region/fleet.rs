@@ -201,12 +201,14 @@ impl Fleet {
                     Some(answer) if !lost && !member.cut => Ok(answer),
                     _ => Err("cut off".into()),
                 };
-                member.regions.finish(round, answer, now);
+                if member.regions.finish(round, answer, now).soon {
+                    member.next_round = now + 200 * MILLI;
+                }
             }
             return;
         }
         if now >= member.next_round {
-            member.next_round += SECOND;
+            member.next_round = now + SECOND;
             let round = member.regions.begin(now);
             let run_at = now + one_way;
             let answer_at = if member.cut {

@@ -64,6 +64,9 @@ pub struct RegionOptions {
     pub member_timeout: Nanos,
     /// The most units tracked.
     pub max_units: usize,
+    /// The region's replicas count on one store (Redis); `false` for the embedded store,
+    /// where each process counts alone and so must be a region of its own.
+    pub shared_store: bool,
 }
 
 impl RegionOptions {
@@ -74,6 +77,7 @@ impl RegionOptions {
             floor_share: DEFAULT_FLOOR_SHARE,
             member_timeout: DEFAULT_MEMBER_TIMEOUT,
             max_units: MAX_UNITS,
+            shared_store: true,
         }
     }
 }

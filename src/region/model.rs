@@ -70,7 +70,7 @@ impl GlobalStoreModel {
         let (want, floor_held) = (want_ppm(terms.floor), held_ppm(terms.floor_held));
         state.members.retain(|_, r| r.heard + member_ttl > now);
         let mut reserve_of: BTreeMap<&str, i64> = BTreeMap::new();
-        let mut usable_here = 0;
+        let (mut usable_here, mut here) = (0, 1);
         for (who, record) in &state.members {
             let group = group_of(who);
             if *who != me {
@@ -78,6 +78,7 @@ impl GlobalStoreModel {
                 *r = (*r).max(record.reserve);
                 if group == terms.region {
                     usable_here = usable_here.max(record.floor);
+                    here += 1;
                 }
             }
         }
@@ -125,6 +126,7 @@ impl GlobalStoreModel {
             membership: Membership {
                 floor: floor as f64 / WHOLE as f64,
                 members: members as u32,
+                replicas: here,
             },
             claimed,
         }

@@ -196,3 +196,30 @@ fn calls_are_checked_against_the_portion() {
     let cut = regions.limit_for(b"k", limit, 1, name, 2 * SECOND + CLAIM_HOLD);
     assert_eq!(cut.requests, 0, "lapsed, and the floor has not settled yet");
 }
+
+/// Two processes on the embedded store claiming as one region each count alone: the figures
+/// (and `/healthcheck`) say so; on a shared store two replicas are normal.
+#[test]
+fn lone_stores_under_one_region_are_called_out() {
+    let store = GlobalStoreModel::new();
+    let lone = |replica: &str, shared_store| {
+        let options = RegionOptions {
+            shared_store,
+            ..RegionOptions::new("eu")
+        };
+        Regions::new(options, replica)
+    };
+    let (one, two) = (lone("r0", false), lone("r1", false));
+    for (regions, now) in [(&one, SECOND), (&two, SECOND), (&one, 2 * SECOND)] {
+        let round = regions.begin(now);
+        let answer = store.claim_now(&regions.terms(&round), &round.claims);
+        regions.finish(round, Ok(answer), now);
+    }
+    assert_eq!(one.figures(2 * SECOND).shared_by_lone_stores, Some(2));
+    assert!(one.health_line(2 * SECOND).contains("misconfigured"));
+    let shared = lone("r2", true);
+    let round = shared.begin(3 * SECOND);
+    let answer = store.claim_now(&shared.terms(&round), &round.claims);
+    shared.finish(round, Ok(answer), 3 * SECOND);
+    assert_eq!(shared.figures(3 * SECOND).shared_by_lone_stores, None);
+}

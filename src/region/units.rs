@@ -68,6 +68,11 @@ pub struct Unit {
     pub seen: Nanos,
     /// The global store's last answer for it.
     pub answer: Option<RegionClaimed>,
+    /// The demand its last claim carried (0 before the first).
+    pub claimed_demand: f64,
+    /// What the global store keeps reserved for this replica since its last claim: the
+    /// portion granted or the one it said it held, the larger (until that claim lapses).
+    pub reserved: f64,
 }
 
 impl Unit {
@@ -81,6 +86,8 @@ impl Unit {
             held: None,
             seen: now,
             answer: None,
+            claimed_demand: 0.0,
+            reserved: 0.0,
         }
     }
 

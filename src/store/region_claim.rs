@@ -79,6 +79,8 @@ pub struct Membership {
     pub floor: f64,
     /// The members, this region included.
     pub members: u32,
+    /// The region's live replicas, this one included (heard of within the member timeout).
+    pub replicas: u32,
 }
 
 /// The whole answer to a region's claim.

@@ -29,7 +29,7 @@ local replica, packed = ARGV[1], ARGV[2]
 -- ARGV[2]: now (i8, us; -1 for TIME), member ttl, settle (us), the floor asked, the floor held
 --   (ppm), then per unit: demand (d), the whole limit's rate (d, hits/s), the portion held
 --   (i8, ppm), ttl (i8, us).
--- Reply: the floor (i8, ppm) and the members (i8), then per unit: the portion (i8, ppm), the
+-- Reply: the floor (i8, ppm), the members (i8) and the region's live replicas (i8), then per unit: the portion (i8, ppm), the
 --   region's demand (d), the other regions' demand (d), the other regions holding it (i8).
 local function group_of(field) return match(field, '^([^|]+)|') end
 
@@ -66,7 +66,7 @@ local function claim_for_region(region)
   end
   -- Members: drop the silent, sum what the other regions' floors reserve.
   local fields = redis.call('HGETALL', KEYS[1])
-  local reserve_of, usable_here, mine, dead = {}, 0, nil, {}
+  local reserve_of, usable_here, here, mine, dead = {}, 0, 1, nil, {}
   for j = 1, #fields, 2 do
     local who = fields[j]
     local floor, reserve, pending, since, heard =
@@ -79,7 +79,10 @@ local function claim_for_region(region)
       mine = { tonumber(floor), tonumber(pending), tonumber(since) }
     else
       reserve_of[group] = max(reserve_of[group] or 0, tonumber(reserve))
-      if group == region then usable_here = max(usable_here, tonumber(floor)) end
+      if group == region then
+        usable_here = max(usable_here, tonumber(floor))
+        here = here + 1
+      end
     end
   end
   if #dead > 0 then redis.call('HDEL', KEYS[1], unpack(dead)) end
@@ -108,7 +111,7 @@ local function claim_for_region(region)
   redis.call('HSET', KEYS[1], me,
     format('%d %d %d %d %d', floor, max(floor, floor_held, pending), pending, since, now))
   redis.call('PEXPIRE', KEYS[1], max(1, ceil(member_ttl / 1000)))
-  local reply = { pack('<i8i8', floor, members) }
+  local reply = { pack('<i8i8i8', floor, members, here) }
   for i = 2, #KEYS do
     local key = KEYS[i]
     local demand, rate, held, ttl

@@ -15,8 +15,9 @@ use crate::store::{BadReply, StoreError};
 use crate::store::{BucketId, Membership, RegionAnswer, RegionClaim, RegionClaimed, RegionTerms};
 use crate::store::{SETTLE, valid_region_name};
 
-/// Bytes of the answer's head: the floor (i64, ppm) and the members (i64).
-const HEAD_BYTES: usize = 16;
+/// Bytes of the answer's head: the floor (i64, ppm), the members and the region's replicas
+/// (i64).
+const HEAD_BYTES: usize = 24;
 
 /// Bytes of one unit's answer: the portion (i64, ppm), the region's and the others' demand
 /// (f64), the others (i64).
@@ -86,6 +87,7 @@ impl RedisPortions {
                 Some(m) => Membership {
                     floor: m.floor.min(answer.membership.floor),
                     members: m.members.max(answer.membership.members),
+                    replicas: m.replicas.max(answer.membership.replicas),
                 },
             });
             claimed.extend(answer.claimed);
@@ -156,15 +158,15 @@ fn held_ppm(fraction: f64) -> i64 {
 fn parse_reply(bytes: &[u8], count: usize) -> Result<RegionAnswer, BadReply> {
     if bytes.len() != HEAD_BYTES + count * UNIT_BYTES {
         return Err(BadReply::Length {
-            expected: 2 + count * 4,
+            expected: 3 + count * 4,
             got: bytes.len() / 8,
         });
     }
     let word = |b: &[u8]| -> [u8; 8] { b.try_into().expect("8-byte chunks") };
     let int = |b: &[u8]| i64::from_le_bytes(word(b));
-    let (floor, members) = (int(&bytes[..8]), int(&bytes[8..16]));
-    if floor < 0 || members < 1 {
-        return Err(BadReply::Negative(floor.min(members)));
+    let (floor, members, replicas) = (int(&bytes[..8]), int(&bytes[8..16]), int(&bytes[16..24]));
+    if floor < 0 || members < 1 || replicas < 1 {
+        return Err(BadReply::Negative(floor.min(members).min(replicas)));
     }
     let claimed = bytes[HEAD_BYTES..]
         .chunks_exact(UNIT_BYTES)
@@ -185,6 +187,7 @@ fn parse_reply(bytes: &[u8], count: usize) -> Result<RegionAnswer, BadReply> {
         membership: Membership {
             floor: (floor as f64 / WHOLE).min(1.0),
             members: u32::try_from(members).unwrap_or(u32::MAX),
+            replicas: u32::try_from(replicas).unwrap_or(u32::MAX),
         },
         claimed,
     })
@@ -224,15 +227,15 @@ mod tests {
     #[test]
     fn malformed_replies_are_refused() {
         assert!(parse_reply(&[0; 8], 0).is_err());
-        let mut head = Vec::new();
-        head.extend_from_slice(&(-1i64).to_le_bytes());
-        head.extend_from_slice(&3i64.to_le_bytes());
-        assert!(parse_reply(&head, 0).is_err());
-        let mut good = Vec::new();
-        good.extend_from_slice(&250_000i64.to_le_bytes());
-        good.extend_from_slice(&3i64.to_le_bytes());
-        let answer = parse_reply(&good, 0).unwrap();
+        let head =
+            |fields: [i64; 3]| -> Vec<u8> { fields.iter().flat_map(|f| f.to_le_bytes()).collect() };
+        assert!(parse_reply(&head([-1, 3, 1]), 0).is_err());
+        assert!(parse_reply(&head([0, 3, 0]), 0).is_err());
+        let answer = parse_reply(&head([250_000, 3, 2]), 0).unwrap();
         assert_eq!(answer.membership.floor, 0.25);
-        assert_eq!(answer.membership.members, 3);
+        assert_eq!(
+            (answer.membership.members, answer.membership.replicas),
+            (3, 2)
+        );
     }
 }
