@@ -39,7 +39,7 @@ use crate::store::{ChargeOutcome, MemoryStore, Store, StoreError};
 pub use counters::{Counters, CountersError, LimitCounters, Reset, ShardCounter};
 pub use decision::{Code, Decision, DescriptorStatus, ReportedLimit, StoreUse};
 pub use explain::{
-    CounterState, Explained, Explanation, LimitState, explain_with, parse_descriptor,
+    CounterState, Explained, Explanation, LimitState, Peek, explain_with, parse_descriptor,
 };
 pub use header_text::{HeaderText, RateLimitItem};
 pub use request::{Descriptor, InvalidRequest, LimitOverride, Request};
@@ -141,6 +141,12 @@ impl Limiter {
     /// This region's portions of global limits, when it is one of several regions.
     pub fn regions(&self) -> Option<&Arc<Regions>> {
         self.regions.as_ref()
+    }
+
+    /// The region's figures now (`/ui`); `None` when this is not one of several regions.
+    pub fn region_figures(&self) -> Option<crate::region::RegionFigures> {
+        let regions = self.regions.as_ref()?;
+        Some(regions.figures(self.clock.now()))
     }
 
     /// One line on the region's global store (`/healthcheck`'s detail); `None` when this is not

@@ -4,6 +4,7 @@
 //! can move, every answer logged with its time, admissions counted per window across regions.
 
 mod envoy;
+mod operable;
 mod targets;
 
 use std::net::SocketAddr;
