@@ -135,3 +135,85 @@ async fn a_bad_region_name_is_refused() {
     let error = store.claim_in_region(terms, &[]).await.unwrap_err();
     assert!(error.to_string().contains("region name"), "{error}");
 }
+
+/// What the global store spends on regions' claims (for docs/regions.md's sizing): three regions
+/// of two replicas each claim the same 200 units a round for 20 rounds. Prints Redis's CPU per
+/// unit claimed (`INFO commandstats`) and the memory the units take; judges only that every
+/// claim was answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn what_claims_cost_the_global_store() {
+    let redis = RedisServer::start();
+    let store = RedisStore::connect(RedisSettings::new(redis.url()))
+        .await
+        .expect("redis store");
+    let store = store.portion_store().expect("portions on redis");
+    let before: f64 = used_memory(&redis);
+    let mut answered = 0;
+    for round in 0..20u64 {
+        for (region, replica) in [
+            ("eu", "r0"),
+            ("eu", "r1"),
+            ("us", "r0"),
+            ("us", "r1"),
+            ("ap", "r0"),
+            ("ap", "r1"),
+        ] {
+            let claims: Vec<RegionClaim> = (0..200)
+                .map(|n| RegionClaim {
+                    domain: "edge".into(),
+                    bucket: unit(n),
+                    demand: 10.0 + (n % 7) as f64 * round as f64,
+                    rate: 100.0,
+                    held: 0.0,
+                    ttl: 3 * SECOND,
+                })
+                .collect();
+            let terms = RegionTerms {
+                region,
+                replica,
+                now: T0,
+                floor: 0.5 / 3.0,
+                floor_held: 0.0,
+                member_ttl: 3600 * SECOND,
+            };
+            let answer = store
+                .claim_in_region(terms, &claims)
+                .await
+                .expect("answered");
+            answered += answer.claimed.len();
+        }
+    }
+    assert_eq!(answered, 20 * 6 * 200);
+    let stats = redis.cli(&["INFO", "commandstats"]);
+    let line = stats
+        .lines()
+        .find(|l| l.starts_with("cmdstat_evalsha:"))
+        .unwrap_or_default()
+        .to_owned();
+    let field = |name: &str| -> f64 {
+        line.split(&format!("{name}="))
+            .nth(1)
+            .and_then(|v| v.split(',').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let per_unit = field("usec") / answered as f64;
+    let memory = (used_memory(&redis) - before) / 200.0;
+    eprintln!(
+        "global store: {} script runs, {:.1} us a run, {per_unit:.2} us of Redis CPU per unit \
+         claimed (6 replicas on each unit); {memory:.0} bytes per unit held by 6 replicas; {}",
+        field("calls"),
+        field("usec_per_call"),
+        line
+    );
+}
+
+fn used_memory(redis: &RedisServer) -> f64 {
+    redis
+        .cli(&["INFO", "memory"])
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
