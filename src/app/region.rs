@@ -14,7 +14,7 @@ use crate::metrics::Metrics;
 use crate::quota::QuotaBook;
 use crate::region::{RegionOptions, Regions, claim_once};
 use crate::rules::RuleSet;
-use crate::store::{PortionStore, RedisStore, Store, StoreError, valid_region_name};
+use crate::store::{PortionStore, RedisStore, Store, valid_region_name};
 
 /// How often a region's replica claims.
 const ROUND: Duration = Duration::from_secs(1);
@@ -46,9 +46,10 @@ pub(super) async fn build(
         } else {
             "--region must be 1 to 64 letters, digits, '.', '_' or '-'"
         };
-        return Err(AppError::Store(StoreError::Conflict(problem)));
+        return Err(AppError::Region(problem));
     }
-    let global = Arc::new(RedisStore::connect(settings.global.clone()).await?);
+    let global = RedisStore::connect(settings.global.clone()).await;
+    let global = Arc::new(global.map_err(AppError::GlobalStore)?);
     let options = RegionOptions {
         shared_store,
         ..settings.options.clone()

@@ -27,17 +27,10 @@ pub struct RegionArgs {
     /// off that long stops admitting calls of global limits), at least 1m.
     #[arg(long, env = "SLUICE_REGION_MEMBER_TIMEOUT", default_value_t = GoDuration(defaults::REGION_MEMBER_TIMEOUT), value_parser = parse_member_timeout)]
     pub region_member_timeout: GoDuration,
-    /// The global Redis's password; replaces the URL's credentials (with
-    /// --global-redis-username). Prefer SLUICE_GLOBAL_REDIS_PASSWORD: flags show in process lists.
+    /// The global Redis's password (the default user's; an ACL user goes in the URL). Prefer
+    /// SLUICE_GLOBAL_REDIS_PASSWORD: flags show in process lists.
     #[arg(long, env = "SLUICE_GLOBAL_REDIS_PASSWORD", hide_env_values = true)]
     pub global_redis_password: Option<String>,
-    /// The global Redis's user of --global-redis-password (Redis 6 ACL).
-    #[arg(
-        long,
-        env = "SLUICE_GLOBAL_REDIS_USERNAME",
-        requires = "global_redis_password"
-    )]
-    pub global_redis_username: Option<String>,
     /// The global store's sentinels' own password (redis+sentinel://).
     #[arg(
         long,
@@ -45,39 +38,19 @@ pub struct RegionArgs {
         hide_env_values = true
     )]
     pub global_redis_sentinel_password: Option<String>,
-    /// The global store's sentinels' user of --global-redis-sentinel-password.
-    #[arg(
-        long,
-        env = "SLUICE_GLOBAL_REDIS_SENTINEL_USERNAME",
-        requires = "global_redis_sentinel_password"
-    )]
-    pub global_redis_sentinel_username: Option<String>,
     /// TLS to the global Redis whatever the URL's scheme.
     #[arg(long, env = "SLUICE_GLOBAL_REDIS_TLS")]
     pub global_redis_tls: bool,
     /// PEM CA certificates to trust for the global Redis's TLS (default: the system's roots).
     #[arg(long, env = "SLUICE_GLOBAL_REDIS_CA")]
     pub global_redis_ca: Option<PathBuf>,
-    /// PEM client certificate chain to present to the global Redis.
-    #[arg(
-        long,
-        env = "SLUICE_GLOBAL_REDIS_CLIENT_CERT",
-        requires = "global_redis_client_key"
-    )]
+    /// PEM client certificate chain to present to the global Redis (with its key: the server
+    /// refuses one without the other at start).
+    #[arg(long, env = "SLUICE_GLOBAL_REDIS_CLIENT_CERT")]
     pub global_redis_client_cert: Option<PathBuf>,
     /// PEM private key of --global-redis-client-cert.
-    #[arg(
-        long,
-        env = "SLUICE_GLOBAL_REDIS_CLIENT_KEY",
-        requires = "global_redis_client_cert"
-    )]
+    #[arg(long, env = "SLUICE_GLOBAL_REDIS_CLIENT_KEY")]
     pub global_redis_client_key: Option<PathBuf>,
-    /// Verify the global Redis's certificate chain but not its name.
-    #[arg(long, env = "SLUICE_GLOBAL_REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")]
-    pub global_redis_tls_skip_hostname_verification: bool,
-    /// Prefix of the global store's keys (no braces).
-    #[arg(long, env = "SLUICE_GLOBAL_REDIS_KEY_PREFIX", default_value = defaults::REDIS_KEY_PREFIX)]
-    pub global_redis_key_prefix: String,
     /// Longest time a claim to the global store, or opening a connection to it, may take.
     #[arg(long, env = "SLUICE_GLOBAL_REDIS_TIMEOUT", default_value_t = GoDuration(defaults::REDIS_CONNECT_TIMEOUT), value_parser = parse_claim_timeout)]
     pub global_redis_timeout: GoDuration,
@@ -92,16 +65,13 @@ impl RegionArgs {
         };
         let timeout: Duration = self.global_redis_timeout.into();
         let global = RedisSettings {
-            username: self.global_redis_username.clone(),
             password: self.global_redis_password.clone(),
-            sentinel_username: self.global_redis_sentinel_username.clone(),
             sentinel_password: self.global_redis_sentinel_password.clone(),
             tls: self.global_redis_tls,
             ca: self.global_redis_ca.clone(),
             client_cert: self.global_redis_client_cert.clone(),
             client_key: self.global_redis_client_key.clone(),
-            tls_skip_hostname_verification: self.global_redis_tls_skip_hostname_verification,
-            key_prefix: self.global_redis_key_prefix.clone(),
+
             // Claims are off the request path: one bound for the claim and the connection.
             timeout,
             connect_timeout: timeout,
@@ -129,49 +99,4 @@ fn parse_member_timeout(text: &str) -> Result<GoDuration, DurationError> {
 /// A claim timeout from 1 ms to 1 min.
 fn parse_claim_timeout(text: &str) -> Result<GoDuration, DurationError> {
     duration::parse_in(text, Duration::from_millis(1)..=Duration::from_secs(60)).map(GoDuration)
-}
-
-#[cfg(test)]
-mod tests {
-    use clap::Parser;
-
-    use crate::cli::{Cli, Command};
-
-    fn settings(args: &[&str]) -> Result<sluice::app::Settings, clap::Error> {
-        let argv = ["sluice", "serve"].iter().chain(args);
-        match Cli::try_parse_from(argv)?.command {
-            Command::Serve(args) => Ok(args.settings()),
-            other => panic!("parsed as {other:?}"),
-        }
-    }
-
-    /// A global store makes a region of the server and lets rules say `scope: global`; without
-    /// one there is no region, and `scope: global` stays refused.
-    #[test]
-    fn a_global_store_makes_a_region() {
-        let on = settings(&[
-            "--region",
-            "eu",
-            "--global-redis-url",
-            "rediss://g:6380",
-            "--global-redis-password",
-            "pw",
-            "--region-floor",
-            "0.25",
-            "--region-member-timeout",
-            "10m",
-        ])
-        .unwrap();
-        let region = on.region.expect("a region");
-        assert_eq!(region.options.name, "eu");
-        assert_eq!(region.options.floor_share, 0.25);
-        assert_eq!(region.options.member_timeout, 600 * sluice::clock::SECOND);
-        assert_eq!(region.global.url, "rediss://g:6380");
-        assert_eq!(region.global.password.as_deref(), Some("pw"));
-        assert!(on.load.global_scope);
-        let off = settings(&["--region", "eu"]).unwrap();
-        assert!(off.region.is_none() && !off.load.global_scope);
-        assert!(settings(&["--region-member-timeout", "30s"]).is_err());
-        assert!(settings(&["--region-floor", "1.5"]).is_err());
-    }
 }

@@ -11,6 +11,9 @@ use crate::clock::Nanos;
 /// The most units listed (the busiest first).
 const LISTED: usize = 200;
 
+/// A global limit: its domain, its rule's full key and its position among the rule's limits.
+pub type LimitId = (Arc<str>, Arc<str>, u8);
+
 /// One unit as operators see it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnitFigures {
@@ -61,7 +64,7 @@ pub struct RegionFigures {
     /// The busiest units first (at most 200).
     pub busiest: Vec<UnitFigures>,
     /// Per global limit (domain, rule, limit position): the portion of its busiest unit.
-    pub by_limit: Vec<((Arc<str>, Arc<str>, u8), f64)>,
+    pub by_limit: Vec<(LimitId, f64)>,
 }
 
 impl RegionFigures {
@@ -98,7 +101,7 @@ impl Regions {
         self.counters.retain(&mut each);
         self.buckets.retain(&mut each);
         all.sort_by(|a, b| b.demand.total_cmp(&a.demand));
-        let mut by_limit: HashMap<(Arc<str>, Arc<str>, u8), f64> = HashMap::new();
+        let mut by_limit: HashMap<LimitId, f64> = HashMap::new();
         for unit in &all {
             let id = (unit.domain.clone(), unit.rule.clone(), unit.limit);
             by_limit.entry(id).or_insert(unit.portion);

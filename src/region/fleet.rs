@@ -196,7 +196,7 @@ impl Fleet {
                     return;
                 };
                 member.rounds += 1;
-                let lost = member.lose_every > 0 && member.rounds % member.lose_every == 0;
+                let lost = member.lose_every > 0 && member.rounds.is_multiple_of(member.lose_every);
                 let answer = match answer {
                     Some(answer) if !lost && !member.cut => Ok(answer),
                     _ => Err("cut off".into()),

@@ -33,7 +33,7 @@ use crate::algorithm::Limit;
 use crate::clock::{Nanos, SECOND};
 
 pub use claim::{CLAIM_HOLD, Round, Settled, claim_once};
-pub use figures::{RegionFigures, UnitFigures};
+pub use figures::{LimitId, RegionFigures, UnitFigures};
 pub use model::GlobalStoreModel;
 pub use rlqs::{RegionalPortion, bucket_scope};
 pub use scale::{WHOLE_PPM, scaled};

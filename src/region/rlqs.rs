@@ -64,14 +64,8 @@ impl RegionalPortion {
 }
 
 impl Portion for RegionalPortion {
-    fn portion(
-        &self,
-        domain: &str,
-        bucket: &BucketId,
-        rate: &QuotaRate,
-        local_demand_per_second: f64,
-    ) -> f64 {
-        let replicas = (self.replicas).portion(domain, bucket, rate, local_demand_per_second);
+    fn portion(&self, domain: &str, bucket: &BucketId, rate: &QuotaRate, here: f64) -> f64 {
+        let replicas = self.replicas.portion(domain, bucket, rate, here);
         if bucket_scope(&self.rules.load(), domain, bucket) == Scope::Global {
             replicas
                 * self

@@ -61,13 +61,15 @@ mod tests {
     use crate::algorithm::{State, decide};
     use crate::clock::SECOND;
 
+    /// `requests` a second and `burst` with `algorithm`.
     fn limit(algorithm: Algorithm, requests: u64, burst: u64) -> Limit {
+        let (origin, window) = (0, SECOND);
         Limit {
-            algorithm,
-            requests,
-            window: SECOND,
+            origin,
+            window,
             burst,
-            origin: 0,
+            requests,
+            algorithm,
         }
     }
 

@@ -99,9 +99,12 @@ impl Unit {
     }
 }
 
+/// One shard: units by their key's bytes.
+type Shard = Mutex<HashMap<Box<[u8]>, Unit, Hasher>>;
+
 /// The table.
 pub struct Units {
-    shards: Box<[Mutex<HashMap<Box<[u8]>, Unit, Hasher>>]>,
+    shards: Box<[Shard]>,
     hasher: Hasher,
     per_shard: usize,
 }
@@ -116,7 +119,7 @@ impl Units {
         }
     }
 
-    fn shard(&self, key: &[u8]) -> &Mutex<HashMap<Box<[u8]>, Unit, Hasher>> {
+    fn shard(&self, key: &[u8]) -> &Shard {
         &self.shards[self.hasher.hash_one(key) as usize % SHARDS]
     }
 
@@ -157,20 +160,10 @@ impl Units {
     }
 }
 
-/// The table key of an RLQS bucket: the domain and the entries, each length-prefixed (so no two
-/// buckets share one). A counter's is its key's bytes.
+/// The table key of an RLQS bucket: its identity (`store::bucket_identity`). A counter's is its
+/// key's bytes.
 pub fn bucket_unit_key(domain: &str, bucket: &BucketId) -> Vec<u8> {
-    let mut key = Vec::with_capacity(64);
-    let mut field = |bytes: &[u8]| {
-        key.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-        key.extend_from_slice(bytes);
-    };
-    field(domain.as_bytes());
-    for (name, value) in bucket {
-        field(name.as_bytes());
-        field(value.as_bytes());
-    }
-    key
+    crate::store::bucket_identity(domain, bucket)
 }
 
 /// The name a counter is claimed under: `{"": <its key in hex>}`.

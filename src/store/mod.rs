@@ -31,7 +31,9 @@ pub use gate::Gate;
 pub use key::{CounterKey, CounterKeyBuilder, KeyParts};
 pub use memory::{MemoryOptions, MemoryStore};
 pub use persist::{PersistSettings, PersistentStore};
-pub use portion::{BucketId, Claim, ClaimError, ClaimFuture, ClaimTerms, Claimed, PortionStore};
+pub use portion::{
+    BucketId, Claim, ClaimError, ClaimFuture, ClaimTerms, Claimed, PortionStore, bucket_identity,
+};
 pub use redis::{RedisSettings, RedisStore};
 pub use region_claim::{
     Membership, RegionAnswer, RegionClaim, RegionClaimFuture, RegionClaimed, RegionTerms, SETTLE,

@@ -187,20 +187,9 @@ pub fn bucket_key(prefix: &[u8], domain: &str, bucket: &BucketId) -> Vec<u8> {
     key
 }
 
-/// The fixed 64-bit FNV-1a hash of a bucket's domain and entries, length-prefixed (so `a=bc`
-/// and `ab=c` differ) and in sorted order (a `BucketId` iterates sorted).
+/// The fixed 64-bit FNV-1a hash of a bucket's identity (`store::bucket_identity`).
 pub(super) fn bucket_tag(domain: &str, bucket: &BucketId) -> u64 {
-    let mut identity = Vec::with_capacity(64);
-    let mut field = |bytes: &[u8]| {
-        identity.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-        identity.extend_from_slice(bytes);
-    };
-    field(domain.as_bytes());
-    for (name, value) in bucket {
-        field(name.as_bytes());
-        field(value.as_bytes());
-    }
-    fnv1a(&identity)
+    fnv1a(&crate::store::bucket_identity(domain, bucket))
 }
 
 /// The claims' indices grouped into script runs: by slot on a cluster (a run may touch one
