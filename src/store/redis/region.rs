@@ -204,8 +204,8 @@ mod tests {
         let unit = RedisPortions::unit_key(b"sluice:", "edge", &bucket);
         let members = RedisPortions::members_key(b"sluice:");
         assert_eq!(
-            super::super::keys::slot(&unit),
-            super::super::keys::slot(&members)
+            crate::store::redis::keys::slot(&unit),
+            crate::store::redis::keys::slot(&members)
         );
         assert!(
             String::from_utf8(unit)
