@@ -61,11 +61,16 @@ pub fn metrics_router(limiter: Arc<Limiter>, path: &str) -> Router {
     Router::new().route(path, get(metrics)).with_state(limiter)
 }
 
-/// 200 `OK` while healthy; 503 with the reason otherwise (see `app`'s health).
-async fn healthcheck(State(state): State<HttpState>) -> (StatusCode, &'static str) {
+/// 200 `OK` while healthy; 503 with the reason otherwise (see `app`'s health). One of several
+/// regions adds a line on its global store: a region cut off from it serves on its portions and
+/// floors, degraded but healthy.
+async fn healthcheck(State(state): State<HttpState>) -> (StatusCode, String) {
     match (state.health)() {
-        Ok(()) => (StatusCode::OK, "OK"),
-        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
+        Ok(()) => match state.limiter.region_health() {
+            Some(detail) => (StatusCode::OK, format!("OK\n{detail}\n")),
+            None => (StatusCode::OK, "OK".to_owned()),
+        },
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why.to_owned()),
     }
 }
 

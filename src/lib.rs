@@ -10,6 +10,8 @@
 //! - [`store`]: atomic check-and-commit of all counters of a call (`MemoryStore`, `RedisStore`).
 //! - [`rules`]: YAML rule files compiled into an immutable `RuleSet`; descriptor matching.
 //! - [`metrics`]: every metric name, in one place, and the registry the limiter records into.
+//! - [`region`]: one limit across regions: each region's portion of `scope: global` limits,
+//!   claimed from a global store off the request path.
 //! - [`limiter`]: request → matched limits → store → `Decision`.
 //! - [`proto`]: the generated Envoy RLS v3 types (client and server).
 //! - [`insight`]: live figures for the operator page (most-limited keys, decision rates).
@@ -65,6 +67,7 @@ pub mod limiter;
 pub mod metrics;
 pub mod proto;
 pub mod quota;
+pub mod region;
 pub mod rules;
 pub mod store;
 pub mod telemetry;

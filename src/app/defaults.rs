@@ -42,6 +42,11 @@ pub const REDIS_RUNS_IN_FLIGHT: usize = crate::store::redis::DEFAULT_RUNS_IN_FLI
 pub const LOCAL_CACHE_SIZE: usize = crate::store::redis::DEFAULT_LOCAL_CACHE_SIZE;
 /// Replicas sharing a Redis store.
 pub const EXPECTED_REPLICAS: u64 = 1;
+/// Each region's floor of a global limit, as a part of an equal split among the regions.
+pub const REGION_FLOOR: f64 = crate::region::DEFAULT_FLOOR_SHARE;
+/// How long a region may go unheard of before the others free its floor.
+pub const REGION_MEMBER_TIMEOUT: Duration =
+    Duration::from_nanos(crate::region::DEFAULT_MEMBER_TIMEOUT);
 /// The xDS node id (envoyproxy/ratelimit's default).
 pub const XDS_NODE_ID: &str = crate::xds::DEFAULT_NODE_ID;
 /// The largest xDS response accepted, in bytes.

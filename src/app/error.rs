@@ -53,6 +53,13 @@ pub enum AppError {
     /// The counter store is misconfigured (a bad Redis URL or key prefix).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The region settings cannot work (no `--region` with a global store, a bad name).
+    #[error("region: {0}")]
+    Region(&'static str),
+    /// The global store is misconfigured; its flags are `--global-redis-*` where the message
+    /// names the `--redis-*` flag of the same purpose.
+    #[error("global store (--global-redis-url and the --global-redis-* flags): {0}")]
+    GlobalStore(StoreError),
     /// A start-up task (restoring the embedded store) panicked or was cancelled.
     #[error("start-up task failed: {0}")]
     Task(tokio::task::JoinError),

@@ -135,6 +135,21 @@ fn spawn_background(
         parts.metrics.clone(),
         shutdown.clone(),
     ));
+    if let Some(region) = parts.region.take() {
+        if let Some(background) =
+            crate::store::Store::background(region.global.as_ref(), shutdown.clone())
+        {
+            tasks.spawn(background);
+        }
+        tasks.spawn(super::region::rounds(
+            region,
+            parts.quota.clone(),
+            parts.reloader.rules(),
+            parts.clock.clone(),
+            parts.metrics.clone(),
+            shutdown.clone(),
+        ));
+    }
     if let Some((shared, portions)) = parts.replicas.clone() {
         let book = parts.quota.clone();
         let clock = parts.clock.clone();

@@ -21,6 +21,7 @@ mod health;
 mod launch;
 mod listen;
 mod parts;
+mod region;
 mod routes;
 mod running;
 mod settings;
@@ -37,7 +38,8 @@ pub use self::error::AppError;
 pub use self::file_reload::FileReload;
 pub use self::running::Running;
 pub use self::settings::{
-    AdminSettings, HealthOptions, MemorySettings, MetricsListener, Settings, StoreSettings,
+    AdminSettings, HealthOptions, MemorySettings, MetricsListener, RegionSettings, Settings,
+    StoreSettings,
 };
 pub use crate::admin::TokenError as AdminTokenError;
 pub use crate::reload::{Reloader, RuleSource, WatchError};

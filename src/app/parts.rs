@@ -7,13 +7,15 @@ use crate::clock::Clock;
 use crate::limiter::Limiter;
 use crate::metrics::Metrics;
 use crate::quota::{Portion, Portions, QuotaBook, WholeLimit};
+use crate::region::RegionalPortion;
 use crate::store::{PortionStore, Store};
 use crate::telemetry::CallTracer;
 use crate::tls::ServerTls;
 use crate::xds::XdsSource;
 
 use super::listen::Listeners;
-use super::{AppError, Reloader, RuleSource, Running, Settings, launch, store};
+use super::region::{self, RegionParts};
+use super::{AppError, Reloader, RuleSource, Running, Settings, launch, store, tasks};
 
 /// The parts of a server, built and checked before anything is served.
 pub(super) struct Parts {
@@ -31,15 +33,20 @@ pub(super) struct Parts {
     pub(super) replicas: Option<(Arc<dyn PortionStore>, Arc<Portions>)>,
     /// The admin listener's tokens, when it is on.
     pub(super) admin: Option<Tokens>,
+    /// One of several regions: this replica's side and the global store.
+    pub(super) region: Option<RegionParts>,
 }
 
 /// Builds every part in the order that reports the likeliest mistake first: rules,
 /// certificates, then the store (which may take a while to restore), then the listeners.
 pub(super) async fn start_inner(
-    settings: Settings,
+    mut settings: Settings,
     clock: Arc<dyn Clock>,
     store: Option<Arc<dyn Store>>,
 ) -> Result<Running, AppError> {
+    // `scope: global` only where a global store shares it: elsewhere each region would admit
+    // the whole limit.
+    settings.load.global_scope = settings.region.is_some();
     let metrics = Arc::new(Metrics::new(
         settings.near_limit_ratio,
         settings.max_metric_series,
@@ -74,20 +81,36 @@ pub(super) async fn start_inner(
     };
     // Publish what was restored before anyone can scrape /metrics.
     store::publish(&metrics, store.as_ref());
-    let limiter = Arc::new(Limiter::new(
+    let region = match &settings.region {
+        Some(region) => {
+            let (replica, shared) = (tasks::replica_name(clock.now()), store.portion_store());
+            Some(region::build(region, replica, shared.is_some()).await?)
+        }
+        None => None,
+    };
+    let mut limiter = Limiter::new(
         reloader.rules(),
         store.clone(),
         clock.clone(),
         settings.limiter.clone(),
         metrics.clone(),
-    ));
+    );
+    if let Some(region) = &region {
+        limiter = limiter.with_regions(region.regions.clone());
+    }
+    let limiter = Arc::new(limiter);
     let replicas = store
         .portion_store()
         .map(|shared| (shared, Arc::new(Portions::default())));
-    let portion: Arc<dyn Portion> = match &replicas {
+    let mut portion: Arc<dyn Portion> = match &replicas {
         Some((_, portions)) => portions.clone(),
         None => Arc::new(WholeLimit),
     };
+    if let Some(region) = &region {
+        // RLQS shares of a global limit draw on the region's portion too.
+        let (regions, rules) = (region.regions.clone(), reloader.rules());
+        portion = Arc::new(RegionalPortion::new(portion, regions, rules, clock.clone()));
+    }
     let quota = Arc::new(QuotaBook::new(clock.clone(), portion));
     let tracer = settings.tracing.as_ref().map(CallTracer::new).transpose()?;
     let listeners = Listeners::bind(&settings).await?;
@@ -103,6 +126,7 @@ pub(super) async fn start_inner(
         quota,
         replicas,
         admin,
+        region,
     };
     launch::launch(parts, listeners, tracer).await
 }

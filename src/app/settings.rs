@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::defaults;
 use crate::limiter::LimiterOptions;
+use crate::region::RegionOptions;
 use crate::rules::{CompatLayout, LoadOptions};
 use crate::statsd::StatsdSettings;
 use crate::store::{PersistSettings, RedisSettings};
@@ -78,6 +79,19 @@ pub struct Settings {
     /// A statsd_exporter mapping file (envoyproxy/ratelimit's `PROMETHEUS_MAPPER_YAML`): its
     /// families replace the built-in `ratelimit_service_*` ones on `/metrics`.
     pub prometheus_mapper: Option<PathBuf>,
+    /// One of several regions sharing `scope: global` limits through a global store; `None`
+    /// (the default) refuses such limits.
+    pub region: Option<RegionSettings>,
+}
+
+/// This deployment's region and the global store regions share (`--region`,
+/// `--global-redis-url`).
+#[derive(Debug, Clone)]
+pub struct RegionSettings {
+    /// The region's name and how it shares.
+    pub options: RegionOptions,
+    /// The global store: a Redis every region reaches (standalone, Cluster or Sentinel).
+    pub global: RedisSettings,
 }
 
 /// The admin listener (`--admin-addr`, `--admin-token-file`).
@@ -174,6 +188,7 @@ impl Settings {
             admin: None,
             statsd: None,
             prometheus_mapper: None,
+            region: None,
         }
     }
 }

@@ -111,7 +111,7 @@ pub(super) async fn claim_portions(
 /// A name no other replica has, now or after this one restarts: the host, the process, the
 /// start time (a restarted replica's old claims lapse on their own) and, for several servers in
 /// one process (tests), their order.
-fn replica_name(now: crate::clock::Nanos) -> String {
+pub(super) fn replica_name(now: crate::clock::Nanos) -> String {
     static STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let order = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let host = crate::files::hostname().unwrap_or_else(|| "sluice".to_string());

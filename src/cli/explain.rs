@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use sluice::clock::{Clock, MILLI, SystemClock};
-use sluice::limiter::{Explained, Explanation, explain_with, parse_descriptor};
+use sluice::limiter::{Explained, Explanation, Peek, explain_with, parse_descriptor};
 use sluice::rules::bucket::{BucketWalk, parse_bucket, walk_bucket};
 use sluice::store::MemoryStore;
 
@@ -78,7 +78,7 @@ pub fn run(args: &ExplainArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         &rules,
         &args.domain,
         &descriptors,
-        now,
+        Peek { now, regions: None },
         false,
     ));
     print(&explanation, out).context("cannot write the explanation")
@@ -147,6 +147,14 @@ fn print_descriptor(i: usize, d: &Explained<'_>, out: &mut dyn Write) -> std::io
             "not counted".to_owned()
         };
         writeln!(out, "  limit {name}{} -> {state}", limit.rule.describe())?;
+        if limit.rule.scope == sluice::rules::Scope::Global {
+            writeln!(
+                out,
+                "    scope: global: each region enforces its portion of this limit (claimed \
+                 from the global store); offline the whole limit is shown, /ui on a running \
+                 server shows the region's portion"
+            )?;
+        }
     }
     if !d.compat_differences.is_empty() {
         writeln!(out, "  where envoyproxy/ratelimit would differ:")?;

@@ -14,6 +14,7 @@ pub mod prepare;
 pub mod redis;
 #[cfg(test)]
 mod reference_docs_tests;
+pub mod region;
 pub mod response;
 pub mod serve;
 pub mod statsd;
@@ -126,6 +127,11 @@ pub struct RuleArgs {
     /// Allow one domain to be spread over several files (envoyproxy/ratelimit MERGE_DOMAIN_CONFIG).
     #[arg(long, env = "SLUICE_MERGE_DOMAINS")]
     pub merge_domains: bool,
+    /// The global store regions share, as --redis-url (rediss://, redis+cluster://,
+    /// redis+sentinel://): limits may say `scope: global` (one limit across every region).
+    /// `sluice serve` needs --region with it; `check` and `explain` only accept such limits.
+    #[arg(long, env = "SLUICE_GLOBAL_REDIS_URL", hide_env_values = true)]
+    pub global_redis_url: Option<String>,
 }
 
 impl RuleArgs {
@@ -134,6 +140,7 @@ impl RuleArgs {
         LoadOptions {
             default_algorithm: self.default_algorithm.into(),
             merge_domains: self.merge_domains,
+            global_scope: self.global_redis_url.is_some(),
         }
     }
 }

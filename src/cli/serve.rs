@@ -17,6 +17,7 @@ use sluice::store::PersistSettings;
 use super::admin::AdminArgs;
 use super::listeners::ServingArgs;
 use super::redis::RedisArgs;
+use super::region::RegionArgs;
 use super::response::ResponseArgs;
 use super::statsd::StatsdArgs;
 use super::trace::TraceArgs;
@@ -83,6 +84,9 @@ pub struct ServeArgs {
     /// The Redis store (`--store redis`).
     #[command(flatten)]
     pub redis: RedisArgs,
+    /// This deployment's region and the global store (`--global-redis-url`).
+    #[command(flatten)]
+    pub region: RegionArgs,
     /// OpenTelemetry tracing.
     #[command(flatten)]
     pub trace: TraceArgs,
@@ -176,6 +180,8 @@ impl ServeArgs {
         };
         self.serving.apply(&mut settings);
         self.admin.apply(&mut settings);
+        let global_url = self.rules.global_redis_url.as_deref();
+        self.region.apply(global_url, &mut settings);
         settings
     }
 
@@ -376,5 +382,36 @@ mod tests {
         assert!(serve(&["--store", "redis"]).is_err(), "a URL is required");
         assert!(serve(&["--redis-connections", "0"]).is_err());
         assert!(serve(&["--redis-runs-in-flight", "0"]).is_err());
+    }
+
+    /// A global store makes a region of the server and lets rules say `scope: global`; without
+    /// one there is no region, and `scope: global` stays refused.
+    #[test]
+    fn a_global_store_makes_a_region() {
+        let on = serve(&[
+            "--region",
+            "eu",
+            "--global-redis-url",
+            "rediss://g:6380",
+            "--global-redis-password",
+            "pw",
+            "--region-floor",
+            "0.25",
+            "--region-member-timeout",
+            "10m",
+        ])
+        .unwrap()
+        .settings();
+        let region = on.region.expect("a region");
+        assert_eq!(region.options.name, "eu");
+        assert_eq!(region.options.floor_share, 0.25);
+        assert_eq!(region.options.member_timeout, 600 * sluice::clock::SECOND);
+        assert_eq!(region.global.url, "rediss://g:6380");
+        assert_eq!(region.global.password.as_deref(), Some("pw"));
+        assert!(on.load.global_scope);
+        let off = serve(&["--region", "eu"]).unwrap().settings();
+        assert!(off.region.is_none() && !off.load.global_scope);
+        assert!(serve(&["--region-member-timeout", "30s"]).is_err());
+        assert!(serve(&["--region-floor", "1.5"]).is_err());
     }
 }

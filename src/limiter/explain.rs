@@ -11,7 +11,8 @@ use super::request::Descriptor;
 use super::shards;
 use crate::algorithm::{Limit, Verdict};
 use crate::clock::Nanos;
-use crate::rules::{LimitRule, Reached, RuleSet, Walk, split_entries, walk};
+use crate::region::Regions;
+use crate::rules::{LimitRule, Reached, RuleSet, Scope, Walk, split_entries, walk};
 use crate::store::{Charge, Gate, Store};
 
 /// The explanation of one call.
@@ -52,6 +53,9 @@ pub struct LimitState<'r> {
     pub shards: u32,
     /// Its counter now, when it is counted and the store answered.
     pub counter: Option<CounterState>,
+    /// This region's portion (0..=1) of its counter, for a `scope: global` limit on a server
+    /// that is one of several regions (the counter is judged against that part of the limit).
+    pub region_portion: Option<f64>,
 }
 
 /// A counter's state, judged for a one-hit call at `now` (nothing charged).
@@ -95,19 +99,33 @@ impl Limiter {
     ) -> Explanation<'r> {
         let now = self.clock.now();
         let shadow = self.options.global_shadow_mode;
-        explain_with(self.store.as_ref(), rules, domain, descriptors, now, shadow).await
+        let at = Peek {
+            now,
+            regions: self.regions.as_deref(),
+        };
+        explain_with(self.store.as_ref(), rules, domain, descriptors, at, shadow).await
     }
 }
 
-/// [`Limiter::explain`] against any store at `now` (`global_shadow_mode`: nothing refuses).
+/// When, and with which region's portions, counters are peeked at.
+#[derive(Clone, Copy)]
+pub struct Peek<'a> {
+    /// The time.
+    pub now: Nanos,
+    /// This region's portions of global limits (`None`: not one of several regions).
+    pub regions: Option<&'a Regions>,
+}
+
+/// [`Limiter::explain`] against any store at `at` (`global_shadow_mode`: nothing refuses).
 pub async fn explain_with<'r>(
     store: &dyn Store,
     rules: &'r RuleSet,
     domain: &str,
     descriptors: &[Vec<(String, String)>],
-    now: Nanos,
+    at: Peek<'_>,
     global_shadow_mode: bool,
 ) -> Explanation<'r> {
+    let now = at.now;
     let walks: Vec<Walk<'r>> = descriptors
         .iter()
         .map(|entries| {
@@ -131,7 +149,7 @@ pub async fn explain_with<'r>(
                 entries,
                 &walk,
                 &replacers,
-                now,
+                at,
                 |l, charge| charges.push((d, l, charge)),
             );
             let compat_differences = walk.compat_differences.clone();
@@ -164,9 +182,10 @@ fn limit_states<'r>(
     entries: &[(String, String)],
     walk: &Walk<'r>,
     replacers: &[(Cow<'r, str>, Cow<'r, str>)],
-    now: Nanos,
+    at: Peek<'_>,
     mut charge: impl FnMut(usize, Charge),
 ) -> Vec<LimitState<'r>> {
+    let now = at.now;
     let mut limits = Vec::new();
     let (Reached::Limited, Some(node)) = (walk.reached, walk.node()) else {
         return limits;
@@ -182,11 +201,21 @@ fn limit_states<'r>(
     for rule in &node.limits {
         let replaced_by = replaced_by(rule, replacers);
         let shards = node.shards.max(1);
+        let mut region_portion = None;
         if replaced_by.is_empty()
             && let Some(limit) = rule.counted_at(now)
         {
             for (sub, part) in sub_counters(&limit, shards) {
                 let key = key.finish_limit(rule.index, &limit, part);
+                // A global limit is judged as the region's part of it, as a call is.
+                let sub = match (rule.scope, at.regions) {
+                    (Scope::Global, Some(regions)) => {
+                        let portion = regions.counter_portion(key.as_bytes(), now);
+                        region_portion.get_or_insert(portion);
+                        crate::region::scaled(&sub, (portion * 1e6).floor() as u32)
+                    }
+                    _ => sub,
+                };
                 let check = Charge {
                     key,
                     limit: sub,
@@ -202,6 +231,7 @@ fn limit_states<'r>(
             replaced_by,
             shards,
             counter: None,
+            region_portion,
         });
     }
     limits

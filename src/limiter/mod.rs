@@ -32,13 +32,14 @@ use smallvec::SmallVec;
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
 use crate::metrics::{self, Metrics};
+use crate::region::Regions;
 use crate::rules::RuleSet;
 use crate::store::{ChargeOutcome, MemoryStore, Store, StoreError};
 
 pub use counters::{Counters, CountersError, LimitCounters, Reset, ShardCounter};
 pub use decision::{Code, Decision, DescriptorStatus, ReportedLimit, StoreUse};
 pub use explain::{
-    CounterState, Explained, Explanation, LimitState, explain_with, parse_descriptor,
+    CounterState, Explained, Explanation, LimitState, Peek, explain_with, parse_descriptor,
 };
 pub use header_text::{HeaderText, RateLimitItem};
 pub use request::{Descriptor, InvalidRequest, LimitOverride, Request};
@@ -104,6 +105,8 @@ pub struct Limiter {
     /// Counts `failure_mode: local` rules while the store is unreachable.
     fallback: MemoryStore,
     degraded_log: degraded::BurstLog,
+    /// This region's portions of `scope: global` limits (`None`: not one of several regions).
+    regions: Option<Arc<Regions>>,
 }
 
 impl Limiter {
@@ -125,7 +128,32 @@ impl Limiter {
             metrics,
             fallback: MemoryStore::with_shards(16),
             degraded_log: degraded::BurstLog::default(),
+            regions: None,
         }
+    }
+
+    /// This limiter, checking `scope: global` limits against `regions`' portions of them.
+    pub fn with_regions(mut self, regions: Arc<Regions>) -> Self {
+        self.regions = Some(regions);
+        self
+    }
+
+    /// This region's portions of global limits, when it is one of several regions.
+    pub fn regions(&self) -> Option<&Arc<Regions>> {
+        self.regions.as_ref()
+    }
+
+    /// The region's figures now (`/ui`); `None` when this is not one of several regions.
+    pub fn region_figures(&self) -> Option<crate::region::RegionFigures> {
+        let regions = self.regions.as_ref()?;
+        Some(regions.figures(self.clock.now()))
+    }
+
+    /// One line on the region's global store (`/healthcheck`'s detail); `None` when this is not
+    /// one of several regions.
+    pub fn region_health(&self) -> Option<String> {
+        let regions = self.regions.as_ref()?;
+        Some(regions.health_line(self.clock.now()))
     }
 
     /// Whether the counter store reports itself healthy.
@@ -162,7 +190,8 @@ impl Limiter {
         }
         // Read before planning: a calendar limit's window is placed at this instant too.
         let now = self.clock.now();
-        let plan = plan::Plan::build(&rules, request, &self.options, now);
+        let regions = self.regions.as_deref();
+        let plan = plan::Plan::build(&rules, request, &self.options, regions, now);
         let mut call = record::Call::default();
         let result = self.answer(request, &plan, now, &mut call).await;
         self.record(request, &plan, &call, &result, started);

@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 use std::ops::Deref;
+use std::sync::Arc;
 
 use smallvec::{SmallVec, smallvec};
 
@@ -12,8 +13,9 @@ use super::request::{Descriptor, LimitOverride, Request};
 use super::shards;
 use crate::clock::Nanos;
 use crate::metrics::SeriesSlot;
+use crate::region::Regions;
 use crate::rules::{
-    Domain, FailureMode, LimitKind, LimitRule, Match, Node, RuleSet, override_stats_key,
+    Domain, FailureMode, LimitKind, LimitRule, Match, Node, RuleSet, Scope, override_stats_key,
 };
 use crate::store::{Charge, CounterKeyBuilder, Gate};
 
@@ -89,11 +91,13 @@ pub(super) struct Plan<'r> {
 }
 
 impl<'r> Plan<'r> {
-    /// Plans `request` against `rules` at `now` (which places calendar limits' windows).
+    /// Plans `request` against `rules` at `now` (which places calendar limits' windows); a
+    /// `scope: global` limit is cut to the region's portion of it when `regions` is set.
     pub(super) fn build(
         rules: &'r RuleSet,
         request: &Request,
         options: &LimiterOptions,
+        regions: Option<&Regions>,
         now: Nanos,
     ) -> Self {
         let request_cost = if request.hits_addend == 0 {
@@ -107,6 +111,7 @@ impl<'r> Plan<'r> {
             domain: &request.domain,
             replaced: replaced(&matched),
             options,
+            regions,
             now,
             charges: PerCall::new(),
         };
@@ -248,6 +253,7 @@ struct Planner<'a, 'r> {
     domain: &'a str,
     replaced: PerCall<&'r str>,
     options: &'a LimiterOptions,
+    regions: Option<&'a Regions>,
     now: Nanos,
     charges: PerCall<Charge>,
 }
@@ -275,6 +281,7 @@ impl<'r> Planner<'_, 'r> {
                     metadata: None,
                     shards: None,
                     failure: None,
+                    rule_key: "",
                 };
                 let rule = o.rule(self.options.default_algorithm);
                 let rule = RuleRef::Override(Box::new(rule));
@@ -305,12 +312,18 @@ impl<'r> Planner<'_, 'r> {
                     shards: (node.shards > 1)
                         .then(|| (node.shards, shards::route(&descriptor.entries))),
                     failure: Some(node.failure_mode),
+                    rule_key: &node.full_key,
                 };
                 (kept, counted, stats_key, Some(&node.series))
             }
         };
         let stats = (stats_key, slot);
-        counted.plan(rules, stats, self.options, self.now, &mut self.charges)
+        let at = Place {
+            domain: self.domain,
+            regions: self.regions,
+            now: self.now,
+        };
+        counted.plan(rules, stats, self.options, at, &mut self.charges)
     }
 }
 
@@ -341,6 +354,16 @@ struct ChargeParams<'r> {
     /// A sharded rule: its shard count and this call's routing hash.
     shards: Option<(u32, u64)>,
     failure: Option<FailureMode>,
+    /// The node's full key (empty for a request-side override), naming a global limit's
+    /// counters to the region.
+    rule_key: &'r str,
+}
+
+/// Where and when a descriptor's charges are planned.
+struct Place<'a> {
+    domain: &'a str,
+    regions: Option<&'a Regions>,
+    now: Nanos,
 }
 
 impl<'r> ChargeParams<'r> {
@@ -351,7 +374,7 @@ impl<'r> ChargeParams<'r> {
         rules: PerCall<RuleRef<'r>>,
         (stats_key, series): (Cow<'r, str>, Option<&'r SeriesSlot>),
         options: &LimiterOptions,
-        now: Nanos,
+        at: Place<'_>,
         charges: &mut PerCall<Charge>,
     ) -> Resolved<'r> {
         if rules.is_empty() {
@@ -366,13 +389,22 @@ impl<'r> ChargeParams<'r> {
         let limits = rules
             .into_iter()
             .filter_map(|rule| {
-                let limit = rule.counted_at(now)?;
+                let limit = rule.counted_at(at.now)?;
                 let sub = self
                     .shards
                     .and_then(|(n, route)| shards::split(&limit, n, route));
                 let (key, limit) = match sub {
                     Some((part, i)) => (self.key.finish_limit(rule.index, &limit, Some(i)), part),
                     None => (self.key.finish_limit(rule.index, &limit, None), limit),
+                };
+                // A global limit is this region's portion of it (the key stays the whole
+                // limit's, so a moved portion keeps counting on the same counter).
+                let limit = match (rule.scope, at.regions) {
+                    (Scope::Global, Some(regions)) => {
+                        let name = || (Arc::from(at.domain), Arc::from(self.rule_key), rule.index);
+                        regions.limit_for(key.as_bytes(), limit, self.cost, name, at.now)
+                    }
+                    _ => limit,
                 };
                 charges.push(Charge {
                     key,

@@ -71,6 +71,8 @@ impl LimitOverride {
             // A client's own limit is counted by the store on every call.
             lease: 0,
             calendar: None,
+            // A client's own limit is this region's: it never names a global one.
+            scope: crate::rules::Scope::Region,
         }
     }
 }

@@ -2,8 +2,9 @@
 //! envoyproxy/ratelimit's families and the hit split (`compat.rs`), the capped per-rule
 //! series (`series.rs`), sluice's own decision and rule figures (`decisions.rs`), the figures a
 //! store reports about itself (`store.rs`), the xDS stream's (`xds.rs`), the quota service's
-//! (`quota.rs`), the configured limits as gauges (`configured.rs`), the admin listener's
-//! (`admin.rs`); envoyproxy/ratelimit's stats under their statsd names (`compat_statsd.rs`).
+//! (`quota.rs`), a region's (`region.rs`), the configured limits as gauges (`configured.rs`),
+//! the admin listener's (`admin.rs`); envoyproxy/ratelimit's stats under their statsd names
+//! (`compat_statsd.rs`).
 //!
 //! Recording goes through handles resolved once (a rule's series, a family's fixed label),
 //! never by formatting label strings per call.
@@ -17,6 +18,7 @@ mod connections;
 mod decisions;
 mod names;
 mod quota;
+mod region;
 mod series;
 mod store;
 mod xds;
@@ -53,6 +55,7 @@ pub struct Metrics {
     store: store::StoreFigures,
     xds: xds::XdsFigures,
     quota: quota::QuotaFigures,
+    region: region::RegionFigures,
     configured: configured::ConfiguredLimits,
     admin: admin::AdminFigures,
     connections: connections::ConnectionFigures,
@@ -93,6 +96,7 @@ impl Metrics {
             compat,
             decisions: decisions::Decisions::new(&families, max_series, folded.clone()),
             quota: quota::QuotaFigures::new(&families, max_series, folded),
+            region: region::RegionFigures::new(&families),
             store: store::StoreFigures::new(&families),
             xds: xds::XdsFigures::new(&families),
             configured,

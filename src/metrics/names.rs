@@ -127,6 +127,20 @@ pub const RLQS_ASSIGNMENTS: &str = "sluice_rlqs_assignments_total";
 /// refusals a `shadow_mode` rule would have made).
 pub const RLQS_REPORTED: &str = "sluice_rlqs_reported_total";
 
+/// This region's portion (0..=1) of each `scope: global` limit (of its busiest counter or
+/// bucket), by `domain`, `key` (the rule's full key) and `limit` (its position on the rule).
+pub const REGION_PORTION: &str = "sluice_region_portion";
+/// The floor (0..=1) this region may enforce on every unit of a global limit, by `region`.
+pub const REGION_FLOOR: &str = "sluice_region_floor";
+/// The regions sharing the global store at the last claim (this one included), by `region`.
+pub const REGION_MEMBERS: &str = "sluice_region_members";
+/// 1 while the last claim reached the global store, else 0, by `region`.
+pub const REGION_GLOBAL_STORE_REACHABLE: &str = "sluice_region_global_store_reachable";
+/// Claim rounds in the global store, by `outcome` (`answered`, `failed`).
+pub const REGION_CLAIMS: &str = "sluice_region_claims_total";
+/// Time one claim round in the global store took, seconds (answered or not).
+pub const REGION_CLAIM_SECONDS: &str = "sluice_region_claim_duration_seconds";
+
 /// Counter resets made through the admin listener (`DELETE /counters`), by domain.
 pub const ADMIN_RESETS: &str = "sluice_admin_resets_total";
 /// Requests to the admin listener, by outcome (one of [`ADMIN_OUTCOMES`]).

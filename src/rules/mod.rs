@@ -139,6 +139,34 @@ impl FailureMode {
     }
 }
 
+/// Where a limit holds (`scope:` of a limit, sluice): in each region on its own, or once across
+/// every region sharing a global store (`--global-redis-url`; see `region`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Scope {
+    /// Each region enforces the whole limit on its own (today's behaviour; the default).
+    #[default]
+    Region,
+    /// All regions together: each enforces its portion, claimed from the global store.
+    Global,
+}
+
+impl Scope {
+    /// The name used in rule files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::Region => "region",
+            Scope::Global => "global",
+        }
+    }
+
+    /// Parses a rule-file name; `None` for anything else.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Scope::Region, Scope::Global]
+            .into_iter()
+            .find(|s| s.name() == name)
+    }
+}
+
 /// Where in which file something was written.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Location {
@@ -198,6 +226,8 @@ pub struct LimitRule {
     /// `calendar` and `timezone` (sluice): the limit counts over the local day, week, month or
     /// year, and its `Limit` is the nominal period's (see [`LimitRule::counted_at`]).
     pub calendar: Option<Arc<Calendar>>,
+    /// `scope` (sluice): the whole limit in each region, or one limit across regions.
+    pub scope: Scope,
 }
 
 /// One node of a domain's descriptor tree.

@@ -139,13 +139,16 @@ fn sluice_fields(limit: &LimitRule, line: &mut String) {
             if limit.lease > 0 {
                 let _ = write!(line, " lease={}", limit.lease);
             }
+            if limit.scope == crate::rules::Scope::Global {
+                line.push_str(" scope=global");
+            }
         }
     }
 }
 
 impl LimitRule {
     /// One limit in words, e.g. `100 per 1m (sliding_window)`, `10 per 1s, burst 50
-    /// (token_bucket)`, `10 per day (Europe/Paris)` (a calendar limit, always a fixed window),
+    /// (token_bucket)`, `100 per 1m, across regions (sliding_window)` (`scope: global`), `10 per day (Europe/Paris)` (a calendar limit, always a fixed window),
     /// `unlimited`.
     pub fn describe(&self) -> String {
         match &self.kind {
@@ -154,6 +157,9 @@ impl LimitRule {
                 let mut text = format!("{} per {}", l.requests, c.period.name());
                 if self.lease > 0 {
                     let _ = write!(text, ", lease {}", self.lease);
+                }
+                if self.scope == crate::rules::Scope::Global {
+                    text.push_str(", across regions");
                 }
                 let _ = write!(text, " ({})", c.zone_name);
                 text
@@ -165,6 +171,9 @@ impl LimitRule {
                 }
                 if self.lease > 0 {
                     let _ = write!(text, ", lease {}", self.lease);
+                }
+                if self.scope == crate::rules::Scope::Global {
+                    text.push_str(", across regions");
                 }
                 let _ = write!(text, " ({})", l.algorithm);
                 text

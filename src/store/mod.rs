@@ -12,6 +12,7 @@ pub mod memory;
 pub mod persist;
 mod portion;
 pub mod redis;
+mod region_claim;
 pub mod saved;
 mod stats;
 #[cfg(test)]
@@ -30,8 +31,14 @@ pub use gate::Gate;
 pub use key::{CounterKey, CounterKeyBuilder, KeyParts};
 pub use memory::{MemoryOptions, MemoryStore};
 pub use persist::{PersistSettings, PersistentStore};
-pub use portion::{BucketId, Claim, ClaimError, ClaimFuture, ClaimTerms, Claimed, PortionStore};
+pub use portion::{
+    BucketId, Claim, ClaimError, ClaimFuture, ClaimTerms, Claimed, PortionStore, bucket_identity,
+};
 pub use redis::{RedisSettings, RedisStore};
+pub use region_claim::{
+    Membership, RegionAnswer, RegionClaim, RegionClaimFuture, RegionClaimed, RegionTerms, SETTLE,
+    valid_region_name,
+};
 pub use stats::{LeaseStats, LocalCacheStats, PersistStats, StoreStats};
 
 /// One counter to check (and charge) within a call.

@@ -8,12 +8,29 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 
+use super::region_claim::{RegionClaim, RegionClaimFuture, RegionTerms};
 use crate::clock::Nanos;
 
 /// A bucket's identity: Envoy's `BucketId.bucket` map. Sorted, so two maps with the same entries
 /// are the same bucket whatever order they arrived in. Defined here, the lowest layer that names
 /// buckets (a replica's claim is per bucket); the quota book uses the same type.
 pub type BucketId = BTreeMap<String, String>;
+
+/// A bucket's identity as bytes: its domain and entries, each length-prefixed (so `a=bc` and
+/// `ab=c` differ), in sorted order (a `BucketId` iterates sorted): no two buckets share one.
+pub fn bucket_identity(domain: &str, bucket: &BucketId) -> Vec<u8> {
+    let mut identity = Vec::with_capacity(64);
+    let mut field = |bytes: &[u8]| {
+        identity.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        identity.extend_from_slice(bytes);
+    };
+    field(domain.as_bytes());
+    for (name, value) in bucket {
+        field(name.as_bytes());
+        field(value.as_bytes());
+    }
+    identity
+}
 
 /// What a replica asks for one bucket when it claims.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,4 +80,15 @@ pub trait PortionStore: Send + Sync {
     /// Records the `claims` made on `terms`, atomically per bucket, and answers each, in the
     /// order of `claims`.
     fn claim<'a>(&'a self, terms: ClaimTerms<'a>, claims: &'a [Claim]) -> ClaimFuture<'a>;
+
+    /// The same claim one level up, by a region's replica in the global store regions share
+    /// (`region_claim`): atomically with the members' floors, answers in the order of `claims`.
+    /// A store that cannot hold regions' portions refuses.
+    fn claim_in_region<'a>(
+        &'a self,
+        _terms: RegionTerms<'a>,
+        _claims: &'a [RegionClaim],
+    ) -> RegionClaimFuture<'a> {
+        Box::pin(async { Err("this store cannot hold regions' portions".into()) })
+    }
 }

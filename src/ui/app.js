@@ -37,6 +37,10 @@ function limitText(limit) {
   return name + limit.text;
 }
 
+function percent(portion) {
+  return (Math.round(portion * 1000) / 10) + " %";
+}
+
 function nodeItem(node) {
   const label = el("span", { class: "mono" }, node.key + (node.value === null ? "" : " = " + node.value));
   const item = el("li", { class: "node" }, label, el("span", { class: "tag" }, node.match));
@@ -86,7 +90,9 @@ function counterCell(limit) {
   const state = c.admits
     ? el("span", { class: "ok" }, c.remaining + " of " + c.capacity + " left; full again in " + duration(c.reset_after_ms))
     : el("span", { class: "over" }, "exhausted; a call is admitted again in " + duration(c.reset_after_ms));
-  return el("span", {}, bar, " ", state, limit.shards > 1 ? " (" + limit.shards + " shards)" : "");
+  const portion = limit.region_portion === null || limit.region_portion === undefined ? ""
+    : " (this region's portion: " + percent(limit.region_portion) + " of the limit)";
+  return el("span", {}, bar, " ", state, limit.shards > 1 ? " (" + limit.shards + " shards)" : "", portion);
 }
 
 function explainedCard(d, i) {
@@ -245,13 +251,38 @@ async function loadQuota() {
   }
 }
 
+// ---- one limit across regions
+
+async function loadRegion() {
+  const region = await (await fetch(API + "region")).json();
+  const section = document.getElementById("region-section");
+  if (region.region === null) return;
+  section.hidden = false;
+  const store = region.reachable ? "global store reachable" : "degraded: " + (region.failing || "global store not heard from yet");
+  document.getElementById("region-summary").textContent = "region " + region.region + ": " + store + "; " +
+    region.members + " regions; floor " + percent(region.floor) + "; " + region.units + " units of global limits";
+  const body = document.querySelector("#region tbody");
+  body.replaceChildren();
+  if (!region.busiest.length) body.append(el("tr", {}, el("td", { colspan: "7", class: "muted" }, "no call or bucket of a global limit yet")));
+  for (const u of region.busiest) {
+    body.append(el("tr", {}, el("td", { class: "mono" }, u.domain), el("td", { class: "mono" }, u.rule),
+      el("td", { class: "mono" }, u.name),
+      el("td", { class: "num" }, rate(u.demand_per_second)),
+      el("td", { class: "num" }, rate(u.region_demand_per_second)),
+      el("td", { class: "num" }, rate(u.others_demand_per_second)),
+      el("td", { class: "num" }, percent(u.portion) + (u.claimed >= u.portion ? "" : " (floor)"))));
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("explain-form").addEventListener("submit", explain);
   document.getElementById("bucket-form").addEventListener("submit", explainBucket);
   loadRules();
   loadLive();
   loadQuota();
+  loadRegion();
   setInterval(loadLive, 2000);
   setInterval(loadQuota, 2000);
+  setInterval(loadRegion, 2000);
   setInterval(loadRules, 15000);
 });

@@ -98,6 +98,7 @@ fn limit(rule: &LimitRule) -> Value {
         "unit": rule.unit.map(|u| u.name()),
         "replaces": rule.replaces,
         "lease": rule.lease,
+        "scope": rule.scope.name(),
         "calendar": calendar.map(|c| c.period.name()),
         "timezone": calendar.map(|c| &*c.zone_name),
     })
@@ -178,6 +179,7 @@ fn limit_state(l: &LimitState<'_>) -> Value {
         "limit": limit(l.rule),
         "replaced_by": l.replaced_by,
         "shards": l.shards,
+        "region_portion": l.region_portion,
         "counter": l.counter.map(|c| json!({
             "admits": c.admits,
             "remaining": c.remaining,

@@ -2,12 +2,14 @@
 //! (check-only: nothing is charged), the keys limited most in the last minutes and decision
 //! rates. Everything is served by the binary (no external assets) under a strict
 //! Content-Security-Policy: the script and the style sheet are same-origin files, nothing
-//! inline. The page reads five JSON endpoints under `/ui/api/` (`json.rs` and `quota_json.rs`
-//! shape them): rules, live figures, an explanation, the walk of an Envoy quota (RLQS) bucket id,
-//! and the quota book's buckets with each stream's demand and share.
+//! inline. The page reads six JSON endpoints under `/ui/api/` (`json.rs`, `quota_json.rs` and
+//! `region_json.rs` shape them): rules, live figures, an explanation, the walk of an Envoy quota
+//! (RLQS) bucket id, the quota book's buckets with each stream's demand and share, and the
+//! region's portions of global limits.
 
 mod json;
 mod quota_json;
+mod region_json;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -76,6 +78,7 @@ pub fn router(state: UiState) -> Router {
         .route("/ui/api/explain", post(explain))
         .route("/ui/api/explain-bucket", post(explain_bucket))
         .route("/ui/api/quota", get(quota))
+        .route("/ui/api/region", get(region))
         .with_state(state)
 }
 
@@ -132,6 +135,13 @@ async fn live(State(state): State<UiState>) -> Response {
 /// The quota book's buckets with each stream's demand and share.
 async fn quota(State(state): State<UiState>) -> Response {
     json_response(StatusCode::OK, quota_json::buckets(&state.quota.snapshot()))
+}
+
+/// The region's members, floor and global store, and the portions of the units this replica
+/// enforces (`{"region": null}` when the server is not one of several regions).
+async fn region(State(state): State<UiState>) -> Response {
+    let figures = state.limiter.region_figures();
+    json_response(StatusCode::OK, region_json::region(figures.as_ref()))
 }
 
 /// Explains `{"domain": "edge", "descriptors": ["k=v,k2=v2", ...]}` against the live rules

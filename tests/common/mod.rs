@@ -11,6 +11,7 @@ pub mod otlp;
 pub mod process;
 pub mod ratelimit;
 pub mod redis;
+pub mod relay;
 pub mod rlqs;
 pub mod sentinel;
 pub mod yaml;
@@ -123,7 +124,7 @@ impl TestServer {
             http_addr: "127.0.0.1:0".parse().unwrap(),
             load: LoadOptions {
                 default_algorithm: limiter.default_algorithm,
-                merge_domains: false,
+                ..LoadOptions::default()
             },
             limiter,
             shutdown_grace: Duration::from_secs(5),

@@ -21,6 +21,8 @@ mod pool;
 mod portion_claims;
 mod quota_replicas;
 mod recovery;
+mod region_claims;
+mod regions;
 mod replicas;
 mod secure;
 mod sentinel;

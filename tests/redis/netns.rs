@@ -18,7 +18,6 @@ use common::process::poll;
 use common::*;
 use sluice::store::redis::RedisClock;
 use sluice::store::{RedisSettings, RedisStore};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const RULES: &str = "\
 domain: net
@@ -230,48 +229,9 @@ impl Drop for NsRedis {
 /// A relay on the host side that holds the bytes going to Redis for `delay` (answers come
 /// back at once): `delay` more per round trip, as `tc netem delay` on the host side would add.
 pub async fn delay_relay(upstream: SocketAddr, delay: Duration) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
-            let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
-                continue;
-            };
-            let _ = (client.set_nodelay(true), server.set_nodelay(true));
-            let (client_read, mut client_write) = client.into_split();
-            let (mut server_read, server_write) = server.into_split();
-            tokio::spawn(delayed_copy(client_read, server_write, delay));
-            tokio::spawn(async move {
-                let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
-            });
-        }
-    });
-    addr
-}
-
-/// Copies `from` to `to`, each chunk written `delay` after it was read, in order.
-async fn delayed_copy(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    delay: Duration,
-) {
-    let (chunks, mut queued) =
-        tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
-    let writer = tokio::spawn(async move {
-        while let Some((at, bytes)) = queued.recv().await {
-            tokio::time::sleep_until(at).await;
-            if to.write_all(&bytes).await.is_err() {
-                return;
-            }
-        }
-        let _ = to.shutdown().await;
-    });
-    let mut buf = vec![0u8; 64 << 10];
-    while let Ok(n @ 1..) = from.read(&mut buf).await {
-        let _ = chunks.send((tokio::time::Instant::now() + delay, buf[..n].to_vec()));
-    }
-    drop(chunks);
-    let _ = writer.await;
+    common::relay::Relay::start(upstream, delay, Duration::ZERO)
+        .await
+        .addr
 }
 
 /// A Redis store on `addr` with the call timeout `timeout`.

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use sluice::clock::{Nanos, SECOND};
 use sluice::store::redis::RedisClock;
 use sluice::store::{RedisSettings, RedisStore, Store};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::common::relay::Relay;
 use crate::common::{
     Client, OK, OVER, START, TestServer, call, eventually, header, one_descriptor,
 };
@@ -268,15 +268,16 @@ async fn leases_hold_the_limit_with_a_replica_cut_off() {
     let redis = NsRedis::start(&net);
     let mut relays = Vec::new();
     for _ in 0..REPLICAS {
-        relays.push(holding_relay(redis.addr).await);
+        // Held both ways while cut, passed on in order once healed.
+        relays.push(Relay::start(redis.addr, Duration::ZERO, Duration::ZERO).await);
     }
-    let mut load = replicas(|r| relays[r].0, Duration::from_millis(100)).await;
+    let mut load = replicas(|r| relays[r].addr, Duration::from_millis(100)).await;
     within_the_limit("before the cut", &load.windows(2).await);
 
     // Cut halfway through a window, while the replica holds leased hits.
     let mut rounds = load.rounds(ROUNDS / 2).await;
-    let cut = &relays[0].1;
-    cut.store(true, Ordering::SeqCst);
+    let cut = &relays[0];
+    cut.set_cut(true);
     let cut_at = Instant::now();
     let answered_before = load.replicas[0].answered_from_leases();
     let mut cut_rounds = Vec::new();
@@ -288,7 +289,7 @@ async fn leases_hold_the_limit_with_a_replica_cut_off() {
     {
         cut_rounds.extend(load.rounds(1).await);
     }
-    cut.store(false, Ordering::SeqCst);
+    cut.set_cut(false);
     let from_held = load.replicas[0].answered_from_leases() - answered_before;
     rounds.extend(cut_rounds.iter().copied());
     let during = per_window(&rounds);
@@ -342,50 +343,6 @@ async fn leases_hold_the_limit_with_a_replica_cut_off() {
     .await;
     after.extend(load.windows(3).await);
     within_the_limit("after healing", &after);
-}
-
-/// A relay to `upstream` that holds every byte, both ways, while its switch is on, and
-/// passes them on in order once it is off: a link that is cut and heals with the connections
-/// still open (TCP retransmits what was held once it heals).
-async fn holding_relay(upstream: SocketAddr) -> (SocketAddr, Arc<AtomicBool>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let cut = Arc::new(AtomicBool::new(false));
-    let switch = cut.clone();
-    tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
-            let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
-                continue;
-            };
-            let _ = (client.set_nodelay(true), server.set_nodelay(true));
-            let (client_read, client_write) = client.into_split();
-            let (server_read, server_write) = server.into_split();
-            tokio::spawn(held_copy(client_read, server_write, switch.clone()));
-            tokio::spawn(held_copy(server_read, client_write, switch.clone()));
-        }
-    });
-    (addr, cut)
-}
-
-/// Copies `from` to `to`, each chunk written once `cut` is off.
-async fn held_copy(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    cut: Arc<AtomicBool>,
-) {
-    let mut buf = vec![0u8; 64 << 10];
-    while let Ok(n @ 1..) = from.read(&mut buf).await {
-        while cut.load(Ordering::SeqCst) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        if to.write_all(&buf[..n]).await.is_err() {
-            return;
-        }
-    }
-    while cut.load(Ordering::SeqCst) {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let _ = to.shutdown().await;
 }
 
 /// Redis's clock, in whole seconds, as `TIME` says.

@@ -152,3 +152,65 @@ fn serve_turns_huge_pages_off_unless_asked() {
         assert_eq!(thp_enabled(&asked).as_deref(), Some("1"));
     }
 }
+
+/// `scope: global` without a global store: `sluice check` refuses it at its line and column,
+/// and so does `sluice serve` (exit 1 before serving); with `--global-redis-url` (or
+/// `SLUICE_GLOBAL_REDIS_URL`) `check` accepts it; `serve` with a global store but no
+/// `--region` stops naming the flag.
+#[test]
+fn a_global_scope_needs_a_global_store_and_a_region() {
+    let rules = "domain: g\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requests_per_unit: 5, scope: global }\n";
+    let dir = temp_dir(&[("g.yaml", rules)]);
+    let refused = check(dir.path());
+    assert_eq!(refused.code(), Some(1));
+    assert!(
+        refused
+            .stderr
+            .contains("g.yaml:4:62: `scope: global` needs a global store"),
+        "{}",
+        refused.stderr
+    );
+    let config = dir.path().to_str().unwrap();
+    let with_flag = run([
+        "check",
+        "--config",
+        config,
+        "--global-redis-url",
+        "redis://g:6379",
+    ]);
+    assert!(with_flag.stdout_ok().starts_with("ok: "));
+    let explained = run([
+        "explain",
+        "--config",
+        config,
+        "--global-redis-url",
+        "redis://g:6379",
+        "--domain",
+        "g",
+        "--descriptor",
+        "k=v",
+    ]);
+    let text = explained.stdout_ok();
+    assert!(text.contains("5 per 1s, across regions"), "{text}");
+    assert!(
+        text.contains("scope: global: each region enforces its portion"),
+        "{text}"
+    );
+    let served = Serve::new().rules(rules).output();
+    assert_eq!(served.code(), Some(1), "{}", served.stderr);
+    assert!(
+        served.stderr.contains("needs a global store"),
+        "{}",
+        served.stderr
+    );
+    let no_region = Serve::new()
+        .rules(rules)
+        .env("SLUICE_GLOBAL_REDIS_URL", "redis://127.0.0.1:1")
+        .output();
+    assert_eq!(no_region.code(), Some(1), "{}", no_region.stderr);
+    assert!(
+        no_region.stderr.contains("--region"),
+        "{}",
+        no_region.stderr
+    );
+}

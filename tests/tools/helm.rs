@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 const CI_VALUES: &str = "helm/sluice/ci/redis-hpa-servicemonitor-values.yaml";
 
 /// Values that turn every optional flag on (TLS, tracing, Redis with its CA, the admin
-/// listener, the statsd sink).
-const ALL_FLAGS: [&str; 24] = [
+/// listener, the statsd sink, a region).
+const ALL_FLAGS: [&str; 28] = [
     "--set",
     "store.type=redis",
     "--set",
@@ -38,6 +38,10 @@ const ALL_FLAGS: [&str; 24] = [
     "statsd.addr=$(HOST_IP):8125",
     "--set",
     "statsd.tags.env=prod",
+    "--set",
+    "region.name=eu",
+    "--set",
+    "region.globalRedis.url=rediss://global:6380",
 ];
 
 /// The `ratelimit` personality on Redis (upstream's only store), as values of `helm template`.
@@ -1150,5 +1154,58 @@ fn the_services_names_are_allowed_hosts() {
         env.iter().any(|e| e["name"] == "SLUICE_HTTP_ALLOWED_HOSTS"
             && e["value"].as_str().is_some_and(|v| v.contains(".svc"))),
         "{env:?}"
+    );
+}
+
+/// The three regions' example values render one region each: `--region`, the global store's URL
+/// from its Secret, and rules with a `scope: global` limit that sluice loads with a global store
+/// (and refuses without one); a region name without a global store, or the reverse, fails.
+#[test]
+#[ignore = "needs helm (scripts/test installs it)"]
+fn three_region_examples_render_one_region_each() {
+    for region in ["eu", "us", "ap"] {
+        let values = format!("examples/regions/{region}.yaml");
+        let common = repo_path("examples/regions/values-common.yaml");
+        let own = repo_path(&values);
+        let manifests = rendered(&["-f", common.to_str().unwrap(), "-f", own.to_str().unwrap()]);
+        let args = args(&manifests);
+        assert!(
+            args.contains(&format!("--region={region}").as_str()),
+            "{args:?}"
+        );
+        let env = container(&manifests)["env"].as_array().expect("env");
+        let global = env
+            .iter()
+            .find(|e| e["name"] == "SLUICE_GLOBAL_REDIS_URL")
+            .expect("the global store's URL");
+        assert_eq!(
+            global["valueFrom"]["secretKeyRef"]["name"],
+            "sluice-global-redis"
+        );
+        let dir = configmap_dir(find(&manifests, "ConfigMap"));
+        let config = dir.path().to_str().unwrap();
+        run([
+            "check",
+            "--config",
+            config,
+            "--global-redis-url",
+            "rediss://g:6380",
+        ])
+        .stdout_ok();
+        assert_eq!(
+            check(dir.path()).code(),
+            Some(1),
+            "refused without a global store"
+        );
+    }
+    let no_store = render(&["--set", "region.name=eu"]).unwrap_err();
+    assert!(
+        no_store.contains("region.name needs region.globalRedis"),
+        "{no_store}"
+    );
+    let no_name = render(&["--set", "region.globalRedis.url=redis://g:6379"]).unwrap_err();
+    assert!(
+        no_name.contains("region.globalRedis needs region.name"),
+        "{no_name}"
     );
 }

@@ -57,6 +57,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- default (printf "%s-redis" (include "sluice.fullname" .)) .Values.store.redis.existingSecret }}
 {{- end }}
 
+{{/* The Secret and key holding the global store's URL (one limit across regions). */}}
+{{- define "sluice.globalRedisSecret" -}}
+{{- default (printf "%s-global-redis" (include "sluice.fullname" .)) .Values.region.globalRedis.existingSecret }}
+{{- end }}
+
+{{/* Whether this release is one of several regions sharing a global store. */}}
+{{- define "sluice.regional" -}}
+{{- if or .Values.region.globalRedis.url .Values.region.globalRedis.existingSecret }}true{{ end }}
+{{- end }}
+
 {{/* The Secret holding the admin listener's token file. */}}
 {{- define "sluice.adminSecret" -}}
 {{- default (printf "%s-admin-tokens" (include "sluice.fullname" .)) .Values.admin.tokens.existingSecret }}
@@ -126,6 +136,12 @@ several replicas would each admit the full limit.
 {{- end }}
 {{- if and (eq .Values.store.type "redis") (not .Values.store.redis.url) (not .Values.store.redis.existingSecret) }}
 {{- fail "store.type=redis needs store.redis.url or store.redis.existingSecret." }}
+{{- end }}
+{{- if and (include "sluice.regional" .) (not .Values.region.name) }}
+{{- fail "region.globalRedis needs region.name: this release's region among those sharing the global store." }}
+{{- end }}
+{{- if and .Values.region.name (not (include "sluice.regional" .)) }}
+{{- fail "region.name needs region.globalRedis.url or region.globalRedis.existingSecret: the global store every region reaches." }}
 {{- end }}
 {{- if and .Values.upstreamEnv.enabled (ne .Values.store.type "redis") }}
 {{- fail "upstreamEnv.enabled=true configures sluice as envoyproxy/ratelimit, which counts in Redis: set store.type=redis and store.redis.url (redis://host:port), or store.redis.existingSecret holding upstream's REDIS_URL." }}

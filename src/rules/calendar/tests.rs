@@ -174,6 +174,7 @@ fn a_rule_counts_over_the_window_of_now() {
         policy: Arc::from(""),
         lease: 0,
         calendar: None,
+        scope: crate::rules::Scope::Region,
     };
     let now = at("2026-03-29T12:00:00Z");
     assert_eq!(rule.counted_at(now), Some(limit));

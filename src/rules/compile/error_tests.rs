@@ -513,3 +513,50 @@ fn calendar_errors_are_located() {
         "{all:#?}"
     );
 }
+
+/// `scope: global` is refused at its value without a global store (in `rate_limit` and in a
+/// `rate_limits` entry alike); with one it loads, and `region` is the default. An unknown scope
+/// and a scope on an unlimited limit are errors either way.
+#[test]
+fn a_global_scope_needs_a_global_store() {
+    let yaml = "\
+domain: d
+descriptors:
+  - key: k
+    rate_limit: { unit: second, requests_per_unit: 5, scope: global }
+  - key: j
+    rate_limits:
+      - { unit: second, requests_per_unit: 5 }
+      - { unit: minute, requests_per_unit: 50, scope: global }
+";
+    let refused = "`scope: global` needs a global store (--global-redis-url): without one each \
+                   region would admit the whole limit";
+    assert_eq!(
+        inline(yaml),
+        [
+            format!("t.yaml:4:62: {refused}"),
+            format!("t.yaml:8:55: {refused}")
+        ]
+    );
+    let global = LoadOptions {
+        global_scope: true,
+        ..LoadOptions::default()
+    };
+    let set = load_sources(&[(PathBuf::from("t.yaml"), yaml.into())], &global).expect("loads");
+    let root = &set.domain("d").unwrap().root;
+    let scopes = |key: &str| -> Vec<crate::rules::Scope> {
+        root.key_only[key].limits.iter().map(|l| l.scope).collect()
+    };
+    use crate::rules::Scope::{Global, Region};
+    assert_eq!(scopes("k"), [Global]);
+    assert_eq!(scopes("j"), [Region, Global]);
+    let bad = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requests_per_unit: 5, scope: planet }\n  - key: u\n    rate_limit: { unlimited: true, scope: region }\n";
+    let errors = errors_with(&[(PathBuf::from("t.yaml"), bad.into())], &global);
+    assert_eq!(
+        errors,
+        [
+            "t.yaml:4:62: unknown scope 'planet' (expected one of: region, global)",
+            "t.yaml:6:43: should not specify scope when unlimited"
+        ]
+    );
+}

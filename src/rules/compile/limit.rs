@@ -10,7 +10,7 @@ use crate::algorithm::{Algorithm, Limit};
 use crate::clock::{Nanos, SECOND};
 use crate::rules::duration;
 use crate::rules::file::{RawDescriptor, RawLimit};
-use crate::rules::{Calendar, LimitKind, LimitRule, Period, Unit};
+use crate::rules::{Calendar, LimitKind, LimitRule, Period, Scope, Unit};
 
 /// Most limits on one node (`index` is a `u8`).
 const MAX_LIMITS: usize = 256;
@@ -72,6 +72,7 @@ fn build(
     }
     let burst = burst(ctx, raw, algorithm, unlimited);
     let lease = lease(ctx, raw, algorithm, unlimited);
+    let scope = scope(ctx, raw, unlimited);
     check_replaces(ctx, raw);
     if raw.bad || ctx.errors.len() > errors_before {
         return None;
@@ -109,7 +110,36 @@ fn build(
         policy,
         lease: lease.map_or(0, |l| l as u32),
         calendar: calendar.map(Arc::new),
+        scope,
     })
+}
+
+/// `scope`, checked: `region` (the default) or `global`, which needs a global store and a
+/// counted limit (an unlimited one is never counted, so there is nothing to share).
+fn scope(ctx: &mut Ctx<'_>, raw: &RawLimit, unlimited: bool) -> Scope {
+    let Some(s) = &raw.scope else {
+        return Scope::Region;
+    };
+    let Some(scope) = Scope::from_name(&s.value) else {
+        ctx.error(
+            s.pos,
+            format!(
+                "unknown scope '{}' (expected one of: region, global)",
+                s.value
+            ),
+        );
+        return Scope::Region;
+    };
+    if unlimited {
+        ctx.error(s.pos, "should not specify scope when unlimited");
+    } else if scope == Scope::Global && !ctx.opts.global_scope {
+        ctx.error(
+            s.pos,
+            "`scope: global` needs a global store (--global-redis-url): without one each region \
+             would admit the whole limit",
+        );
+    }
+    scope
 }
 
 /// `calendar` and `timezone` (UTC when absent), checked; `None` when absent or reported.

@@ -29,6 +29,10 @@ pub struct LoadOptions {
     pub default_algorithm: Algorithm,
     /// Let several files add to one domain (envoyproxy/ratelimit's `MERGE_DOMAIN_CONFIG`).
     pub merge_domains: bool,
+    /// Limits may say `scope: global`: the server shares them with other regions through a
+    /// global store (`--global-redis-url`). Without one such a limit is an error, so a region
+    /// that is not connected can never admit the whole limit on its own.
+    pub global_scope: bool,
 }
 
 impl Default for LoadOptions {
@@ -36,6 +40,7 @@ impl Default for LoadOptions {
         Self {
             default_algorithm: DEFAULT_ALGORITHM,
             merge_domains: false,
+            global_scope: false,
         }
     }
 }

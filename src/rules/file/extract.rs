@@ -208,6 +208,9 @@ impl Checker<'_> {
                 "lease" => {
                     ok &= self.number(v, "lease", &mut l.lease);
                 }
+                "scope" => {
+                    ok &= self.text(v, &mut l.scope);
+                }
                 _ => self.no_effect(key, k, "in a rate limit"),
             }
         }

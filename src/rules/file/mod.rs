@@ -43,7 +43,7 @@ const COMPAT_KEYS: [&str; 16] = [
     "metadata",
 ];
 /// sluice's additions to the allow-list.
-const SLUICE_KEYS: [&str; 9] = [
+const SLUICE_KEYS: [&str; 10] = [
     "window",
     "calendar",
     "timezone",
@@ -53,6 +53,7 @@ const SLUICE_KEYS: [&str; 9] = [
     "rate_limits",
     "failure_mode",
     "shards",
+    "scope",
 ];
 
 fn is_known(key: &str) -> bool {
@@ -145,6 +146,8 @@ pub(super) struct RawLimit {
     pub burst: Option<Spanned<i128>>,
     /// `lease`, range unchecked.
     pub lease: Option<Spanned<i128>>,
+    /// `scope`, unchecked.
+    pub scope: Option<Spanned<String>>,
     /// A field of this limit failed its check (already reported).
     pub bad: bool,
 }

@@ -19,6 +19,7 @@ mod key_shards;
 mod keys;
 mod lease;
 mod portion;
+mod region;
 mod route;
 mod script;
 mod settings;

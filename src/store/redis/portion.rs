@@ -22,15 +22,16 @@ use super::script::{self, MICRO};
 use super::settings::RedisClock;
 use crate::store::{BadReply, StoreError};
 use crate::store::{BucketId, Claim, ClaimFuture, ClaimTerms, Claimed, PortionStore};
+use crate::store::{RegionClaim, RegionClaimFuture, RegionTerms};
 
 /// The claim script's source.
-const SOURCE: &str = include_str!("portion.lua");
+pub(super) const SOURCE: &str = include_str!("portion.lua");
 
 /// A whole limit, in the script's parts per million.
-const WHOLE: f64 = 1_000_000.0;
+pub(super) const WHOLE: f64 = 1_000_000.0;
 
 /// The most buckets one script run claims: a long run would hold up every other command.
-const MAX_RUN: usize = 256;
+pub(super) const MAX_RUN: usize = 256;
 
 /// Bytes of one bucket's answer: the portion (i64, ppm), the others' demand (f64), the others
 /// (i64).
@@ -38,13 +39,13 @@ const REPLY_BYTES: usize = 24;
 
 /// Replicas' portions on the Redis store's connections (no pool of its own).
 pub struct RedisPortions {
-    health: Arc<PoolHealth>,
-    prefix: Box<[u8]>,
-    clock: RedisClock,
+    pub(super) health: Arc<PoolHealth>,
+    pub(super) prefix: Box<[u8]>,
+    pub(super) clock: RedisClock,
     cluster: bool,
     /// How long one claim may take before it fails with a timeout.
-    timeout: Duration,
-    sha: String,
+    pub(super) timeout: Duration,
+    pub(super) sha: String,
 }
 
 impl RedisPortions {
@@ -149,6 +150,19 @@ impl PortionStore for RedisPortions {
                 .map_err(|e| Box::new(e) as _)
         })
     }
+
+    fn claim_in_region<'a>(
+        &'a self,
+        terms: RegionTerms<'a>,
+        claims: &'a [RegionClaim],
+    ) -> RegionClaimFuture<'a> {
+        Box::pin(async move {
+            tokio::time::timeout(self.timeout, self.run_in_region(terms, claims))
+                .await
+                .unwrap_or(Err(StoreError::Timeout(self.timeout)))
+                .map_err(|e| Box::new(e) as _)
+        })
+    }
 }
 
 /// What every script run of one claim carries besides its buckets.
@@ -164,23 +178,18 @@ struct Head<'a> {
 /// bucket's entries, length-prefixed (so `a=bc` and `ab=c` differ) and in sorted order (a
 /// `BucketId` iterates sorted: the map's insertion order does not matter).
 pub fn bucket_key(prefix: &[u8], domain: &str, bucket: &BucketId) -> Vec<u8> {
-    let mut identity = Vec::with_capacity(64);
-    let mut field = |bytes: &[u8]| {
-        identity.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-        identity.extend_from_slice(bytes);
-    };
-    field(domain.as_bytes());
-    for (name, value) in bucket {
-        field(name.as_bytes());
-        field(value.as_bytes());
-    }
-    let tag = fnv1a(&identity);
+    let tag = bucket_tag(domain, bucket);
     let mut key = Vec::with_capacity(prefix.len() + 24);
     key.extend_from_slice(prefix);
     key.extend_from_slice(b"quota:{");
     key.extend_from_slice(format!("{tag:016x}").as_bytes());
     key.push(b'}');
     key
+}
+
+/// The fixed 64-bit FNV-1a hash of a bucket's identity (`store::bucket_identity`).
+pub(super) fn bucket_tag(domain: &str, bucket: &BucketId) -> u64 {
+    fnv1a(&crate::store::bucket_identity(domain, bucket))
 }
 
 /// The claims' indices grouped into script runs: by slot on a cluster (a run may touch one
