@@ -86,6 +86,8 @@ pub async fn claim_once(
         replica,
         now,
         ttl: HELD_FOR,
+        member_for: HELD_FOR,
+        settle: 0,
     };
     let answer = store.claim(terms, &claims).await;
     let moved = {
@@ -126,15 +128,15 @@ fn claims(book: &QuotaBook, portions: &Portions) -> Vec<Claim> {
                 .map(|h| h.demand_per_second.unwrap_or(per_second))
                 .sum();
             let key = (view.domain.clone(), view.bucket.clone());
-            let (others_demand, others) = state
-                .by_bucket
-                .get(&key)
-                .map_or((0.0, state.others), |(c, _)| (c.others_demand, c.others));
+            let last = state.by_bucket.get(&key);
+            let (others_demand, others) =
+                last.map_or((0.0, state.others), |(c, _)| (c.others_demand, c.others));
             Some(Claim {
                 domain: view.domain.to_string(),
                 bucket: view.bucket,
                 demand,
                 wanted: wanted(per_second, demand, others_demand, others),
+                held: last.map_or(0.0, |(c, _)| c.portion),
             })
         })
         .collect()

@@ -31,6 +31,8 @@ fn before_a_claim_a_bucket_gets_an_equal_part_of_the_replicas_seen() {
         portion: 0.5,
         others_demand: 1.0,
         others: 1,
+        floor: 0.5,
+        settling: false,
     };
     let id = (Arc::<str>::from("quota"), bucket.clone());
     portions.state().by_bucket.insert(id, (claimed, 0));
