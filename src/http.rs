@@ -30,8 +30,8 @@ pub struct HttpState {
     pub insight: Arc<Insight>,
     /// Health, as `/healthcheck` reports it.
     pub health: HealthCheck,
-    /// The quota (RLQS) shares, shown by `/ui`.
-    pub quota: Arc<crate::quota::QuotaBook>,
+    /// The RLQS wing, whose shares `/ui` shows.
+    pub rlqs: crate::rlqs::Rlqs,
 }
 
 /// The HTTP router.
@@ -39,7 +39,7 @@ pub fn router(state: HttpState) -> Router {
     let ui = ui::router(ui::UiState {
         limiter: state.limiter.clone(),
         insight: state.insight.clone(),
-        quota: state.quota.clone(),
+        rlqs: state.rlqs.clone(),
     });
     Router::new()
         .route("/healthcheck", get(healthcheck))

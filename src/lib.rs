@@ -63,7 +63,7 @@ pub mod insight;
 pub mod limiter;
 pub mod metrics;
 pub mod proto;
-pub mod quota;
+pub mod rlqs;
 pub mod rules;
 pub mod store;
 pub mod telemetry;

@@ -6,7 +6,6 @@ use crate::admin::Tokens;
 use crate::clock::Clock;
 use crate::limiter::Limiter;
 use crate::metrics::Metrics;
-use crate::quota::{Portion, Portions, QuotaBook, WholeLimit};
 use crate::store::{PortionStore, Store};
 use crate::telemetry::CallTracer;
 use crate::tls::ServerTls;
@@ -25,10 +24,8 @@ pub(super) struct Parts {
     pub(super) tls: Option<ServerTls>,
     pub(super) store: Arc<dyn Store>,
     pub(super) limiter: Arc<Limiter>,
-    pub(super) quota: Arc<QuotaBook>,
-    /// On a store replicas share: where they claim their portions of RLQS limits, and this
-    /// replica's portions.
-    pub(super) replicas: Option<(Arc<dyn PortionStore>, Arc<Portions>)>,
+    /// On a store replicas share: where they claim their portions of RLQS limits.
+    pub(super) portion_store: Option<Arc<dyn PortionStore>>,
     /// The admin listener's tokens, when it is on.
     pub(super) admin: Option<Tokens>,
 }
@@ -80,14 +77,7 @@ pub(super) async fn start_inner(
         settings.limiter.clone(),
         metrics.clone(),
     ));
-    let replicas = store
-        .portion_store()
-        .map(|shared| (shared, Arc::new(Portions::default())));
-    let portion: Arc<dyn Portion> = match &replicas {
-        Some((_, portions)) => portions.clone(),
-        None => Arc::new(WholeLimit),
-    };
-    let quota = Arc::new(QuotaBook::new(clock.clone(), portion));
+    let portion_store = store.portion_store();
     let tracer = settings.tracing.as_ref().map(CallTracer::new).transpose()?;
     let listeners = Listeners::bind(&settings).await?;
     let parts = Parts {
@@ -99,8 +89,7 @@ pub(super) async fn start_inner(
         tls,
         store,
         limiter,
-        quota,
-        replicas,
+        portion_store,
         admin,
     };
     launch::launch(parts, listeners, tracer).await

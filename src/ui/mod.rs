@@ -2,16 +2,17 @@
 //! (check-only: nothing is charged), the keys limited most in the last minutes and decision
 //! rates. Everything is served by the binary (no external assets) under a strict
 //! Content-Security-Policy: the script and the style sheet are same-origin files, nothing
-//! inline. The page reads five JSON endpoints under `/ui/api/` (`json.rs` and `quota_json.rs`
-//! shape them): rules, live figures, an explanation, the walk of an Envoy quota (RLQS) bucket id,
-//! and the quota book's buckets with each stream's demand and share.
+//! inline. The page reads five JSON endpoints under `/ui/api/` (`json.rs` and `rlqs_json.rs`
+//! shape them): rules, live figures, an explanation, the walk of an RLQS bucket id, and a page
+//! of the RLQS book's buckets with each stream's demand and share (built on the book's own
+//! thread, at most 200 buckets: bounded work, off the request workers).
 
 mod json;
-mod quota_json;
+mod rlqs_json;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -22,7 +23,7 @@ use std::sync::Arc;
 use crate::insight::Insight;
 use crate::limiter::Limiter;
 use crate::limiter::parse_descriptor;
-use crate::quota::QuotaBook;
+use crate::rlqs::Rlqs;
 use crate::rules::bucket::{parse_bucket, walk_bucket};
 
 /// The policy of every `/ui` response: only same-origin script, style and fetches; no inline
@@ -57,8 +58,8 @@ pub struct UiState {
     pub limiter: Arc<Limiter>,
     /// The live figures.
     pub insight: Arc<Insight>,
-    /// The quota (RLQS) shares.
-    pub quota: Arc<QuotaBook>,
+    /// The RLQS wing, whose book's shares it shows.
+    pub rlqs: Rlqs,
 }
 
 /// The `/ui` routes, with their state.
@@ -72,7 +73,7 @@ pub fn router(state: UiState) -> Router {
         .route("/ui/api/live", get(live))
         .route("/ui/api/explain", post(explain))
         .route("/ui/api/explain-bucket", post(explain_bucket))
-        .route("/ui/api/quota", get(quota))
+        .route("/ui/api/quota", get(rlqs_page))
         .with_state(state)
 }
 
@@ -126,9 +127,20 @@ async fn live(State(state): State<UiState>) -> Response {
     )
 }
 
-/// The quota book's buckets with each stream's demand and share.
-async fn quota(State(state): State<UiState>) -> Response {
-    json_response(StatusCode::OK, quota_json::buckets(&state.quota.snapshot()))
+/// A page of the RLQS book's buckets with each stream's demand and share:
+/// `?after=<the previous page's next>&limit=<n>` (at most 200).
+async fn rlqs_page(State(state): State<UiState>, RawQuery(query): RawQuery) -> Response {
+    let query = match rlqs_json::query(query.as_deref().unwrap_or_default()) {
+        Ok(query) => query,
+        Err(message) => return bad_request(message),
+    };
+    match state.rlqs.page(query).await {
+        Some(page) => json_response(StatusCode::OK, rlqs_json::page(&page)),
+        None => json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            serde_json::json!({ "error": "the server is shutting down" }),
+        ),
+    }
 }
 
 /// Explains `{"domain": "edge", "descriptors": ["k=v,k2=v2", ...]}` against the live rules
@@ -144,8 +156,8 @@ async fn explain(State(state): State<UiState>, body: Bytes) -> Response {
     }
 }
 
-/// Explains an Envoy quota bucket, `{"domain": "q", "bucket": "k=v,k2=v2"}`, against the live
-/// rules: every candidate the search tried, the rule reached and the quota action.
+/// Explains an RLQS bucket, `{"domain": "q", "bucket": "k=v,k2=v2"}`, against the live
+/// rules: every candidate the search tried, the rule reached and the bucket action.
 async fn explain_bucket(State(state): State<UiState>, body: Bytes) -> Response {
     match bucket_input(&body) {
         Ok((domain, bucket)) => {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sluice::clock::{Nanos, SECOND};
-use sluice::quota::{BucketId, Claim, ClaimTerms, Claimed, PortionStore};
+use sluice::rlqs::{BucketId, Claim, ClaimTerms, Claimed, PortionStore};
 use sluice::store::redis::RedisClock;
 use sluice::store::{RedisSettings, RedisStore, Store, StoreError};
 

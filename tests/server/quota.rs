@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::rlqs::{QuotaStream, Told, bucket, usage};
 use common::{TestServer, sample};
 use sluice::clock::SECOND;
-use sluice::quota::{HELD_FOR, WARM_UP};
+use sluice::rlqs::{HELD_FOR, WARM_UP};
 use tonic::Code;
 
 /// A server whose quota book is past its warm-up (no shares of a counted limit are handed out

@@ -1,6 +1,6 @@
 //! The quota service with real Envoy 1.40 processes (the `rate_limit_quota` filter): several
 //! Envoys share one limit, measured by counting what they admit against the stated bound
-//! (docs/quota.md). Requests are paced by the wall clock; the counts are compared with the
+//! (docs/rlqs.md). Requests are paced by the wall clock; the counts are compared with the
 //! bound over the whole run, never a single call's timing.
 
 use crate::common;
