@@ -53,7 +53,7 @@ use owner::BookHandle;
 pub struct RlqsSettings {
     /// Streams bound to a domain at once; past it a new stream is refused.
     pub max_streams: usize,
-    /// Streams awaiting their first report at once; past it a new stream is refused.
+    /// Streams awaiting their first report at once; past it the oldest of them is ended.
     pub max_unbound_streams: usize,
     /// Buckets one stream may report; a report past it ends the stream.
     pub max_buckets_per_stream: usize,
@@ -81,8 +81,8 @@ struct Shared {
     book: BookHandle,
     /// Places for bound streams.
     bound: Arc<Semaphore>,
-    /// Places for streams awaiting their first report.
-    unbound: Arc<Semaphore>,
+    /// Streams awaiting their first report, oldest first.
+    waiting: stream::Waiting,
     next_stream: AtomicU64,
     /// Streams open, and of those awaiting their first report.
     open: AtomicUsize,
@@ -138,7 +138,7 @@ impl Rlqs {
         };
         let shared = Shared {
             bound: Arc::new(Semaphore::new(parts.settings.max_streams)),
-            unbound: Arc::new(Semaphore::new(parts.settings.max_unbound_streams)),
+            waiting: Default::default(),
             settings: parts.settings,
             book: handle,
             next_stream: AtomicU64::new(1),

@@ -4,13 +4,14 @@
 //! breaks a rule, falls behind, or the server shuts down; its shares given back however it
 //! ends.
 
+use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use futures_util::{Stream, StreamExt};
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
@@ -51,6 +52,45 @@ pub type Answers = Pin<Box<dyn Stream<Item = Result<Outgoing, RlqsError>> + Send
 struct End {
     reason: OnceLock<RlqsError>,
     token: CancellationToken,
+    /// Set once its first report has bound it.
+    bound: AtomicBool,
+}
+
+/// The streams awaiting their first report, oldest first: when too many wait, the oldest is
+/// ended to make room, so streams that never speak cannot keep an Envoy (which reports at once)
+/// from opening one. Entries of streams that have bound or ended are dropped as they reach the
+/// front.
+#[derive(Default)]
+pub(super) struct Waiting {
+    queue: Mutex<VecDeque<Weak<End>>>,
+}
+
+impl Waiting {
+    /// Adds `end`'s stream; if `crowded`, first ends the oldest stream still waiting.
+    fn admit(&self, end: &Arc<End>, crowded: bool) {
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let waiting = |e: &Weak<End>| {
+            e.upgrade()
+                .filter(|e| !e.bound.load(Ordering::Relaxed) && !e.token.is_cancelled())
+        };
+        while let Some(front) = queue.front() {
+            match waiting(front) {
+                Some(oldest) if crowded => {
+                    oldest.finish(RlqsError::Exhausted(
+                        "too many RLQS streams await their first report: the oldest is ended"
+                            .into(),
+                    ));
+                    queue.pop_front();
+                    break;
+                }
+                Some(_) => break,
+                None => {
+                    queue.pop_front();
+                }
+            }
+        }
+        queue.push_back(Arc::downgrade(end));
+    }
 }
 
 impl End {
@@ -95,14 +135,10 @@ pub(super) fn serve(
     peer: Option<IpAddr>,
     reports: Reports,
 ) -> Result<Answers, RlqsError> {
-    let opening = shared.unbound.clone().try_acquire_owned().map_err(|_| {
-        RlqsError::Exhausted(format!(
-            "this server holds its maximum of {} RLQS streams awaiting their first report",
-            shared.settings.max_unbound_streams
-        ))
-    })?;
     let (answers, queued) = mpsc::channel(shared.settings.max_pending_answers.max(1));
     let end = Arc::new(End::default());
+    let crowded = shared.unbound_now.load(Ordering::Relaxed) >= shared.settings.max_unbound_streams;
+    shared.waiting.admit(&end, crowded);
     let id = StreamId(shared.next_stream.fetch_add(1, Ordering::Relaxed));
     let count = Counted::new(shared.clone());
     let stream = Served {
@@ -112,7 +148,7 @@ pub(super) fn serve(
         end: end.clone(),
         count,
     };
-    tokio::spawn(stream.run(reports, answers, opening));
+    tokio::spawn(stream.run(reports, answers));
     Ok(answers_of(queued, end))
 }
 
@@ -158,16 +194,13 @@ struct Served {
 }
 
 impl Served {
-    async fn run(
-        mut self,
-        mut reports: Reports,
-        answers: mpsc::Sender<Outgoing>,
-        opening: OwnedSemaphorePermit,
-    ) {
+    async fn run(mut self, mut reports: Reports, answers: mpsc::Sender<Outgoing>) {
         let within = self.shared.settings.first_report_within;
         let first = tokio::select! {
             _ = self.shared.shutdown.cancelled() => return self.end.finish(RlqsError::ShuttingDown),
             _ = tokio::time::sleep(within) => return self.end.finish(RlqsError::Silent(within)),
+            // Ended to make room for newer streams.
+            _ = self.end.token.cancelled() => return,
             first = reports.next() => first,
         };
         let report = match first {
@@ -185,7 +218,7 @@ impl Served {
                 "this server holds its maximum of {max} RLQS streams"
             )));
         };
-        drop(opening);
+        self.end.bound.store(true, Ordering::Relaxed);
         self.count.bind();
         let queue = Queue {
             answers,

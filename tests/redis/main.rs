@@ -22,6 +22,8 @@ mod portion_claims;
 mod quota_replicas;
 mod recovery;
 mod replicas;
+mod rlqs_load;
+mod rlqs_outage;
 mod secure;
 mod sentinel;
 mod sentinel_admissions;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::common::TestServer;
 use crate::common::redis::RedisServer;
-use crate::common::rlqs::{Bucket, QuotaStream, bucket, usage};
+use crate::common::rlqs::{Bucket, RlqsStream, bucket, usage};
 
 const RULES: &str = r#"
 domain: quota
@@ -16,7 +16,7 @@ descriptors:
 "#;
 
 /// The last rate each stream was told for `id`, after reading for a while.
-async fn settled(streams: &mut [QuotaStream; 2], id: &Bucket, last: &mut [f64; 2]) {
+async fn settled(streams: &mut [RlqsStream; 2], id: &Bucket, last: &mut [f64; 2]) {
     let [a, b] = streams;
     let wait = Duration::from_secs(2);
     let (told_a, told_b) = tokio::join!(a.drain(wait), b.drain(wait));
@@ -35,8 +35,8 @@ async fn two_replicas_split_one_limit() {
     let second = TestServer::start_on(RULES, crate::store(&redis.url()).await).await;
     let id = bucket(&[("tenant", "acme")]);
     let mut streams = [
-        QuotaStream::open(first.grpc_addr).await.unwrap(),
-        QuotaStream::open(second.grpc_addr).await.unwrap(),
+        RlqsStream::open(first.grpc_addr).await.unwrap(),
+        RlqsStream::open(second.grpc_addr).await.unwrap(),
     ];
     let mut last = [0.0; 2];
     for (i, stream) in streams.iter_mut().enumerate() {

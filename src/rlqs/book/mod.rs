@@ -324,27 +324,37 @@ impl Book {
 
     /// This replica's claims: every bucket of an enforced limit with its streams' summed
     /// demand, what it wants and what it holds; with the buckets' numbers, in the same order.
+    /// Where it wants less than it holds, its streams are split on what it wants first (the
+    /// shrinks pushed now), and the claim asks no less than they still hold: a portion is
+    /// given back only once no Envoy of this replica may be spending it.
     pub(crate) fn claims(&mut self) -> (Vec<Key>, Vec<Claim>) {
         let now = self.clock.now();
         self.claim_due = false;
-        let state = &self.state;
+        let state = &mut self.state;
         let mut keys = Vec::new();
         let mut claims = Vec::new();
+        let mut moved = Vec::new();
         for (key, bucket) in state.table.iter() {
             let Some(rate) = bucket.enforced() else {
                 continue;
             };
             let demand = bucket.demand();
             let (others_demand, others) = state.portions.others(key);
+            let wants = wanted(rate.per_second(), demand, others_demand, others);
+            if state.portions.want(key, wants, now) {
+                moved.push(key);
+            }
+            let out = bucket.outstanding();
             keys.push(key);
             claims.push(Claim {
                 domain: bucket.domain.to_string(),
                 bucket: bucket.id.clone(),
                 demand,
-                wanted: wanted(rate.per_second(), demand, others_demand, others),
-                held: state.portions.held(key, now),
+                wanted: wants.max(out),
+                held: state.portions.held(key, now).max(out),
             });
         }
+        state.settle(&moved, None, now);
         (keys, claims)
     }
 

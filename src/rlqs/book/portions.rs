@@ -37,6 +37,10 @@ struct Last {
     /// When the claim was sent, on this replica's clock (never after the store's own time of
     /// it, so this replica stops handing a portion out before the store frees it).
     at: Nanos,
+    /// What this replica wants of the limit now: when it is less than the portion, the
+    /// streams are split on it first, and only once they hold no more does a claim give the
+    /// rest back (a claim never asks less than the streams hold).
+    wanted: f64,
 }
 
 /// What this replica may hand out of a bucket now.
@@ -61,18 +65,19 @@ impl Portions {
         };
         let c = &last.claimed;
         let age = now.saturating_sub(last.at);
-        if age < PORTION_FRESH {
+        let may = if age < PORTION_FRESH {
             // A settling store granted nothing to a replica that held nothing: wait, as for a
             // bucket not claimed yet, rather than refuse everything.
             if c.settling && c.portion == 0.0 {
                 return Fraction::Unknown;
             }
-            Fraction::Known(c.portion)
+            c.portion
         } else if age < FLOOR_USABLE {
-            Fraction::Known(c.floor)
+            c.floor
         } else {
-            Fraction::Known(0.0)
-        }
+            0.0
+        };
+        Fraction::Known(may.min(last.wanted))
     }
 
     /// What this replica may still have out of bucket `key` at `now` (shares handed out under
@@ -115,12 +120,34 @@ impl Portions {
         };
         shared.others = answers.iter().map(|c| c.others).max().unwrap_or(0);
         for (&key, &claimed) in keys.iter().zip(answers) {
-            shared.by_bucket.insert(key, Last { claimed, at });
+            let wanted = shared.by_bucket.get(&key).map_or(1.0, |l| l.wanted);
+            shared.by_bucket.insert(
+                key,
+                Last {
+                    claimed,
+                    at,
+                    wanted,
+                },
+            );
         }
         (keys.iter().zip(before))
             .filter(|&(&key, old)| moved_materially(old, self.fraction(key, at)))
             .map(|(&key, _)| key)
             .collect()
+    }
+
+    /// Notes what this replica wants of bucket `key` before it claims again: its streams are
+    /// split on no more than that from now on. `true` when that moved what they may hold.
+    pub(crate) fn want(&mut self, key: Key, wanted: f64, now: Nanos) -> bool {
+        let before = self.fraction(key, now);
+        let Portions::Shared(shared) = self else {
+            return false;
+        };
+        let Some(last) = shared.by_bucket.get_mut(&key) else {
+            return false;
+        };
+        last.wanted = wanted;
+        moved_materially(before, self.fraction(key, now))
     }
 
     /// Forgets a bucket the book forgot.

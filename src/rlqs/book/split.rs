@@ -117,6 +117,19 @@ impl Bucket {
         }
     }
 
+    /// The fraction (0..=1) of the whole limit that what every holder holds now takes, rate or
+    /// burst, whichever is more: what this replica's Envoys may be spending, which its claim
+    /// must go on covering until they have been told less (or their shares expired).
+    pub(crate) fn outstanding(&self) -> f64 {
+        let Some(rate) = self.enforced() else {
+            return 0.0;
+        };
+        let whole = Grid::of(rate, 1.0);
+        let sum = self.held_sum(whole.interval);
+        let part = |used: u128, of: u64| (used as f64 / of.max(1) as f64).min(1.0);
+        part(sum.tokens, whole.tokens).max(part(sum.burst, whole.burst))
+    }
+
     /// The sum of what every holder holds now.
     fn held_sum(&self, interval: u32) -> Sum {
         let mut sum = Sum::default();

@@ -1,17 +1,17 @@
-//! The quota service (RLQS) in process: a real server on port 0 with a manual clock, streams
+//! Envoy's quota service (RLQS) in process: a real server on port 0 with a manual clock, streams
 //! opened by a tonic client that reports as Envoy 1.40 does.
 
 use crate::common;
 
 use std::time::Duration;
 
-use common::rlqs::{QuotaStream, Told, bucket, usage};
+use common::rlqs::{RlqsStream, Told, bucket, usage};
 use common::{TestServer, sample};
 use sluice::clock::SECOND;
 use sluice::rlqs::{HELD_FOR, WARM_UP};
 use tonic::Code;
 
-/// A server whose quota book is past its warm-up (no shares of a counted limit are handed out
+/// A server whose RLQS book is past its warm-up (no shares of a counted limit are handed out
 /// in the first seconds after a start; the book's once-a-second tick ends it).
 async fn warmed() -> TestServer {
     let server = TestServer::start(RULES).await;
@@ -39,7 +39,7 @@ descriptors:
 #[tokio::test]
 async fn a_stream_must_name_its_domain() {
     let server = warmed().await;
-    let mut stream = QuotaStream::open(server.grpc_addr).await.unwrap();
+    let mut stream = RlqsStream::open(server.grpc_addr).await.unwrap();
     stream
         .send("", vec![usage(bucket(&[("tenant", "a")]), 0, 1, 0)])
         .await;
@@ -52,7 +52,7 @@ async fn a_stream_must_name_its_domain() {
 #[tokio::test]
 async fn a_stream_keeps_its_domain() {
     let server = warmed().await;
-    let mut stream = QuotaStream::open(server.grpc_addr).await.unwrap();
+    let mut stream = RlqsStream::open(server.grpc_addr).await.unwrap();
     stream
         .send("quota", vec![usage(bucket(&[("tenant", "a")]), 0, 1, 0)])
         .await;
@@ -69,7 +69,7 @@ async fn a_stream_keeps_its_domain() {
 #[tokio::test]
 async fn one_stream_gets_the_whole_limit_and_blanket_rules() {
     let server = warmed().await;
-    let mut stream = QuotaStream::open(server.grpc_addr).await.unwrap();
+    let mut stream = RlqsStream::open(server.grpc_addr).await.unwrap();
     let (limited, internal) = (
         bucket(&[("tenant", "a")]),
         bucket(&[("tenant", "internal")]),
@@ -95,10 +95,10 @@ async fn one_stream_gets_the_whole_limit_and_blanket_rules() {
 async fn two_streams_share_one_limit_and_a_departure_gives_it_back() {
     let server = warmed().await;
     let id = bucket(&[("tenant", "a")]);
-    let mut first = QuotaStream::open(server.grpc_addr).await.unwrap();
+    let mut first = RlqsStream::open(server.grpc_addr).await.unwrap();
     first.send("quota", vec![usage(id.clone(), 0, 1, 0)]).await;
     assert_eq!(first.until(&[&id]).await[&id].max_tokens(), 20);
-    let mut second = QuotaStream::open(server.grpc_addr).await.unwrap();
+    let mut second = RlqsStream::open(server.grpc_addr).await.unwrap();
     second.send("quota", vec![usage(id.clone(), 0, 1, 0)]).await;
     let pushed = first.next().await[&id].clone();
     let answered = second.next().await[&id].clone();
@@ -127,7 +127,7 @@ async fn two_streams_share_one_limit_and_a_departure_gives_it_back() {
 async fn a_reload_pushes_new_assignments() {
     let server = warmed().await;
     let id = bucket(&[("tenant", "a")]);
-    let mut stream = QuotaStream::open(server.grpc_addr).await.unwrap();
+    let mut stream = RlqsStream::open(server.grpc_addr).await.unwrap();
     stream.send("quota", vec![usage(id.clone(), 0, 1, 0)]).await;
     assert_eq!(stream.until(&[&id]).await[&id].max_tokens(), 20);
     let changed = RULES.replace(
@@ -140,7 +140,7 @@ async fn a_reload_pushes_new_assignments() {
         server.generation() > generation
     })
     .await;
-    // The book re-reads the rules on its once-a-second sweep.
+    // The book is told of the reload and pushes at once.
     assert_eq!(stream.next().await[&id], Told::DenyAll);
 }
 
@@ -149,7 +149,7 @@ async fn a_reload_pushes_new_assignments() {
 async fn reports_are_counted_in_metrics() {
     let server = warmed().await;
     let id = bucket(&[("tenant", "a")]);
-    let mut stream = QuotaStream::open(server.grpc_addr).await.unwrap();
+    let mut stream = RlqsStream::open(server.grpc_addr).await.unwrap();
     stream.send("quota", vec![usage(id.clone(), 0, 1, 0)]).await;
     stream.until(&[&id]).await;
     stream.send("quota", vec![usage(id.clone(), 5, 7, 3)]).await;
@@ -176,13 +176,16 @@ async fn reports_are_counted_in_metrics() {
 #[tokio::test]
 async fn an_empty_bucket_id_is_refused() {
     let server = warmed().await;
-    let mut stream = QuotaStream::open(server.grpc_addr).await.unwrap();
+    let mut stream = RlqsStream::open(server.grpc_addr).await.unwrap();
     stream
         .send("quota", vec![usage(bucket(&[]), 0, 1, 0)])
         .await;
     let status = stream.try_next().await.unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
-    assert_eq!(sample(&server.metrics().await, "sluice_rlqs_streams"), 0.0);
+    common::eventually(Duration::from_secs(5), "no stream counted", async || {
+        sample(&server.metrics().await, "sluice_rlqs_streams") == 0.0
+    })
+    .await;
 }
 
 /// `/ui` lists the buckets with each stream's demand and share.
@@ -190,7 +193,7 @@ async fn an_empty_bucket_id_is_refused() {
 async fn the_page_lists_buckets_and_shares() {
     let server = warmed().await;
     let id = bucket(&[("tenant", "a")]);
-    let mut stream = QuotaStream::open(server.grpc_addr).await.unwrap();
+    let mut stream = RlqsStream::open(server.grpc_addr).await.unwrap();
     stream.send("quota", vec![usage(id.clone(), 0, 1, 0)]).await;
     stream.until(&[&id]).await;
     let (status, body) = common::http(server.http_addr, "GET", "/ui/api/quota", "").await;
@@ -204,4 +207,55 @@ async fn the_page_lists_buckets_and_shares() {
     let holder = &listed["holders"][0];
     assert_eq!(holder["share_per_second"], 1.0, "{page}");
     assert_eq!(holder["strategy"], "60 per 60 s, up to 20", "{page}");
+}
+
+/// Issue 40, item 2: an Envoy whose stream broke reconnects at once with the bucket it holds
+/// (its first report covers time); the new stream keeps the share (the same strategy, so Envoy
+/// keeps its tokens) instead of `DENY_ALL` until the old stream's share has expired.
+#[tokio::test]
+async fn a_reconnecting_stream_keeps_its_share() {
+    let server = warmed().await;
+    let id = bucket(&[("tenant", "a")]);
+    let mut first = RlqsStream::open(server.grpc_addr).await.unwrap();
+    first.send("quota", vec![usage(id.clone(), 0, 1, 0)]).await;
+    let held = first.until(&[&id]).await[&id].clone();
+    assert_eq!(held.max_tokens(), 20);
+    drop(first.close());
+    server.advance(Duration::from_secs(3));
+    let mut again = RlqsStream::open(server.grpc_addr).await.unwrap();
+    // The old stream's end reaches the book first, as a broken connection's does.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    again.send("quota", vec![usage(id.clone(), 3, 2, 0)]).await;
+    assert_eq!(again.until(&[&id]).await[&id], held);
+}
+
+/// Issue 40, item 4: `/ui/api/quota` lists a page of at most 200 buckets and a cursor to the
+/// next, however many the book holds.
+#[tokio::test]
+async fn the_page_of_buckets_is_bounded_and_pages_on() {
+    let server = warmed().await;
+    let mut stream = RlqsStream::open(server.grpc_addr).await.unwrap();
+    let ids: Vec<_> = (0..250)
+        .map(|i| bucket(&[("tenant", &format!("t{i}"))]))
+        .collect();
+    let usages = ids.iter().map(|id| usage(id.clone(), 0, 1, 0)).collect();
+    stream.send("quota", usages).await;
+    stream.until(&ids.iter().collect::<Vec<_>>()).await;
+    let page = |path: String| async move {
+        let (status, body) = common::http(server.http_addr, "GET", &path, "").await;
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()
+    };
+    let first = page("/ui/api/quota".into()).await;
+    assert_eq!(
+        (first["count"].as_u64(), first["streams"].as_u64()),
+        (Some(250), Some(1))
+    );
+    assert_eq!(first["buckets"].as_array().map(Vec::len), Some(200));
+    let next = first["next"].as_u64().expect("a cursor");
+    let rest = page(format!("/ui/api/quota?after={next}&limit=500")).await;
+    assert_eq!(rest["buckets"].as_array().map(Vec::len), Some(50));
+    assert!(rest["next"].is_null());
+    let (status, _) = common::http(server.http_addr, "GET", "/ui/api/quota?page=2", "").await;
+    assert_eq!(status, 400);
 }

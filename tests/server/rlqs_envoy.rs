@@ -1,4 +1,4 @@
-//! The quota service with real Envoy 1.40 processes (the `rate_limit_quota` filter): several
+//! Envoy's quota service (RLQS) with real Envoy 1.40 processes (the `rate_limit_quota` filter): several
 //! Envoys share one limit, measured by counting what they admit against the stated bound
 //! (docs/rlqs.md). Requests are paced by the wall clock; the counts are compared with the
 //! bound over the whole run, never a single call's timing.
@@ -169,5 +169,64 @@ fn a_restart_keeps_the_bound() {
         admitted as f64 <= 1.3 * bound(seconds),
         "admitted {admitted} in the {seconds:.1} s after a restart; bound {:.0}",
         bound(seconds)
+    );
+}
+
+/// Issue 40, item 2: sluice ends every gRPC connection after about 15 s (then a second of
+/// grace), so the Envoy's RLQS stream breaks and reconnects several times; through each
+/// reconnect what it admits each second stays within 20 % of its share (the whole limit, 20 a
+/// second, offered 30). It used to be refused everything for 5-6 s after every reconnect.
+#[test]
+#[ignore = "needs envoy (scripts/test installs it)"]
+fn a_reconnect_keeps_the_envoys_share() {
+    const SHARE: f64 = 20.0;
+    let rules = r#"
+domain: quota
+descriptors:
+  - key: tenant
+    rate_limit: { unit: second, requests_per_unit: 20, algorithm: token_bucket, burst: 20 }
+"#;
+    let args = [
+        "--grpc-max-connection-age",
+        "15s",
+        "--grpc-max-connection-age-grace",
+        "1s",
+    ];
+    let sluice = Serve::new().rules(rules).args(args).start();
+    let upstream = Upstream::start();
+    let envoy = Envoy::start(&rlqs_bootstrap("quota", sluice.grpc_addr, upstream.addr));
+    let load = Load::start(envoy.listener, "acme", 1.5 * SHARE);
+    std::thread::sleep(Duration::from_secs(8));
+    // What it admitted in each second of the next 45 (about three reconnects).
+    let mut seconds = Vec::new();
+    let mut last = load.admitted();
+    let started = Instant::now();
+    for n in 1..=45u32 {
+        std::thread::sleep(
+            (started + n * Duration::from_secs(1)).saturating_duration_since(Instant::now()),
+        );
+        let now = load.admitted();
+        seconds.push(now - last);
+        last = now;
+    }
+    let connections = envoy.counter("cluster.sluice.upstream_cx_total");
+    drop(load);
+    assert!(
+        connections >= 3,
+        "{connections} connections to sluice: no reconnect to judge"
+    );
+    // Each two seconds together: a load thread on a busy machine may be late by a request.
+    let worst = (seconds.windows(2))
+        .map(|w| (w[0] + w[1]) as f64 / 2.0)
+        .fold(f64::MAX, f64::min);
+    assert!(
+        worst >= 0.8 * SHARE,
+        "admitted a second, through {connections} connections: {seconds:?}"
+    );
+    let total: u64 = seconds.iter().sum();
+    eprintln!("{connections} connections; admitted each second: {seconds:?}");
+    assert!(
+        total as f64 <= SHARE * 45.0 + SHARE,
+        "admitted {total} in 45 s: {seconds:?}"
     );
 }
