@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::envoy::{Envoy, rlqs_bootstrap};
+use common::envoy::{Envoy, rlqs_bootstrap, rlqs_bootstrap_with};
 use common::http1::{self, Upstream};
 use common::process::{Serve, Sluice};
 
@@ -228,5 +228,49 @@ descriptors:
     assert!(
         total as f64 <= SHARE * 45.0 + SHARE,
         "admitted {total} in 45 s: {seconds:?}"
+    );
+}
+
+/// Issue 40, item 14: what Envoy 1.40 does once sluice is gone past an assignment's time to live
+/// (10 s), as docs/rlqs.md and examples/envoy/rlqs.yaml say. `reuse_last_assignment` is not
+/// implemented: the bucket goes back to `no_assignment_behavior` (here `DENY_ALL`) and admits
+/// nothing. A `fallback_rate_limit` token bucket is enforced, for its timeout.
+#[test]
+#[ignore = "needs envoy (scripts/test installs it)"]
+fn a_cut_off_envoy_follows_its_expired_assignment_behavior() {
+    let rules = r#"
+domain: quota
+descriptors:
+  - key: tenant
+    rate_limit: { unit: second, requests_per_unit: 20, algorithm: token_bucket, burst: 20 }
+"#;
+    let reuse = "{ expired_assignment_behavior_timeout: 60s, reuse_last_assignment: {} }";
+    let fallback = "{ expired_assignment_behavior_timeout: 60s, fallback_rate_limit: { \
+        token_bucket: { max_tokens: 5, tokens_per_fill: { value: 5 }, fill_interval: 1s } } }";
+    let mut admitted = Vec::new();
+    for expired in [reuse, fallback] {
+        let mut sluice = Serve::new().rules(rules).start();
+        let upstream = Upstream::start();
+        let bootstrap = rlqs_bootstrap_with("quota", sluice.grpc_addr, upstream.addr, expired);
+        let envoy = Envoy::start(&bootstrap);
+        let load = Load::start(envoy.listener, "acme", 30.0);
+        std::thread::sleep(Duration::from_secs(8));
+        sluice.kill();
+        // Past the last answer's TTL (and the next report tick), for 10 s.
+        std::thread::sleep(Duration::from_secs(12));
+        let before = load.admitted();
+        std::thread::sleep(Duration::from_secs(10));
+        admitted.push((load.admitted() - before) as f64 / 10.0);
+    }
+    eprintln!("admitted a second once cut off: reuse_last_assignment, fallback {admitted:?}");
+    assert!(
+        admitted[0] < 1.0,
+        "reuse_last_assignment admitted {:.1}/s",
+        admitted[0]
+    );
+    assert!(
+        (3.5..=6.5).contains(&admitted[1]),
+        "a fallback of 5/s admitted {:.1}/s",
+        admitted[1]
     );
 }
