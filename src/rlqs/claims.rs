@@ -48,8 +48,7 @@ pub(crate) async fn run(
     stop: CancellationToken,
 ) {
     tracing::info!(%replica, "sharing RLQS limits with the other replicas through the store");
-    let mut every = tokio::time::interval(CLAIM_EVERY);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut every = super::owner::every(CLAIM_EVERY);
     let mut failing = false;
     loop {
         tokio::select! {

@@ -132,6 +132,13 @@ pub(crate) fn start(
     Ok((handle, finished))
 }
 
+/// A clock that ticks every `period`, a late tick delaying the next ones (never a burst).
+pub(crate) fn every(period: Duration) -> tokio::time::Interval {
+    let mut every = tokio::time::interval(period);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    every
+}
+
 struct Owner {
     book: Book,
     queue: mpsc::Receiver<Command>,
@@ -142,8 +149,7 @@ struct Owner {
 
 impl Owner {
     async fn run(mut self, stop: CancellationToken) {
-        let mut every = tokio::time::interval(TICK);
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut every = every(TICK);
         let mut watching = true;
         loop {
             tokio::select! {
