@@ -42,7 +42,7 @@ pub use limits::{
     REPORT_INTERVAL, SILENT_AFTER, WARM_UP,
 };
 pub use model::simulate::{Scenario, SimulationOutcome, simulate};
-pub use stream::{Answers, Incoming, Report, Reports};
+pub use stream::{Incoming, Report, Reports, Translated};
 pub use view::{BucketView, HolderView, Load, MAX_PAGE, Page, PageQuery};
 
 use book::{Book, Portions};
@@ -79,6 +79,9 @@ impl Default for RlqsSettings {
 struct Shared {
     settings: RlqsSettings,
     book: BookHandle,
+    /// The book thread's runtime: each stream's task (reading and translating its messages,
+    /// translating its answers) runs there, off the runtime that answers RLS calls.
+    runtime: tokio::runtime::Handle,
     /// Places for bound streams.
     bound: Arc<Semaphore>,
     /// Streams awaiting their first report, oldest first.
@@ -127,7 +130,8 @@ impl Rlqs {
         let book = Book::new(parts.clock.clone(), rules, portions, max_buckets);
         let due = parts.shared.as_ref().map(|_| Arc::new(Notify::new()));
         let stop = parts.shutdown.clone();
-        let (handle, finished) = owner::start(book, parts.rules, due.clone(), stop.clone())?;
+        let started = owner::start(book, parts.rules, due.clone(), stop.clone())?;
+        let (handle, finished) = (started.handle, started.finished);
         let claiming = match (parts.shared, due) {
             (Some(store), Some(due)) => {
                 let replica = claims::replica_name(parts.clock.now());
@@ -141,6 +145,7 @@ impl Rlqs {
             waiting: Default::default(),
             settings: parts.settings,
             book: handle,
+            runtime: started.runtime,
             next_stream: AtomicU64::new(1),
             open: AtomicUsize::new(0),
             unbound_now: AtomicUsize::new(0),
@@ -158,10 +163,16 @@ impl Rlqs {
         Ok((wing, background))
     }
 
-    /// Serves one stream of `reports` from `peer` (its address, when known): the answers to
-    /// send, ending with an error when sluice ends the stream. `Err` when no place is free.
-    pub fn serve(&self, peer: Option<IpAddr>, reports: Reports) -> Result<Answers, RlqsError> {
-        stream::serve(&self.shared, peer, reports)
+    /// Serves one stream of `reports` from `peer` (its address, when known): what to send,
+    /// each answer (and the error that ends the stream, when sluice ends it) passed through
+    /// `translate` on the book's thread, so neither reading the stream's messages (`reports` is
+    /// polled there too) nor writing its answers takes the runtime's request workers.
+    pub fn serve<T, F>(&self, peer: Option<IpAddr>, reports: Reports, translate: F) -> Translated<T>
+    where
+        T: Send + 'static,
+        F: FnMut(Result<Outgoing, RlqsError>) -> Option<T> + Send + 'static,
+    {
+        stream::serve(&self.shared, peer, reports, translate)
     }
 
     /// A page of the book's buckets with each stream's demand and share, built on the book's

@@ -25,6 +25,11 @@ const QUEUE: usize = 4_096;
 /// How often the book's clock runs.
 const TICK: Duration = Duration::from_secs(1);
 
+/// The book thread's niceness: when the CPU is short, the runtime's workers (RLS calls) come
+/// first. Envoys hold their assignments for 10 s, so the book's answers can wait their turn;
+/// its weight at 10 is still a tenth of a worker's, so it is never starved.
+const NICENESS: i32 = 10;
+
 /// One operation for the book.
 pub(crate) enum Command {
     Open {
@@ -54,10 +59,15 @@ pub(crate) enum Command {
     },
 }
 
-/// The book's figures, kept by its owner for anyone to read.
+/// The longest the owner waits, at shutdown, for the streams' ends to go out.
+const DRAIN_AT_MOST: Duration = Duration::from_secs(5);
+
+/// The book's figures, kept by its owner (and the streams) for anyone to read.
 #[derive(Default)]
 pub(crate) struct Figures {
     pub buckets: AtomicUsize,
+    /// Streams whose answers are still being sent (their translating task runs).
+    pub sending: AtomicUsize,
 }
 
 /// The way to the book: commands queued to its owner.
@@ -94,15 +104,24 @@ impl BookHandle {
     }
 }
 
+/// What [`start`] returns: the way to the book, the runtime of its thread (the streams' own
+/// work runs there too, off the request workers), and a receiver that resolves when the thread
+/// ends.
+pub(crate) struct Started {
+    pub handle: BookHandle,
+    pub runtime: tokio::runtime::Handle,
+    pub finished: oneshot::Receiver<()>,
+}
+
 /// Starts the owner of `book` on a thread of its own, resolving buckets against the rules
 /// `rules` announces, until `stop` is cancelled; `claim_due` is woken when a claim should not
-/// wait for its second. Returns the handle and a receiver that resolves when the thread ends.
+/// wait for its second.
 pub(crate) fn start(
     book: Book,
     rules: watch::Receiver<Arc<RuleSet>>,
     claim_due: Option<Arc<Notify>>,
     stop: CancellationToken,
-) -> std::io::Result<(BookHandle, oneshot::Receiver<()>)> {
+) -> std::io::Result<Started> {
     let (commands, queue) = mpsc::channel(QUEUE);
     let figures = Arc::new(Figures::default());
     let handle = BookHandle {
@@ -117,20 +136,37 @@ pub(crate) fn start(
         figures,
         claim_due,
     };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()?;
+    let spawner = runtime.handle().clone();
     std::thread::Builder::new()
         .name("sluice-rlqs".into())
         .spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .build();
-            match runtime {
-                Ok(runtime) => runtime.block_on(owner.run(stop)),
-                Err(error) => tracing::error!(%error, "the RLQS book's thread cannot start"),
-            }
+            lower_priority();
+            runtime.block_on(owner.run(stop));
+            // The streams' tasks still running end with the runtime.
+            drop(runtime);
             let _ = done.send(());
         })?;
-    Ok((handle, finished))
+    Ok(Started {
+        handle,
+        runtime: spawner,
+        finished,
+    })
 }
+
+/// Gives this thread a lower priority than the runtime's (Linux: niceness is per thread).
+#[cfg(target_os = "linux")]
+fn lower_priority() {
+    let thread = Some(rustix::thread::gettid());
+    if let Err(error) = rustix::process::setpriority_process(thread, NICENESS) {
+        tracing::debug!(%error, "the RLQS book's thread keeps the process's priority");
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn lower_priority() {}
 
 /// A clock that ticks every `period`, a late tick delaying the next ones (never a burst).
 pub(crate) fn every(period: Duration) -> tokio::time::Interval {
@@ -153,7 +189,7 @@ impl Owner {
         let mut watching = true;
         loop {
             tokio::select! {
-                _ = stop.cancelled() => return,
+                _ = stop.cancelled() => return self.drain().await,
                 command = self.queue.recv() => match command {
                     Some(command) => self.handle(command),
                     None => return,
@@ -174,6 +210,24 @@ impl Owner {
                 && let Some(due) = &self.claim_due
             {
                 due.notify_one();
+            }
+        }
+    }
+
+    /// At shutdown, every stream ends at once: the owner goes on taking commands (their ends)
+    /// until the last stream's end has gone out to its client (`figures.sending` is 0), for
+    /// [`DRAIN_AT_MOST`] at most, so that the runtime the streams run on is not dropped under
+    /// them before their clients are told.
+    async fn drain(&mut self) {
+        let until = tokio::time::Instant::now() + DRAIN_AT_MOST;
+        while self.figures.sending.load(Ordering::Relaxed) > 0 {
+            tokio::select! {
+                _ = tokio::time::sleep_until(until) => return,
+                command = self.queue.recv() => match command {
+                    Some(command) => self.handle(command),
+                    None => return,
+                },
+                _ = tokio::time::sleep(Duration::from_millis(10)) => {}
             }
         }
     }

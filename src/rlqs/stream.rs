@@ -45,7 +45,13 @@ pub struct Report {
 pub type Reports = Pin<Box<dyn Stream<Item = Incoming> + Send>>;
 
 /// What goes out on a stream: answers, then at most one error that ends it.
-pub type Answers = Pin<Box<dyn Stream<Item = Result<Outgoing, RlqsError>> + Send>>;
+type Answers = Pin<Box<dyn Stream<Item = Result<Outgoing, RlqsError>> + Send>>;
+
+/// What goes out on a stream, as the transport translated it.
+pub type Translated<T> = Pin<Box<dyn Stream<Item = T> + Send>>;
+
+/// Translated answers waiting for the transport to send them.
+const TRANSLATED_AHEAD: usize = 8;
 
 /// How a stream ends: why (if sluice ended it), and the signal that it has.
 #[derive(Default)]
@@ -129,12 +135,18 @@ impl Outbox for Queue {
     }
 }
 
-/// Serves one stream of `reports` from `peer`: its task is spawned, its answers returned.
-pub(super) fn serve(
+/// Serves one stream of `reports` from `peer`: its task is spawned on the book's runtime, and
+/// so is the translation of its answers.
+pub(super) fn serve<T, F>(
     shared: &Arc<Shared>,
     peer: Option<IpAddr>,
     reports: Reports,
-) -> Result<Answers, RlqsError> {
+    mut translate: F,
+) -> Translated<T>
+where
+    T: Send + 'static,
+    F: FnMut(Result<Outgoing, RlqsError>) -> Option<T> + Send + 'static,
+{
     let (answers, queued) = mpsc::channel(shared.settings.max_pending_answers.max(1));
     let end = Arc::new(End::default());
     let crowded = shared.unbound_now.load(Ordering::Relaxed) >= shared.settings.max_unbound_streams;
@@ -148,8 +160,43 @@ pub(super) fn serve(
         end: end.clone(),
         count,
     };
-    tokio::spawn(stream.run(reports, answers));
-    Ok(answers_of(queued, end))
+    shared.runtime.spawn(stream.run(reports, answers));
+    let mut answers = answers_of(queued, end);
+    let (translated, ready) = mpsc::channel(TRANSLATED_AHEAD);
+    let sending = Sending::new(shared.book.figures.clone());
+    shared.runtime.spawn(async move {
+        let _sending = sending;
+        while let Some(item) = answers.next().await {
+            let Some(out) = translate(item) else {
+                continue;
+            };
+            // The client has gone: dropping the answers closes the stream's queue.
+            if translated.send(out).await.is_err() {
+                return;
+            }
+        }
+    });
+    Box::pin(futures_util::stream::unfold(
+        ready,
+        |mut ready| async move { Some((ready.recv().await?, ready)) },
+    ))
+}
+
+/// Counts a stream whose answers are still being sent, so that shutdown waits for its end to
+/// go out.
+struct Sending(Arc<super::owner::Figures>);
+
+impl Sending {
+    fn new(figures: Arc<super::owner::Figures>) -> Sending {
+        figures.sending.fetch_add(1, Ordering::Relaxed);
+        Sending(figures)
+    }
+}
+
+impl Drop for Sending {
+    fn drop(&mut self) {
+        self.0.sending.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Counts a stream among the open ones (and the unbound ones until it binds) while it lives.

@@ -64,6 +64,7 @@ pub struct UiState {
 
 /// The `/ui` routes, with their state.
 pub fn router(state: UiState) -> Router {
+    let pages = Arc::new(rlqs_json::Pages::default());
     let mut router = Router::new();
     for (path, content_type, body) in ASSETS {
         router = router.route(path, get(move || async move { asset(content_type, body) }));
@@ -73,7 +74,10 @@ pub fn router(state: UiState) -> Router {
         .route("/ui/api/live", get(live))
         .route("/ui/api/explain", post(explain))
         .route("/ui/api/explain-bucket", post(explain_bucket))
-        .route("/ui/api/quota", get(rlqs_page))
+        .route(
+            "/ui/api/quota",
+            get(move |state, query| rlqs_page(state, query, pages)),
+        )
         .with_state(state)
 }
 
@@ -84,12 +88,12 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
 
 /// JSON with the page's security headers, never cached (it is live).
 fn json_response(status: StatusCode, value: serde_json::Value) -> Response {
-    let mut response = (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        value.to_string(),
-    )
-        .into_response();
+    json_text(status, value.to_string())
+}
+
+/// A JSON body already written.
+fn json_text(status: StatusCode, body: String) -> Response {
+    let mut response = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -129,13 +133,18 @@ async fn live(State(state): State<UiState>) -> Response {
 
 /// A page of the RLQS book's buckets with each stream's demand and share:
 /// `?after=<the previous page's next>&limit=<n>` (at most 200).
-async fn rlqs_page(State(state): State<UiState>, RawQuery(query): RawQuery) -> Response {
+/// The same page is served again for a second (`rlqs_json::Pages`).
+async fn rlqs_page(
+    State(state): State<UiState>,
+    RawQuery(query): RawQuery,
+    pages: Arc<rlqs_json::Pages>,
+) -> Response {
     let query = match rlqs_json::query(query.as_deref().unwrap_or_default()) {
         Ok(query) => query,
         Err(message) => return bad_request(message),
     };
-    match state.rlqs.page(query).await {
-        Some(page) => json_response(StatusCode::OK, rlqs_json::page(&page)),
+    match pages.get(&state.rlqs, query).await {
+        Some(body) => json_text(StatusCode::OK, body.to_string()),
         None => json_response(
             StatusCode::SERVICE_UNAVAILABLE,
             serde_json::json!({ "error": "the server is shutting down" }),

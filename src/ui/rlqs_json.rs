@@ -1,9 +1,50 @@
 //! The page's view of the RLQS book: a page of its buckets with each stream's demand and share,
-//! and the query that asks for one.
+//! the query that asks for one, and the pages built lately, served again for a second.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::rlqs::{BucketView, MAX_PAGE, Page, PageQuery, Strategy};
+use crate::rlqs::{BucketView, MAX_PAGE, Page, PageQuery, Rlqs, Strategy};
+
+/// How long a page built is served again as it is.
+const FRESH_FOR: Duration = Duration::from_secs(1);
+
+/// Pages kept at once (distinct queries).
+const KEPT: usize = 16;
+
+/// The pages built lately: however many clients poll, each page costs the book and the JSON
+/// one build a second at most, so polling `/ui` cannot take CPU from RLS calls.
+#[derive(Default)]
+pub(super) struct Pages {
+    built: Mutex<Vec<(PageQuery, Instant, Arc<str>)>>,
+}
+
+impl Pages {
+    /// The page `query` asks for, as JSON text: built within the last second, or now by the
+    /// book's thread; `None` once the wing has stopped.
+    pub(super) async fn get(&self, rlqs: &Rlqs, query: PageQuery) -> Option<Arc<str>> {
+        let fresh = |built: &mut Vec<(PageQuery, Instant, Arc<str>)>| {
+            built.retain(|(_, at, _)| at.elapsed() < FRESH_FOR);
+            (built.iter().find(|(q, _, _)| *q == query)).map(|(_, _, body)| body.clone())
+        };
+        if let Some(body) = fresh(&mut self.lock()) {
+            return Some(body);
+        }
+        let body: Arc<str> = page(&rlqs.page(query).await?).to_string().into();
+        let mut built = self.lock();
+        if built.len() >= KEPT {
+            built.remove(0);
+        }
+        built.push((query, Instant::now(), body.clone()));
+        Some(body)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(PageQuery, Instant, Arc<str>)>> {
+        self.built.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
 
 /// `after=<cursor>&limit=<n>`, both optional; anything else is refused, saying what.
 pub(super) fn query(text: &str) -> Result<PageQuery, String> {

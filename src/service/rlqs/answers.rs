@@ -4,13 +4,13 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
-use futures_util::{Stream, StreamExt};
+use futures_util::Stream;
 use tonic::Status;
 
 use super::convert;
 use crate::metrics::{Metrics, ReportedOutcome};
 use crate::proto::envoy::service::rate_limit_quota::v3::RateLimitQuotaResponse;
-use crate::rlqs::{Answers, Assignment, Outgoing, Reported, Rlqs, RlqsError, Strategy};
+use crate::rlqs::{Assignment, Outgoing, Reported, Rlqs, RlqsError, Strategy};
 use crate::telemetry::{RlqsEvent, RlqsTrace};
 
 /// The responses of one stream.
@@ -33,25 +33,8 @@ pub(super) fn publish(metrics: &Metrics, rlqs: &Rlqs) {
     metrics.record_rlqs_load(load.streams, load.unbound, load.buckets);
 }
 
-/// `answers` as responses, counted in `metrics` and traced by `trace`.
-pub(super) fn responses(
-    answers: Answers,
-    rlqs: Rlqs,
-    metrics: Arc<Metrics>,
-    trace: Option<RlqsTrace>,
-) -> Responses {
-    let mut seen = Seen {
-        rlqs,
-        metrics,
-        trace,
-        opened: false,
-        failed: false,
-    };
-    Box::pin(answers.filter_map(move |item| std::future::ready(seen.see(item))))
-}
-
 /// One stream's answers as they go out; dropped with the stream (however it ends).
-struct Seen {
+pub(super) struct Seen {
     rlqs: Rlqs,
     metrics: Arc<Metrics>,
     trace: Option<RlqsTrace>,
@@ -60,6 +43,26 @@ struct Seen {
 }
 
 impl Seen {
+    /// Counts in `metrics` and traces with `trace` what `rlqs` sends a stream.
+    pub(super) fn new(rlqs: Rlqs, metrics: Arc<Metrics>, trace: Option<RlqsTrace>) -> Self {
+        Seen {
+            rlqs,
+            metrics,
+            trace,
+            opened: false,
+            failed: false,
+        }
+    }
+
+    /// The translation the wing runs on each thing it sends.
+    pub(super) fn translate(
+        mut self,
+    ) -> impl FnMut(Result<Outgoing, RlqsError>) -> Option<Result<RateLimitQuotaResponse, Status>>
+    + Send
+    + 'static {
+        move |item| self.see(item)
+    }
+
     fn see(
         &mut self,
         item: Result<Outgoing, RlqsError>,

@@ -1,7 +1,7 @@
 //! The gRPC `envoy.service.rate_limit_quota.v3.RateLimitQuotaService` (RLQS): the wire of the
 //! RLQS wing and nothing more. Each stream's messages are translated (`convert`) and handed to
 //! [`Rlqs::serve`]; what comes back is translated into responses, counted and traced
-//! (`answers`).
+//! (`answers`), on the wing's thread.
 
 mod answers;
 mod convert;
@@ -61,10 +61,9 @@ impl RateLimitQuotaService for RlqsService {
                 Incoming::Broken
             }
         }));
-        let served = self.rlqs.serve(peer, reports);
+        let seen = answers::Seen::new(self.rlqs.clone(), self.metrics.clone(), trace);
+        let responses = self.rlqs.serve(peer, reports, seen.translate());
         answers::publish(&self.metrics, &self.rlqs);
-        let served = served.map_err(|e| answers::status(&e))?;
-        let responses = answers::responses(served, self.rlqs.clone(), self.metrics.clone(), trace);
         Ok(Response::new(responses))
     }
 }
