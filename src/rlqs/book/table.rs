@@ -19,7 +19,8 @@ pub(crate) type Key = u64;
 #[derive(Default)]
 pub(crate) struct Table {
     next: Key,
-    index: HashMap<(Arc<str>, BucketId), Key>,
+    /// By domain, then by id: found without copying either.
+    index: HashMap<Arc<str>, HashMap<BucketId, Key>>,
     /// By number, so a page of them is a range, however many there are.
     buckets: BTreeMap<Key, Bucket>,
     /// Buckets whose holders do not all hold what the last split wants (retried each tick).
@@ -29,7 +30,7 @@ pub(crate) struct Table {
 impl Table {
     /// The number of bucket `id` of `domain`, if the book holds it.
     pub(crate) fn find(&self, domain: &Arc<str>, id: &BucketId) -> Option<Key> {
-        self.index.get(&(domain.clone(), id.clone())).copied()
+        self.index.get(domain)?.get(id).copied()
     }
 
     /// The number of bucket `id` of `domain`, made with the action `resolve` gives if new;
@@ -47,7 +48,7 @@ impl Table {
         self.next += 1;
         let key = self.next;
         let bucket = Bucket::new(domain.clone(), id.clone(), resolve(), now);
-        self.index.insert((domain.clone(), id.clone()), key);
+        (self.index.entry(domain.clone()).or_default()).insert(id.clone(), key);
         self.buckets.insert(key, bucket);
         (key, true)
     }
@@ -62,8 +63,13 @@ impl Table {
 
     /// Drops a bucket.
     pub(crate) fn remove(&mut self, key: Key) {
-        if let Some(bucket) = self.buckets.remove(&key) {
-            self.index.remove(&(bucket.domain, bucket.id));
+        if let Some(bucket) = self.buckets.remove(&key)
+            && let Some(ids) = self.index.get_mut(&bucket.domain)
+        {
+            ids.remove(&bucket.id);
+            if ids.is_empty() {
+                self.index.remove(&bucket.domain);
+            }
         }
         self.unsettled.remove(&key);
     }
