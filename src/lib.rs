@@ -11,6 +11,8 @@
 //! - [`rules`]: YAML rule files compiled into an immutable `RuleSet`; descriptor matching.
 //! - [`metrics`]: every metric name, in one place, and the registry the limiter records into.
 //! - [`limiter`]: request → matched limits → store → `Decision`.
+//! - [`rlqs`]: Envoy's quota service (RLQS) without the wire: each stream's share of each
+//!   bucket, kept by a book on a thread of its own; `rlqs::Rlqs` is its one door.
 //! - [`proto`]: the generated Envoy RLS v3 types (client and server).
 //! - [`insight`]: live figures for the operator page (most-limited keys, decision rates).
 //! - [`telemetry`]: OpenTelemetry spans of calls, exported over OTLP (off by default).
