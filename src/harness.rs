@@ -89,8 +89,9 @@ fn server() -> &'static Server {
             journal: false,
             ..MemoryOptions::default()
         }));
+        let rules = Arc::new(rules);
         let limiter = Arc::new(Limiter::new(
-            Arc::new(ArcSwap::from_pointee(rules)),
+            Arc::new(ArcSwap::new(rules.clone())),
             store.clone(),
             Arc::new(clock.clone()),
             LimiterOptions::default(),
@@ -102,10 +103,7 @@ fn server() -> &'static Server {
             limiter: limiter.clone(),
             insight: insight.clone(),
             health: Arc::new(|| Ok(())),
-            quota: Arc::new(crate::quota::QuotaBook::new(
-                Arc::new(clock.clone()),
-                Arc::new(crate::quota::WholeLimit),
-            )),
+            rlqs: rlqs_wing(&clock, &rules),
             hosts: Arc::new(crate::http::guard::AllowedHosts::new(None, &[])),
         });
         Server {
@@ -241,4 +239,20 @@ pub fn duration(data: &[u8]) {
         assert_eq!(again, Ok(value), "{text:?} -> {written:?}");
     }
     let _ = crate::rules::parse_window(text);
+}
+
+/// An RLQS wing over `rules` (the page of `/ui` reads its book), alone, never stopped.
+fn rlqs_wing(clock: &ManualClock, rules: &Arc<crate::rules::RuleSet>) -> crate::rlqs::Rlqs {
+    let (_, rules) = tokio::sync::watch::channel(rules.clone());
+    let parts = crate::rlqs::RlqsParts {
+        settings: Default::default(),
+        clock: Arc::new(clock.clone()),
+        rules,
+        shared: None,
+        group: None,
+        shutdown: Default::default(),
+    };
+    crate::rlqs::Rlqs::start(parts)
+        .expect("the RLQS thread starts")
+        .0
 }

@@ -32,8 +32,8 @@ pub struct HttpState {
     pub insight: Arc<Insight>,
     /// Health, as `/healthcheck` reports it.
     pub health: HealthCheck,
-    /// The quota (RLQS) shares, shown by `/ui`.
-    pub quota: Arc<crate::quota::QuotaBook>,
+    /// The RLQS wing, whose shares `/ui` shows.
+    pub rlqs: crate::rlqs::Rlqs,
     /// The host names a browser may reach this server by (`/json` and `/ui`'s POSTs).
     pub hosts: Arc<guard::AllowedHosts>,
 }
@@ -43,7 +43,7 @@ pub fn router(state: HttpState) -> Router {
     let ui = ui::router(ui::UiState {
         limiter: state.limiter.clone(),
         insight: state.insight.clone(),
-        quota: state.quota.clone(),
+        rlqs: state.rlqs.clone(),
         hosts: state.hosts.clone(),
     });
     Router::new()

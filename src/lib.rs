@@ -13,6 +13,8 @@
 //! - [`region`]: one limit across regions: each region's portion of `scope: global` limits,
 //!   claimed from a global store off the request path.
 //! - [`limiter`]: request → matched limits → store → `Decision`.
+//! - [`rlqs`]: Envoy's quota service (RLQS) without the wire: each stream's share of each
+//!   bucket, kept by a book on a thread of its own; `rlqs::Rlqs` is its one door.
 //! - [`proto`]: the generated Envoy RLS v3 types (client and server).
 //! - [`insight`]: live figures for the operator page (most-limited keys, decision rates).
 //! - [`telemetry`]: OpenTelemetry spans of calls, exported over OTLP (off by default).
@@ -66,8 +68,8 @@ pub mod insight;
 pub mod limiter;
 pub mod metrics;
 pub mod proto;
-pub mod quota;
 pub mod region;
+pub mod rlqs;
 pub mod rules;
 pub mod store;
 pub mod telemetry;

@@ -72,6 +72,9 @@ pub enum AppError {
     /// The admin listener's token file cannot be used (or watched).
     #[error(transparent)]
     Admin(#[from] AdminTokenError),
+    /// The RLQS book's thread could not be started.
+    #[error("the RLQS book's thread did not start: {0}")]
+    Rlqs(std::io::Error),
 }
 
 impl From<ConfigErrors> for AppError {

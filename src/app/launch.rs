@@ -6,7 +6,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::insight::Insight;
-use crate::service::quota::QuotaService;
+use crate::region::RegionalPortion;
+use crate::rlqs::{GroupPortion, Rlqs, RlqsParts};
+use crate::service::rlqs::RlqsService;
+use crate::store::Store;
 use crate::telemetry::CallTracer;
 
 use super::listen::{self, Listeners, Serving};
@@ -28,6 +31,39 @@ pub(super) async fn launch(
     let shutdown = lifecycle.requested.clone();
     let tasks = TaskTracker::new();
     spawn_background(&mut parts, &tasks, &insight, &shutdown)?;
+    // RLQS shares of a global limit draw on the region's portion.
+    let group = (parts.region.as_ref()).map(|region| -> Arc<dyn GroupPortion> {
+        let rules = parts.reloader.rules();
+        Arc::new(RegionalPortion::new(region.regions.clone(), rules))
+    });
+    // The RLQS wing's streams end, and its book stops, when the listeners stop accepting.
+    let (rlqs, rlqs_work) = Rlqs::start(RlqsParts {
+        settings: parts.settings.rlqs.clone(),
+        clock: parts.clock.clone(),
+        rules: parts.reloader.subscribe(),
+        shared: parts.portion_store.clone(),
+        group,
+        shutdown: lifecycle.close.clone(),
+    })
+    .map_err(AppError::Rlqs)?;
+    tasks.spawn(rlqs_work);
+    if let Some(region) = parts.region.take() {
+        if let Some(background) = Store::background(region.global.as_ref(), shutdown.clone()) {
+            tasks.spawn(background);
+        }
+        tasks.spawn(super::region::rounds(
+            region,
+            rlqs.clone(),
+            parts.clock.clone(),
+            parts.metrics.clone(),
+            shutdown.clone(),
+        ));
+    }
+    tasks.spawn(tasks::publish_rlqs(
+        rlqs.clone(),
+        parts.metrics.clone(),
+        shutdown.clone(),
+    ));
     let readiness = readiness(&parts, &lifecycle);
     let serving_now = readiness.check().is_ok();
     let (health, health_service) = health::GrpcHealth::new(serving_now).await;
@@ -53,12 +89,8 @@ pub(super) async fn launch(
     ));
     let serving = Serving {
         limiter: parts.limiter.clone(),
-        quota: QuotaService::new(
-            parts.quota.clone(),
-            parts.reloader.rules(),
-            parts.metrics.clone(),
-            tracer.clone(),
-        ),
+        rlqs: RlqsService::new(rlqs.clone(), parts.metrics.clone(), tracer.clone()),
+        rlqs_wing: rlqs,
         insight,
         tracer: tracer.clone(),
         tls: parts.tls.clone(),
@@ -88,7 +120,7 @@ pub(super) async fn launch(
 }
 
 /// The work that runs beside the servers: the certificate watcher, the xDS client or the rule
-/// watcher, the store's own background work and housekeeping.
+/// watcher, the store's own background work and housekeeping (the RLQS wing runs its own).
 fn spawn_background(
     parts: &mut Parts,
     tasks: &TaskTracker,
@@ -129,38 +161,6 @@ fn spawn_background(
         parts.metrics.clone(),
         shutdown.clone(),
     ));
-    tasks.spawn(tasks::quota(
-        parts.quota.clone(),
-        parts.reloader.rules(),
-        parts.metrics.clone(),
-        shutdown.clone(),
-    ));
-    if let Some(region) = parts.region.take() {
-        if let Some(background) =
-            crate::store::Store::background(region.global.as_ref(), shutdown.clone())
-        {
-            tasks.spawn(background);
-        }
-        tasks.spawn(super::region::rounds(
-            region,
-            parts.quota.clone(),
-            parts.reloader.rules(),
-            parts.clock.clone(),
-            parts.metrics.clone(),
-            shutdown.clone(),
-        ));
-    }
-    if let Some((shared, portions)) = parts.replicas.clone() {
-        let book = parts.quota.clone();
-        let clock = parts.clock.clone();
-        tasks.spawn(tasks::claim_portions(
-            book,
-            portions,
-            shared,
-            clock,
-            shutdown.clone(),
-        ));
-    }
     Ok(())
 }
 

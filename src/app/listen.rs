@@ -25,8 +25,9 @@ use crate::insight::Insight;
 use crate::keepalive;
 use crate::limiter::Limiter;
 use crate::metrics::ConnectionFigures;
+use crate::rlqs::Rlqs;
 use crate::service::RlsService;
-use crate::service::quota::QuotaService;
+use crate::service::rlqs::RlqsService;
 use crate::telemetry::CallTracer;
 use crate::tls::{ServerTls, TlsIncoming};
 
@@ -103,8 +104,10 @@ impl Listeners {
 pub(super) struct Serving {
     /// Checks the calls of both servers.
     pub limiter: Arc<Limiter>,
-    /// The quota service (RLQS), on the gRPC listener beside RLS.
-    pub quota: QuotaService,
+    /// The RLQS service, on the gRPC listener beside RLS.
+    pub rlqs: RlqsService,
+    /// The RLQS wing, whose shares `/ui` shows.
+    pub rlqs_wing: Rlqs,
     /// Live traffic figures (`/ui`), fed by both servers.
     pub insight: Arc<Insight>,
     /// Traces gRPC calls, when tracing is on.
@@ -171,7 +174,7 @@ pub(super) fn spawn(
         limiter: serving.limiter.clone(),
         insight: serving.insight.clone(),
         health: serving.health.clone(),
-        quota: serving.quota.book(),
+        rlqs: serving.rlqs_wing.clone(),
         hosts: serving.hosts.clone(),
     });
     let limits = ConnLimits {
@@ -201,7 +204,7 @@ async fn serve_grpc<H: HealthApi>(
         serving.insight.clone(),
         serving.tracer.clone(),
     );
-    let others = Routes::new(health).add_service(serving.quota.clone().into_server());
+    let others = Routes::new(health).add_service(serving.rlqs.clone().into_server());
     let routes = GrpcRoutes::new(service.into_server(), others);
     let lifetime = serving.connection_age;
     let cap = grpc::ConnectionCap {

@@ -4,7 +4,7 @@
 //!
 //! [`start`] loads the rules ([`Reloader::load`], or with an xDS source [`Reloader::pending`]
 //! until the control plane sends them), the certificates and the admin tokens, builds the store
-//! (`store::build`), the [`Limiter`](crate::limiter::Limiter) and the quota book (`parts.rs`),
+//! (`store::build`), the [`Limiter`](crate::limiter::Limiter) and the RLQS wing (`launch.rs`),
 //! binds the listeners (`listen::Listeners::bind`) and spawns the tasks (`launch.rs`): the gRPC
 //! and HTTP servers (`listen::spawn`), the rule watcher or the xDS client, the certificate
 //! watcher, the store's background work, housekeeping (`tasks::sweep`), the statsd sink

@@ -6,8 +6,6 @@ use crate::admin::Tokens;
 use crate::clock::Clock;
 use crate::limiter::Limiter;
 use crate::metrics::Metrics;
-use crate::quota::{Portion, Portions, QuotaBook, WholeLimit};
-use crate::region::RegionalPortion;
 use crate::store::{PortionStore, Store};
 use crate::telemetry::CallTracer;
 use crate::tls::ServerTls;
@@ -15,7 +13,7 @@ use crate::xds::XdsSource;
 
 use super::listen::Listeners;
 use super::region::{self, RegionParts};
-use super::{AppError, Reloader, RuleSource, Running, Settings, launch, store, tasks};
+use super::{AppError, Reloader, RuleSource, Running, Settings, launch, store};
 
 /// The parts of a server, built and checked before anything is served.
 pub(super) struct Parts {
@@ -27,10 +25,8 @@ pub(super) struct Parts {
     pub(super) tls: Option<ServerTls>,
     pub(super) store: Arc<dyn Store>,
     pub(super) limiter: Arc<Limiter>,
-    pub(super) quota: Arc<QuotaBook>,
-    /// On a store replicas share: where they claim their portions of RLQS limits, and this
-    /// replica's portions.
-    pub(super) replicas: Option<(Arc<dyn PortionStore>, Arc<Portions>)>,
+    /// On a store replicas share: where they claim their portions of RLQS limits.
+    pub(super) portion_store: Option<Arc<dyn PortionStore>>,
     /// The admin listener's tokens, when it is on.
     pub(super) admin: Option<Tokens>,
     /// One of several regions: this replica's side and the global store.
@@ -83,7 +79,10 @@ pub(super) async fn start_inner(
     store::publish(&metrics, store.as_ref());
     let region = match &settings.region {
         Some(region) => {
-            let (replica, shared) = (tasks::replica_name(clock.now()), store.portion_store());
+            let (replica, shared) = (
+                crate::rlqs::replica_name(clock.now()),
+                store.portion_store(),
+            );
             Some(region::build(region, replica, shared.is_some()).await?)
         }
         None => None,
@@ -99,19 +98,7 @@ pub(super) async fn start_inner(
         limiter = limiter.with_regions(region.regions.clone());
     }
     let limiter = Arc::new(limiter);
-    let replicas = store
-        .portion_store()
-        .map(|shared| (shared, Arc::new(Portions::default())));
-    let mut portion: Arc<dyn Portion> = match &replicas {
-        Some((_, portions)) => portions.clone(),
-        None => Arc::new(WholeLimit),
-    };
-    if let Some(region) = &region {
-        // RLQS shares of a global limit draw on the region's portion too.
-        let (regions, rules) = (region.regions.clone(), reloader.rules());
-        portion = Arc::new(RegionalPortion::new(portion, regions, rules, clock.clone()));
-    }
-    let quota = Arc::new(QuotaBook::new(clock.clone(), portion));
+    let portion_store = store.portion_store();
     let tracer = settings.tracing.as_ref().map(CallTracer::new).transpose()?;
     let listeners = Listeners::bind(&settings).await?;
     let parts = Parts {
@@ -123,8 +110,7 @@ pub(super) async fn start_inner(
         tls,
         store,
         limiter,
-        quota,
-        replicas,
+        portion_store,
         admin,
         region,
     };

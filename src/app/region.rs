@@ -5,15 +5,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
 use tokio_util::sync::CancellationToken;
 
 use super::{AppError, RegionSettings};
 use crate::clock::Clock;
 use crate::metrics::Metrics;
-use crate::quota::QuotaBook;
 use crate::region::{RegionOptions, Regions, claim_once};
-use crate::rules::RuleSet;
+use crate::rlqs::Rlqs;
 use crate::store::{PortionStore, RedisStore, Store, valid_region_name};
 
 /// How often a region's replica claims.
@@ -58,13 +56,12 @@ pub(super) async fn build(
     Ok(RegionParts { regions, global })
 }
 
-/// The claim rounds until shutdown: the RLQS buckets of global limits noted, every unit worth
-/// it claimed, the buckets whose portion moved re-split, the figures published. Failures are
+/// The claim rounds until shutdown: every unit worth it claimed (the RLQS buckets of global
+/// limits among them), the buckets whose portion moved re-split, the figures published. Failures are
 /// logged when they start and when they end.
 pub(super) async fn rounds(
     parts: RegionParts,
-    book: Arc<QuotaBook>,
-    rules: Arc<ArcSwap<RuleSet>>,
+    rlqs: Rlqs,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
@@ -86,13 +83,13 @@ pub(super) async fn rounds(
             _ = shutdown.cancelled() => return,
             _ = every.tick() => {}
         }
+        // The RLQS book notes its buckets under global limits itself, each second.
         let now = clock.now();
-        regions.note_buckets(&book.snapshot(), &rules.load(), now);
         let started = Instant::now();
         let settled = claim_once(&regions, store.as_ref(), now, clock.as_ref()).await;
         metrics.record_region_round(settled.answered, started.elapsed());
         if !settled.moved.is_empty() {
-            book.reshare(&settled.moved);
+            rlqs.reshare(settled.moved).await;
         }
         if settled.soon {
             every.reset_after(SOON);

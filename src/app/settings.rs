@@ -30,6 +30,8 @@ pub struct Settings {
     pub load: LoadOptions,
     /// Limiter switches.
     pub limiter: LimiterOptions,
+    /// The caps and bounds of the RLQS streams.
+    pub rlqs: crate::rlqs::RlqsSettings,
     /// Longest wait for in-flight calls at shutdown.
     pub shutdown_grace: Duration,
     /// How long to keep serving after health turns NOT_SERVING, so load balancers and
@@ -167,6 +169,7 @@ impl Settings {
             http_addr: defaults::HTTP_ADDR,
             load: LoadOptions::default(),
             limiter: LimiterOptions::default(),
+            rlqs: crate::rlqs::RlqsSettings::default(),
             shutdown_grace: defaults::SHUTDOWN_GRACE,
             shutdown_delay: defaults::SHUTDOWN_DELAY,
             near_limit_ratio: defaults::NEAR_LIMIT_RATIO,

@@ -32,8 +32,8 @@ pub struct ExplainArgs {
         value_parser = descriptor
     )]
     pub descriptors: Vec<DescriptorArg>,
-    /// An Envoy quota (RLQS) bucket id, `key=value[,key=value]` in any order (repeatable): the
-    /// rule its entries reach, walked in the order the rules decide, and the quota action.
+    /// An RLQS bucket id, `key=value[,key=value]` in any order (repeatable): the
+    /// rule its entries reach, walked in the order the rules decide, and the bucket action.
     #[arg(long = "bucket", value_parser = bucket)]
     pub buckets: Vec<BucketArg>,
 }
@@ -192,7 +192,7 @@ fn print_bucket(
         let node = found.node();
         writeln!(out, "  rule {} at {}", node.full_key, node.location)?;
     }
-    writeln!(out, "  quota action: {}", walk.action().describe())
+    writeln!(out, "  bucket action: {}", walk.action().describe())
 }
 
 fn how_name(how: sluice::rules::MatchKind) -> &'static str {

@@ -1,9 +1,9 @@
 //! Every metric name and label in one place (`names.rs`), with typed recording functions:
 //! envoyproxy/ratelimit's families and the hit split (`compat.rs`), the capped per-rule
 //! series (`series.rs`), sluice's own decision and rule figures (`decisions.rs`), the figures a
-//! store reports about itself (`store.rs`), the xDS stream's (`xds.rs`), the quota service's
-//! (`quota.rs`), a region's (`region.rs`), the configured limits as gauges (`configured.rs`),
-//! the admin listener's (`admin.rs`); envoyproxy/ratelimit's stats under their statsd names
+//! store reports about itself (`store.rs`), the xDS stream's (`xds.rs`), the RLQS wing's
+//! (`rlqs.rs`), a region's (`region.rs`), the configured limits as gauges (`configured.rs`), the
+//! admin listener's (`admin.rs`); envoyproxy/ratelimit's stats under their statsd names
 //! (`compat_statsd.rs`).
 //!
 //! Recording goes through handles resolved once (a rule's series, a family's fixed label),
@@ -17,8 +17,8 @@ mod configured;
 mod connections;
 mod decisions;
 mod names;
-mod quota;
 mod region;
+mod rlqs;
 mod series;
 mod store;
 mod xds;
@@ -36,7 +36,7 @@ pub use configured::ConfiguredLimit;
 pub use connections::ConnectionFigures;
 pub use decisions::StoreSeries;
 pub(crate) use names::{SERVICE_ERROR, STORE_ERROR};
-pub use quota::ReportedOutcome;
+pub use rlqs::ReportedOutcome;
 pub use series::{RuleCounters, RuleSeries, SeriesSlot};
 
 /// Latency buckets from 10 µs to 100 ms: a decision should take well under a millisecond.
@@ -54,7 +54,7 @@ pub struct Metrics {
     decisions: decisions::Decisions,
     store: store::StoreFigures,
     xds: xds::XdsFigures,
-    quota: quota::QuotaFigures,
+    rlqs: rlqs::RlqsFigures,
     region: region::RegionFigures,
     configured: configured::ConfiguredLimits,
     admin: admin::AdminFigures,
@@ -95,7 +95,7 @@ impl Metrics {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             compat,
             decisions: decisions::Decisions::new(&families, max_series, folded.clone()),
-            quota: quota::QuotaFigures::new(&families, max_series, folded),
+            rlqs: rlqs::RlqsFigures::new(&families, max_series, folded),
             region: region::RegionFigures::new(&families),
             store: store::StoreFigures::new(&families),
             xds: xds::XdsFigures::new(&families),

@@ -117,9 +117,11 @@ pub const XDS_NACKS: &str = "sluice_xds_nacks_total";
 /// xDS streams re-opened after the previous one ended or failed to open.
 pub const XDS_RECONNECTS: &str = "sluice_xds_reconnects_total";
 
-/// RLQS streams open now.
+/// RLQS streams open now, from their opening (bound to a domain or not yet).
 pub const RLQS_STREAMS: &str = "sluice_rlqs_streams";
-/// RLQS buckets the quota book tracks now (over every stream and domain).
+/// Of the open RLQS streams, those that have not sent their first report yet.
+pub const RLQS_STREAMS_UNBOUND: &str = "sluice_rlqs_streams_unbound";
+/// RLQS buckets the book tracks now (over every stream and domain).
 pub const RLQS_BUCKETS: &str = "sluice_rlqs_buckets";
 /// Bucket actions sent to Envoys (`action`: token_bucket, allow_all, deny_all, abandon).
 pub const RLQS_ASSIGNMENTS: &str = "sluice_rlqs_assignments_total";

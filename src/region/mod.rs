@@ -1,7 +1,7 @@
 //! One limit across regions: each region enforces, on its own store, its portion of every
 //! `scope: global` limit, claimed about once a second from a global store all regions reach.
 //!
-//! This is the replicas' claim (`quota::claim_once`, `store::PortionStore`) one level up, in
+//! This is the replicas' claim (`rlqs`'s claims, `store::PortionStore`) one level up, in
 //! the same script: a region's replica claims, per *unit* (a counter of a global limit, or an
 //! RLQS bucket of one), a portion max–min fair by its region's demand, never more than the
 //! other members leave, and the members' *floors*. [`Regions`] is this replica's side: the

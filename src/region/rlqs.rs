@@ -1,7 +1,8 @@
-//! RLQS shares of a `scope: global` limit draw on the region's portion: the quota book asks a
-//! [`Portion`] for the part of a limit this replica may hand out, and [`RegionalPortion`]
-//! answers the replicas' part times the region's. Each round, the buckets the book holds under
-//! global limits become units claimed with the counters ([`Regions::note_buckets`]).
+//! RLQS shares of a `scope: global` limit draw on the region's portion: the RLQS book cuts what
+//! this replica may hand out of a limit by its group's portion, and [`RegionalPortion`] answers
+//! the region's for the buckets of global limits. Each second the book gives it the buckets it
+//! holds, and those under global limits become units claimed with the counters
+//! ([`Regions::note_buckets`]).
 
 use std::sync::Arc;
 
@@ -9,13 +10,13 @@ use arc_swap::ArcSwap;
 
 use super::Regions;
 use super::units::{self, Unit, UnitKind, UnitName};
-use crate::clock::{Clock, Nanos};
-use crate::quota::{BucketView, Portion};
-use crate::rules::bucket::{QuotaRate, tightest};
+use crate::clock::Nanos;
+use crate::rlqs::{BucketView, GroupPortion};
+use crate::rules::bucket::tightest;
 use crate::rules::{LimitKind, RuleSet, Scope};
 use crate::store::BucketId;
 
-/// The scope of the limit an RLQS bucket of `domain` is shared under: the one the quota book
+/// The scope of the limit an RLQS bucket of `domain` is shared under: the one the RLQS book
 /// hands out (the tightest counted limit of the node the bucket reaches); `Region` when no
 /// limit applies.
 pub fn bucket_scope(rules: &RuleSet, domain: &str, bucket: &BucketId) -> Scope {
@@ -37,43 +38,30 @@ pub fn bucket_scope(rules: &RuleSet, domain: &str, bucket: &BucketId) -> Scope {
         .map_or(Scope::Region, |(_, scope)| *scope)
 }
 
-/// The replicas' portion of a limit times the region's, for buckets of `scope: global` limits.
+/// The region's portions of global limits, as the RLQS book asks for them.
 pub struct RegionalPortion {
-    replicas: Arc<dyn Portion>,
     regions: Arc<Regions>,
     rules: Arc<ArcSwap<RuleSet>>,
-    clock: Arc<dyn Clock>,
 }
 
 impl RegionalPortion {
-    /// `replicas`' portions (this replica's among its region's), cut by `regions`' for the
-    /// buckets `rules` puts under a global limit.
-    pub fn new(
-        replicas: Arc<dyn Portion>,
-        regions: Arc<Regions>,
-        rules: Arc<ArcSwap<RuleSet>>,
-        clock: Arc<dyn Clock>,
-    ) -> Self {
-        Self {
-            replicas,
-            regions,
-            rules,
-            clock,
-        }
+    /// `regions`' portions, for the buckets `rules` puts under a global limit.
+    pub fn new(regions: Arc<Regions>, rules: Arc<ArcSwap<RuleSet>>) -> Self {
+        Self { regions, rules }
     }
 }
 
-impl Portion for RegionalPortion {
-    fn portion(&self, domain: &str, bucket: &BucketId, rate: &QuotaRate, here: f64) -> f64 {
-        let replicas = self.replicas.portion(domain, bucket, rate, here);
+impl GroupPortion for RegionalPortion {
+    fn portion(&self, domain: &str, bucket: &BucketId, now: Nanos) -> f64 {
         if bucket_scope(&self.rules.load(), domain, bucket) == Scope::Global {
-            replicas
-                * self
-                    .regions
-                    .bucket_portion(domain, bucket, self.clock.now())
+            self.regions.bucket_portion(domain, bucket, now)
         } else {
-            replicas
+            1.0
         }
+    }
+
+    fn note(&self, buckets: &[BucketView], now: Nanos) {
+        self.regions.note_buckets(buckets, &self.rules.load(), now);
     }
 }
 
@@ -85,7 +73,7 @@ impl Regions {
         self.portion(held.unwrap_or(0.0), now)
     }
 
-    /// Notes at `now` the buckets the quota book holds under global limits (per `rules`), with
+    /// Notes at `now` the buckets the RLQS book holds under global limits (per `rules`), with
     /// the demand this replica's streams report, for the next round to claim.
     pub fn note_buckets(&self, views: &[BucketView], rules: &RuleSet, now: Nanos) {
         for view in views {

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use tracing::field::display;
@@ -24,6 +25,9 @@ pub use files::{RuleSource, WatchError};
 /// The rules in force, swapped whole by whichever source feeds them.
 pub struct Reloader {
     rules: Arc<ArcSwap<RuleSet>>,
+    /// Each rule set put in force, announced to whoever keeps state derived from the rules
+    /// (the RLQS book): told, not polled.
+    announced: watch::Sender<Arc<RuleSet>>,
     metrics: Arc<Metrics>,
     generation: AtomicU64,
     /// Serving (and healthy) before the first rule set, with no rules.
@@ -85,8 +89,10 @@ impl Reloader {
         metrics: Arc<Metrics>,
         files: Option<(RuleSource, LoadOptions)>,
     ) -> Self {
+        let rules = Arc::new(rules);
         Self {
-            rules: Arc::new(ArcSwap::from_pointee(rules)),
+            announced: watch::Sender::new(rules.clone()),
+            rules: Arc::new(ArcSwap::new(rules)),
             metrics,
             generation: AtomicU64::new(0),
             serves_without_rules: false,
@@ -97,6 +103,11 @@ impl Reloader {
     /// The swappable rule set readers load from.
     pub fn rules(&self) -> Arc<ArcSwap<RuleSet>> {
         self.rules.clone()
+    }
+
+    /// The rules in force now, and each rule set put in force after, as it is.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<RuleSet>> {
+        self.announced.subscribe()
     }
 
     /// How many rule sets have been put in force (1 after a start with rules; 0 until the first
@@ -143,7 +154,9 @@ impl Reloader {
                 "more limits than --metrics-max-series: some have no sluice_rule_limit gauge"
             );
         }
-        self.rules.store(Arc::new(rules));
+        let rules = Arc::new(rules);
+        self.rules.store(rules.clone());
+        self.announced.send_replace(rules);
         self.metrics.record_rules_loaded(generation, unix_now());
         generation
     }

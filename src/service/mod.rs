@@ -1,7 +1,7 @@
 //! The gRPC `envoy.service.ratelimit.v3.RateLimitService`: proto ↔ domain mapping only; the
-//! quota service (RLQS) is `quota`.
+//! RLQS service is `rlqs`.
 
-pub mod quota;
+pub mod rlqs;
 mod server;
 pub mod wire;
 

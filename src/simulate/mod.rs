@@ -49,7 +49,7 @@ pub struct SimulateArgs {
     /// Also draw the timeline as an SVG image into FILE.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
-    /// Simulate Envoy's quota service instead: the quota book sharing one limit among many
+    /// Simulate Envoy's quota service (RLQS) instead: the RLQS book sharing one limit among many
     /// modelled Envoys.
     #[arg(long, conflicts_with_all = ["pattern", "times", "svg"])]
     pub rlqs: bool,
@@ -184,7 +184,7 @@ fn run_rlqs(args: &SimulateArgs, out: &mut impl Write) -> Result<(), SimulateErr
         }
     };
     let rate = args.rate.unwrap_or(10_000);
-    let scenario = rlqs::RlqsScenario {
+    let scenario = sluice::rlqs::Scenario {
         streams: args.streams.unwrap_or(1_000) as usize,
         seconds: args.seconds.unwrap_or(60),
         rate,
@@ -193,7 +193,7 @@ fn run_rlqs(args: &SimulateArgs, out: &mut impl Write) -> Result<(), SimulateErr
         skew: finite(args.skew.unwrap_or(1.0), "skew")?,
         churn: finite(args.churn.unwrap_or(0.1), "churn")?,
     };
-    let outcome = rlqs::run(&scenario);
+    let outcome = sluice::rlqs::simulate(&scenario);
     out.write_all(rlqs::table(&scenario, &outcome).as_bytes())
         .map_err(|error| SimulateError::Write {
             what: "the output".into(),

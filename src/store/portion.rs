@@ -1,8 +1,10 @@
 //! Sharing one RLQS limit among sluice replicas: each claims its portion in the shared store.
 //!
-//! A replica never gets more than what the other live replicas' portions leave. A *portion* is a
+//! A replica never gets more than what the other replicas' reservations leave. A *portion* is a
 //! replica's fraction of one limit; a *claim* is the one act by which a replica asks the shared
-//! store for it (on Redis, one atomic script run per slot group).
+//! store for it (on Redis, one atomic script run per slot group). With each portion comes a
+//! *floor*: the part of it the replica keeps through an outage of the store, which the others'
+//! claims leave alone while the replica is a member (it claimed within `member_for`).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -43,6 +45,10 @@ pub struct Claim {
     pub demand: f64,
     /// The fraction of the limit (0..=1) this replica would like to hand out.
     pub wanted: f64,
+    /// The fraction of the limit (0..=1) this replica may still have handed out under earlier
+    /// claims (its live portion, or its floor). A store that lost its portions (Redis came back
+    /// empty) grants no more than this while the replicas declare what they hold.
+    pub held: f64,
 }
 
 /// What a replica got for one claim.
@@ -55,6 +61,12 @@ pub struct Claimed {
     pub others_demand: f64,
     /// How many other live replicas hold a portion of the bucket.
     pub others: u32,
+    /// The part of `portion` (at most an equal part among the bucket's members) that stays
+    /// reserved for this replica until `member_for` after the claim, when it cannot claim again.
+    pub floor: f64,
+    /// Whether the store is settling (it lost its portions lately, see [`ClaimTerms::settle`]):
+    /// the portion was cut to what the replica declared it held.
+    pub settling: bool,
 }
 
 /// Why a claim failed: the store's own error.
@@ -73,12 +85,20 @@ pub struct ClaimTerms<'a> {
     pub now: Nanos,
     /// How long the portions hold unless claimed again, so a replica that dies frees them.
     pub ttl: Nanos,
+    /// How long the floors hold unless claimed again (at least `ttl`): while it does, a replica
+    /// that cannot reach the store may go on handing out its floor.
+    pub member_for: Nanos,
+    /// After the store is found without its portions (new, or emptied by a restart), how long
+    /// no claim gets more than the replica declares it `held`: long enough for every live
+    /// replica to claim once and so declare what it holds.
+    pub settle: Nanos,
 }
 
 /// A store that replicas share, able to hold their portions (Redis).
 pub trait PortionStore: Send + Sync {
     /// Records the `claims` made on `terms`, atomically per bucket, and answers each, in the
-    /// order of `claims`.
+    /// order of `claims`. At any instant the reservations of a bucket (each replica's portion
+    /// within `ttl` of its claim, else its floor within `member_for`) sum to at most the limit.
     fn claim<'a>(&'a self, terms: ClaimTerms<'a>, claims: &'a [Claim]) -> ClaimFuture<'a>;
 
     /// The same claim one level up, by a region's replica in the global store regions share

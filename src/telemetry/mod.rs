@@ -8,9 +8,9 @@
 
 mod export;
 mod propagate;
+mod rlqs;
 mod settings;
 mod span;
-mod stream;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,9 +20,9 @@ use opentelemetry::trace::{SpanKind, Tracer as _, TracerProvider as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider};
 
+pub use self::rlqs::{RlqsEvent, RlqsTrace};
 pub use self::settings::{DEFAULT_SERVICE_NAME, OtlpProtocol, Propagator, TraceSettings};
 pub use self::span::CallSpan;
-pub use self::stream::{StreamEvent, StreamTrace};
 
 /// The name of the span of one `ShouldRateLimit` call (also the gRPC method).
 pub(crate) const CALL_SPAN: &str = "ShouldRateLimit";

@@ -228,10 +228,10 @@ async function loadLive() {
   }
 }
 
-// ---- quota buckets (RLQS)
+// ---- RLQS buckets (a page of the book: the first 100)
 
 async function loadQuota() {
-  const quota = await (await fetch(API + "quota")).json();
+  const quota = await (await fetch(API + "quota?limit=100")).json();
   document.getElementById("quota-count").textContent = quota.count + " bucket" + (quota.count === 1 ? "" : "s") +
     (quota.count > quota.buckets.length ? " (first " + quota.buckets.length + " shown)" : "");
   const body = document.querySelector("#quota tbody");

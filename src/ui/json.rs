@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::clock::MILLI;
 use crate::insight::{DecisionRates, HITTER_WINDOW_SECONDS, HITTER_WINDOWS, LimitedKey};
 use crate::limiter::{Explained, Explanation, LimitState};
-use crate::rules::bucket::{BucketWalk, QuotaAction, TrialOutcome};
+use crate::rules::bucket::{BucketAction, BucketWalk, TrialOutcome};
 use crate::rules::{Level, LimitKind, LimitRule, MatchKind, Node, RuleSet};
 
 /// Every domain, sorted, with its tree; `version` is the source's (xDS), `null` for files.
@@ -189,7 +189,7 @@ fn limit_state(l: &LimitState<'_>) -> Value {
     })
 }
 
-/// A bucket id's walk: every candidate tried, why it ends where it does, and the quota action.
+/// A bucket id's walk: every candidate tried, why it ends where it does, and the bucket action.
 pub(super) fn bucket_walk(
     domain: &str,
     bucket: &BTreeMap<String, String>,
@@ -220,7 +220,7 @@ pub(super) fn bucket_walk(
         "location": node.map(|n| n.location.to_string()),
         "flags": node.map(flags).unwrap_or_default(),
         "limits": node.map(|n| n.limits.iter().map(limit).collect::<Vec<_>>()).unwrap_or_default(),
-        "action": quota_action(&walk.action()),
+        "action": action_json(&walk.action()),
     })
 }
 
@@ -235,12 +235,12 @@ fn outcome_name(outcome: TrialOutcome) -> &'static str {
 }
 
 /// The action's kind, what Envoy is told, and the rate to share when limited.
-fn quota_action(action: &QuotaAction) -> Value {
+fn action_json(action: &BucketAction) -> Value {
     let (kind, rate) = match action {
-        QuotaAction::NoRule => ("no_rule", None),
-        QuotaAction::Unlimited { .. } => ("unlimited", None),
-        QuotaAction::Deny { .. } => ("deny", None),
-        QuotaAction::Limited { rate, .. } => ("limited", Some(rate)),
+        BucketAction::NoRule => ("no_rule", None),
+        BucketAction::Unlimited { .. } => ("unlimited", None),
+        BucketAction::Deny { .. } => ("deny", None),
+        BucketAction::Limited { rate, .. } => ("limited", Some(rate)),
     };
     json!({
         "kind": kind,

@@ -2,18 +2,19 @@
 //! (check-only: nothing is charged), the keys limited most in the last minutes and decision
 //! rates. Everything is served by the binary (no external assets) under a strict
 //! Content-Security-Policy: the script and the style sheet are same-origin files, nothing
-//! inline. The page reads six JSON endpoints under `/ui/api/` (`json.rs`, `quota_json.rs` and
-//! `region_json.rs` shape them): rules, live figures, an explanation, the walk of an Envoy quota
-//! (RLQS) bucket id, the quota book's buckets with each stream's demand and share, and the
-//! region's portions of global limits.
+//! inline. The page reads six JSON endpoints under `/ui/api/` (`json.rs`, `rlqs_json.rs` and
+//! `region_json.rs` shape them): rules, live figures, an explanation, the walk of an RLQS bucket
+//! id, a page of the RLQS book's buckets with each stream's demand and share (built on the book's
+//! own thread, at most 200 buckets: bounded work, off the request workers), and the region's
+//! portions of global limits.
 
 mod json;
-mod quota_json;
 mod region_json;
+mod rlqs_json;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -25,7 +26,7 @@ use crate::http::guard::{self, AllowedHosts};
 use crate::insight::Insight;
 use crate::limiter::Limiter;
 use crate::limiter::parse_descriptor;
-use crate::quota::QuotaBook;
+use crate::rlqs::Rlqs;
 use crate::rules::bucket::{parse_bucket, walk_bucket};
 
 /// The policy of every `/ui` response: only same-origin script, style and fetches; no inline
@@ -60,14 +61,15 @@ pub struct UiState {
     pub limiter: Arc<Limiter>,
     /// The live figures.
     pub insight: Arc<Insight>,
-    /// The quota (RLQS) shares.
-    pub quota: Arc<QuotaBook>,
+    /// The RLQS wing, whose book's shares it shows.
+    pub rlqs: Rlqs,
     /// The host names a browser may reach this server by.
     pub hosts: Arc<AllowedHosts>,
 }
 
 /// The `/ui` routes, with their state.
 pub fn router(state: UiState) -> Router {
+    let pages = Arc::new(rlqs_json::Pages::default());
     let mut router = Router::new();
     for (path, content_type, body) in ASSETS {
         router = router.route(path, get(move || async move { asset(content_type, body) }));
@@ -77,7 +79,10 @@ pub fn router(state: UiState) -> Router {
         .route("/ui/api/live", get(live))
         .route("/ui/api/explain", post(explain))
         .route("/ui/api/explain-bucket", post(explain_bucket))
-        .route("/ui/api/quota", get(quota))
+        .route(
+            "/ui/api/quota",
+            get(move |state, query| rlqs_page(state, query, pages)),
+        )
         .route("/ui/api/region", get(region))
         .with_state(state)
 }
@@ -89,12 +94,12 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
 
 /// JSON with the page's security headers, never cached (it is live).
 fn json_response(status: StatusCode, value: serde_json::Value) -> Response {
-    let mut response = (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        value.to_string(),
-    )
-        .into_response();
+    json_text(status, value.to_string())
+}
+
+/// A JSON body already written.
+fn json_text(status: StatusCode, body: String) -> Response {
+    let mut response = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -132,9 +137,25 @@ async fn live(State(state): State<UiState>) -> Response {
     )
 }
 
-/// The quota book's buckets with each stream's demand and share.
-async fn quota(State(state): State<UiState>) -> Response {
-    json_response(StatusCode::OK, quota_json::buckets(&state.quota.snapshot()))
+/// A page of the RLQS book's buckets with each stream's demand and share:
+/// `?after=<the previous page's next>&limit=<n>` (at most 200).
+/// The same page is served again for a second (`rlqs_json::Pages`).
+async fn rlqs_page(
+    State(state): State<UiState>,
+    RawQuery(query): RawQuery,
+    pages: Arc<rlqs_json::Pages>,
+) -> Response {
+    let query = match rlqs_json::query(query.as_deref().unwrap_or_default()) {
+        Ok(query) => query,
+        Err(message) => return bad_request(message),
+    };
+    match pages.get(&state.rlqs, query).await {
+        Some(body) => json_text(StatusCode::OK, body.to_string()),
+        None => json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            serde_json::json!({ "error": "the server is shutting down" }),
+        ),
+    }
 }
 
 /// The region's members, floor and global store, and the portions of the units this replica
@@ -160,8 +181,8 @@ async fn explain(State(state): State<UiState>, headers: HeaderMap, body: Bytes) 
     }
 }
 
-/// Explains an Envoy quota bucket, `{"domain": "q", "bucket": "k=v,k2=v2"}`, against the live
-/// rules: every candidate the search tried, the rule reached and the quota action.
+/// Explains an RLQS bucket, `{"domain": "q", "bucket": "k=v,k2=v2"}`, against the live
+/// rules: every candidate the search tried, the rule reached and the bucket action.
 async fn explain_bucket(State(state): State<UiState>, headers: HeaderMap, body: Bytes) -> Response {
     if let Err(refused) = guard::check(&headers, &state.hosts, "/ui") {
         return refusal(refused);

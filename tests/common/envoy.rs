@@ -494,6 +494,22 @@ impl Drop for Stack {
 /// `domain`: a request with header `x-tenant` falls in the bucket `{tenant: <value>}` (DENY_ALL
 /// until the first assignment, as examples/envoy/rlqs.yaml); every route goes to `upstream`.
 pub fn rlqs_bootstrap(domain: &str, sluice: SocketAddr, upstream: SocketAddr) -> String {
+    rlqs_bootstrap_with(domain, sluice, upstream, "")
+}
+
+/// As [`rlqs_bootstrap`], with `expired`, the bucket settings' `expired_assignment_behavior`
+/// (a YAML flow mapping, e.g. `{ reuse_last_assignment: {} }`; empty: none).
+pub fn rlqs_bootstrap_with(
+    domain: &str,
+    sluice: SocketAddr,
+    upstream: SocketAddr,
+    expired: &str,
+) -> String {
+    let expired = if expired.is_empty() {
+        String::new()
+    } else {
+        format!("\n                          expired_assignment_behavior: {expired}")
+    };
     format!(
         r#"admin:
   address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
@@ -546,7 +562,7 @@ static_resources:
                                     header_name: x-tenant
                           reporting_interval: 5s
                           no_assignment_behavior:
-                            fallback_rate_limit: {{ blanket_rule: DENY_ALL }}
+                            fallback_rate_limit: {{ blanket_rule: DENY_ALL }}{expired}
           - name: envoy.filters.http.router
             typed_config:
               "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router

@@ -15,6 +15,12 @@ use std::time::{Duration, Instant};
 /// The `sluice` binary cargo built for these tests.
 pub const BIN: &str = env!("CARGO_BIN_EXE_sluice");
 
+/// The binary `sluice serve` runs: [`BIN`], or another build named by `SLUICE_TEST_BIN` (to run
+/// the black-box tests against an earlier release and see them fail).
+pub fn under_test() -> PathBuf {
+    std::env::var_os("SLUICE_TEST_BIN").map_or_else(|| PathBuf::from(BIN), PathBuf::from)
+}
+
 /// How long `sluice serve` may take to print its ready line on a slow, busy machine.
 const READY_LIMIT: Duration = Duration::from_secs(60);
 
@@ -71,7 +77,7 @@ pub fn poll<T>(limit: Duration, what: &str, mut probe: impl FnMut() -> Option<T>
 /// `sluice <args>` with no `SLUICE_*` variable of the test's environment: a developer's own
 /// settings never reach the binary under test.
 fn command<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> Command {
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(under_test());
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("SLUICE_") {
             command.env_remove(name);
@@ -405,6 +411,27 @@ impl Sluice {
             .expect("run kill");
         assert!(sent.success(), "kill -TERM failed");
         child.wait().expect("wait for sluice")
+    }
+
+    /// Sends SIGTERM without waiting for the process to exit.
+    pub fn terminate(&self) {
+        let pid = self.pid().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(sent.expect("run kill").success(), "kill -TERM failed");
+    }
+
+    /// How the process exited, if it did within `limit` (polled).
+    pub fn exited_within(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let child = self.child.as_mut().expect("sluice is running");
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(status) = child.try_wait().expect("wait") {
+                self.child = None;
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
     }
 
     /// The process id.

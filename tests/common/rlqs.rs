@@ -1,4 +1,4 @@
-//! A test client of the quota service (RLQS): one stream, reports sent by hand, answers read
+//! A test client of Envoy's quota service (RLQS): one stream, reports sent by hand, answers read
 //! with a deadline, and what they hold in a form a test can compare.
 
 use std::collections::{BTreeMap, HashMap};
@@ -16,6 +16,7 @@ use sluice::proto::well_known;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
+use tonic::transport::Channel;
 
 /// How long a test waits for an answer it expects.
 const ANSWER_LIMIT: Duration = Duration::from_secs(10);
@@ -51,8 +52,17 @@ impl Told {
     }
 }
 
+/// One HTTP/2 connection to the server at `addr`.
+pub async fn channel(addr: SocketAddr) -> Channel {
+    Channel::from_shared(format!("http://{addr}"))
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect")
+}
+
 /// One RLQS stream to a server.
-pub struct QuotaStream {
+pub struct RlqsStream {
     reports: mpsc::Sender<RateLimitQuotaUsageReports>,
     answers: Streaming<RateLimitQuotaResponse>,
 }
@@ -83,12 +93,15 @@ pub fn usage(id: Bucket, elapsed_s: i64, allowed: u64, denied: u64) -> BucketQuo
     }
 }
 
-impl QuotaStream {
+impl RlqsStream {
     /// Opens a stream to the server at `addr`; `Err` is the status the call was refused with.
     pub async fn open(addr: SocketAddr) -> Result<Self, tonic::Status> {
-        let mut client = RateLimitQuotaServiceClient::connect(format!("http://{addr}"))
-            .await
-            .expect("connect");
+        Self::open_on(channel(addr).await).await
+    }
+
+    /// Opens a stream on `channel` (one connection carries many streams).
+    pub async fn open_on(channel: Channel) -> Result<Self, tonic::Status> {
+        let mut client = RateLimitQuotaServiceClient::new(channel);
         let (reports, outgoing) = mpsc::channel(16);
         let answers = client
             .stream_rate_limit_quotas(ReceiverStream::new(outgoing))
@@ -99,11 +112,16 @@ impl QuotaStream {
 
     /// Sends one report message.
     pub async fn send(&self, domain: &str, usages: Vec<BucketQuotaUsage>) {
+        assert!(self.try_send(domain, usages).await, "stream open");
+    }
+
+    /// Sends one report message; `false` once the stream has ended.
+    pub async fn try_send(&self, domain: &str, usages: Vec<BucketQuotaUsage>) -> bool {
         let message = RateLimitQuotaUsageReports {
             domain: domain.to_string(),
             bucket_quota_usages: usages,
         };
-        self.reports.send(message).await.expect("stream open");
+        self.reports.send(message).await.is_ok()
     }
 
     /// The next response; panics when none comes in time or the stream ends.
@@ -126,7 +144,15 @@ impl QuotaStream {
 
     /// The next response, `Ok(None)` when the stream ended cleanly, `Err` with its status.
     pub async fn try_next(&mut self) -> Result<Option<HashMap<Bucket, Told>>, tonic::Status> {
-        let next = tokio::time::timeout(ANSWER_LIMIT, self.answers.message())
+        self.try_next_within(ANSWER_LIMIT).await
+    }
+
+    /// As [`RlqsStream::try_next`], waiting up to `limit` (panics past it).
+    pub async fn try_next_within(
+        &mut self,
+        limit: Duration,
+    ) -> Result<Option<HashMap<Bucket, Told>>, tonic::Status> {
+        let next = tokio::time::timeout(limit, self.answers.message())
             .await
             .expect("an answer in time")?;
         Ok(next.map(flatten))

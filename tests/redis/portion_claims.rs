@@ -1,14 +1,16 @@
 //! Replicas' portions of RLQS limits on a real Redis: replicas (stores on one server) split a
 //! bucket's limit, a lowered claim frees room for the others, a replica that stops claiming
-//! frees its portion after the ttl, the live portions never sum past the whole limit under
-//! concurrent claims, and a cluster spreads buckets over its nodes.
+//! frees its portion after the ttl and its floor when its membership ends, a store that lost its
+//! portions grants no more than each replica holds until it settles, an earlier version's field
+//! counts whole, the reservations never sum past the whole limit under concurrent claims, and a
+//! cluster spreads buckets over its nodes.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sluice::clock::{Nanos, SECOND};
-use sluice::quota::{BucketId, Claim, ClaimTerms, Claimed, PortionStore};
+use sluice::rlqs::{BucketId, Claim, ClaimTerms, Claimed, PortionStore};
 use sluice::store::redis::RedisClock;
 use sluice::store::{RedisSettings, RedisStore, Store, StoreError};
 
@@ -38,17 +40,29 @@ fn bucket(name: &str) -> BucketId {
     [("name".to_string(), name.to_string())].into()
 }
 
-/// The terms of a claim by `replica` at `now`, holding `ttl`.
+/// The terms of a claim by `replica` at `now`, holding `ttl` (floors no longer, no settling).
 fn terms(replica: &str, now: Nanos, ttl: Nanos) -> ClaimTerms<'_> {
-    ClaimTerms { replica, now, ttl }
+    ClaimTerms {
+        replica,
+        now,
+        ttl,
+        member_for: ttl,
+        settle: 0,
+    }
 }
 
 fn claim(name: &str, wanted: f64, demand: f64) -> Claim {
+    held(name, wanted, demand, 0.0)
+}
+
+/// A claim declaring it holds `held` of the limit.
+fn held(name: &str, wanted: f64, demand: f64, held: f64) -> Claim {
     Claim {
         domain: "edge".into(),
         bucket: bucket(name),
         demand,
         wanted,
+        held,
     }
 }
 
@@ -159,6 +173,139 @@ async fn a_silent_replica_frees_its_portion_after_the_ttl() {
     assert_eq!((late[0].portion, late[1].portion), (0.0, 0.5));
 }
 
+/// A replica that stops claiming keeps its floor (the smaller of its portion and an equal part
+/// among the bucket's members) reserved from its portion's ttl until its membership ends; then
+/// the others get everything.
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn a_silent_member_keeps_its_floor_until_its_membership_ends() {
+    let redis = RedisServer::start();
+    let a = portions_on(&redis.url(), RedisClock::Caller).await;
+    let b = portions_on(&redis.url(), RedisClock::Caller).await;
+    let member = 3 * TTL;
+    let with_floor = |r, now| ClaimTerms {
+        member_for: member,
+        ..terms(r, now, TTL)
+    };
+    let first = a
+        .claim(with_floor("a", T0), &[claim("web", 0.8, 8.0)])
+        .await;
+    let first = first.unwrap()[0];
+    // Alone, a's floor is all of its portion.
+    assert_eq!((first.portion, first.floor), (0.8, 0.8));
+    let second = b
+        .claim(with_floor("b", T0 + 1), &[claim("web", 1.0, 9.0)])
+        .await;
+    assert_eq!(second.unwrap()[0].portion.to_bits(), 0.2f64.to_bits());
+    let renewed = a
+        .claim(with_floor("a", T0 + 2), &[claim("web", 0.8, 8.0)])
+        .await;
+    // Two members: a keeps at most half through an outage.
+    assert_eq!((renewed.unwrap()[0]).floor, 0.5);
+    // a stops claiming. Within its ttl its portion stands; after it, only its floor.
+    let wanting = [claim("web", 1.0, 9.0)];
+    let b_at = |now| b.claim(with_floor("b", now), &wanting);
+    assert_eq!(
+        b_at(T0 + TTL - SECOND).await.unwrap()[0].portion.to_bits(),
+        0.2f64.to_bits()
+    );
+    let floor_only = b_at(T0 + TTL + 3).await.unwrap()[0];
+    assert_eq!((floor_only.portion, floor_only.others), (0.5, 0));
+    // Once its membership is over, nothing.
+    let alone = b_at(T0 + member + 3).await.unwrap()[0];
+    assert_eq!((alone.portion, alone.floor), (1.0, 1.0));
+}
+
+/// A store that lost its portions (a restart without them) grants no replica more than it
+/// declares it holds while it settles, so a replica that started meanwhile cannot take the limit
+/// from the ones still spending theirs; once settled, the usual split.
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn an_emptied_store_grants_what_is_held_until_it_settles() {
+    let redis = RedisServer::start();
+    let a = portions_on(&redis.url(), RedisClock::Caller).await;
+    let b = portions_on(&redis.url(), RedisClock::Caller).await;
+    let c = portions_on(&redis.url(), RedisClock::Caller).await;
+    let settle = 3 * SECOND;
+    let settling = |r, now| ClaimTerms {
+        settle,
+        ..terms(r, now, TTL)
+    };
+    // A brand-new store settles too: nobody holds anything yet.
+    let fresh = a
+        .claim(settling("a", T0), &[claim("web", 0.6, 6.0)])
+        .await
+        .unwrap()[0];
+    assert_eq!((fresh.portion, fresh.settling), (0.0, true));
+    let later = T0 + settle;
+    let got = a
+        .claim(settling("a", later), &[claim("web", 0.6, 6.0)])
+        .await
+        .unwrap()[0];
+    assert_eq!((got.portion, got.settling), (0.6, false));
+    let got = b
+        .claim(settling("b", later + 1), &[claim("web", 1.0, 4.0)])
+        .await
+        .unwrap()[0];
+    assert_eq!(got.portion.to_bits(), 0.4f64.to_bits());
+    redis.cli(&["FLUSHALL"]);
+    // c started meanwhile and wants everything: it gets nothing while the store settles.
+    let t = later + 2 * SECOND;
+    let newcomer = c
+        .claim(settling("c", t), &[held("web", 1.0, 10.0, 0.0)])
+        .await
+        .unwrap()[0];
+    assert_eq!((newcomer.portion, newcomer.settling), (0.0, true));
+    // a and b get back what they hold, wanting more or not.
+    let a_back = a
+        .claim(settling("a", t + 1), &[held("web", 1.0, 6.0, 0.6)])
+        .await
+        .unwrap()[0];
+    assert_eq!(a_back.portion, 0.6);
+    let b_back = b
+        .claim(settling("b", t + 2), &[held("web", 0.4, 4.0, 0.4)])
+        .await
+        .unwrap()[0];
+    assert_eq!(b_back.portion.to_bits(), 0.4f64.to_bits());
+    // Settled: c gets what the others leave.
+    let settled = t + settle;
+    let c_then = c
+        .claim(settling("c", settled), &[claim("web", 1.0, 10.0)])
+        .await
+        .unwrap()[0];
+    assert_eq!((c_then.portion, c_then.settling), (0.0, false));
+    let a_less = a
+        .claim(settling("a", settled + 1), &[held("web", 0.1, 1.0, 0.6)])
+        .await;
+    assert_eq!(a_less.unwrap()[0].portion, 0.1);
+    let c_more = c
+        .claim(settling("c", settled + 2), &[claim("web", 1.0, 10.0)])
+        .await
+        .unwrap()[0];
+    assert_eq!(c_more.portion, 0.5);
+}
+
+/// A field written by an earlier version (portion, expiry, demand) counts as its whole portion
+/// until its expiry, and its demand is read.
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn an_earlier_version_s_field_counts_whole() {
+    let redis = RedisServer::start();
+    let b = portions_on(&redis.url(), RedisClock::Caller).await;
+    let key = String::from_utf8(sluice_key("edge", "web")).unwrap();
+    let until = (T0 + TTL) / 1_000;
+    redis.cli(&["HSET", &key, "old", &format!("600000 {until} 12.5")]);
+    let got = b
+        .claim(terms("b", T0, TTL), &[claim("web", 1.0, 1.0)])
+        .await
+        .unwrap()[0];
+    assert_eq!((got.portion, got.others, got.others_demand), (0.4, 1, 12.5));
+    let after = b
+        .claim(terms("b", T0 + TTL, TTL), &[claim("web", 1.0, 1.0)])
+        .await;
+    assert_eq!(after.unwrap()[0].portion, 1.0);
+}
+
 /// On Redis's own clock (production), a lapsed portion is freed after a short real ttl, and a
 /// bucket's hash is gone once every portion has lapsed.
 #[tokio::test]
@@ -185,8 +332,9 @@ async fn portions_lapse_on_redis_time() {
     .await;
 }
 
-/// Sums the live portions of each bucket at Redis's time, atomically with the claims (a
-/// script): the largest sum, in parts per million.
+/// Sums the reservations of each bucket at Redis's time, atomically with the claims (a
+/// script): a portion within its ttl, else a floor within its membership. The largest sum, in
+/// parts per million.
 const LIVE_SUM: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -194,8 +342,13 @@ local most = 0
 for _, key in ipairs(KEYS) do
   local fields, sum = redis.call('HGETALL', key), 0
   for j = 2, #fields, 2 do
-    local portion, expiry = string.match(fields[j], '^(%d+) (%d+) ')
-    if tonumber(expiry) > now then sum = sum + tonumber(portion) end
+    local portion, member, floor, until_us =
+      string.match(fields[j], '^(%d+) (%d+) [^;]*;(%d+);(%d+)$')
+    if tonumber(until_us) > now then
+      sum = sum + tonumber(portion)
+    elseif tonumber(member) > now then
+      sum = sum + tonumber(floor)
+    end
   end
   if sum > most then most = sum end
 end
@@ -210,9 +363,10 @@ fn next(state: &mut u64) -> u64 {
     state.wrapping_mul(0x2545_f491_4f6c_dd1d)
 }
 
-/// Many replicas claiming at random concurrently, on Redis's clock with a short ttl (so
-/// portions lapse and are taken over during the run): the live portions of a bucket never sum
-/// past the whole limit, checked atomically while they run, and no one gets more than it wants.
+/// Many replicas claiming at random concurrently, on Redis's clock with a short ttl and a
+/// longer membership (so portions lapse to floors and are taken over during the run): the
+/// reservations of a bucket never sum past the whole limit, checked atomically while they run,
+/// and no one gets more than it wants.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server (scripts/test installs it)"]
 async fn live_portions_never_exceed_the_limit() {
@@ -255,9 +409,15 @@ async fn live_portions_never_exceed_the_limit() {
                         claims.push(claim(n, wanted, 1.0));
                     }
                 }
-                // 5 to 50 ms: some portions lapse while others are claimed again.
+                // 5 to 50 ms: some portions lapse while others are claimed again; floors
+                // last up to 50 ms more.
                 let ttl = (5 + next(&mut state) % 46) * 1_000_000;
-                let claimed = store.claim(terms(&replica, 0, ttl), &claims).await.unwrap();
+                let member_for = ttl + next(&mut state) % 50 * 1_000_000;
+                let terms = ClaimTerms {
+                    member_for,
+                    ..terms(&replica, 0, ttl)
+                };
+                let claimed = store.claim(terms, &claims).await.unwrap();
                 for (c, g) in claims.iter().zip(&claimed) {
                     assert!((0.0..=c.wanted).contains(&g.portion), "{c:?} got {g:?}");
                 }

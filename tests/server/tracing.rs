@@ -336,10 +336,10 @@ fn envoys_zipkin_trace_continues_into_sluice_over_b3() {
 /// stream's `traceparent`, with the domain.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quota_stream_events_are_traced() {
-    use crate::common::rlqs::{QuotaStream, bucket, usage};
+    use crate::common::rlqs::{RlqsStream, bucket, usage};
     let receiver = Receiver::start();
     let server = traced_server(&receiver, 1.0).await;
-    let mut stream = QuotaStream::open(server.grpc_addr).await.unwrap();
+    let mut stream = RlqsStream::open(server.grpc_addr).await.unwrap();
     let id = bucket(&[("path", "/x")]);
     stream
         .send("traced", vec![usage(id.clone(), 0, 1, 0)])

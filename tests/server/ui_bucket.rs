@@ -1,6 +1,6 @@
 //! Envoy quota (RLQS) buckets explained on `/ui` and by `sluice explain --bucket`: the rules
 //! decide the order of a bucket's entries, dead ends are backtracked out of, and the answer is
-//! the quota action Envoy would be told.
+//! the bucket action Envoy would be told.
 
 use crate::common;
 
@@ -43,7 +43,7 @@ fn request(domain: &str, bucket: &str) -> String {
 /// The page's bucket walk: the exact `tenant=acme` dead-ends (no `path` below it), the key-only
 /// `tenant` leads to the rule, and the action is the shared token bucket.
 #[tokio::test]
-async fn the_page_walks_a_bucket_to_its_quota_action() {
+async fn the_page_walks_a_bucket_to_its_bucket_action() {
     let server = TestServer::start(RULES).await;
     let (status, answer) = explain_bucket(&server, &request("quota", "path=/x,tenant=acme")).await;
     assert_eq!(status, 200, "{answer}");
@@ -116,7 +116,7 @@ async fn the_page_refuses_bad_buckets() {
     server.stop().await;
 }
 
-/// `sluice explain --bucket` prints every candidate tried, the rule and the quota action.
+/// `sluice explain --bucket` prints every candidate tried, the rule and the bucket action.
 #[test]
 fn sluice_explain_walks_a_bucket() {
     let dir = temp_dir(&[("rules.yaml", RULES)]);
@@ -139,9 +139,9 @@ fn sluice_explain_walks_a_bucket() {
          matches a node below; backtracking",
         "  level 1: tenant=acme -> quota.tenant (key-only): entries left: the path goes on below",
         "    level 2: path=/x -> quota.tenant.path (key-only): every entry used: the path ends here",
-        "  quota action: token bucket shared: 60 per 1m, burst 90",
+        "  bucket action: token bucket shared: 60 per 1m, burst 90",
         "bucket 2: env=blocked",
-        "  quota action: DENY_ALL (zero limit)",
+        "  bucket action: DENY_ALL (zero limit)",
     ] {
         assert!(text.contains(line), "{line}\n{text}");
     }

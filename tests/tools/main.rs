@@ -28,6 +28,7 @@ fn fuzz_corpus_needs_the_fuzzing_feature() {
 mod helm;
 mod image;
 mod prometheus;
+mod rlqs_isolation;
 mod signals;
 mod simulate;
 mod soak;

@@ -1,4 +1,4 @@
-//! What the quota server does with a bucket, read off the rule a bucket id reaches.
+//! What the RLQS server does with a bucket, read off the rule a bucket id reaches.
 
 use std::sync::Arc;
 
@@ -6,11 +6,11 @@ use crate::algorithm::Limit;
 use crate::clock::Nanos;
 use crate::rules::{LimitKind, Node};
 
-/// The rate of a limit that the quota server shares among the Envoys reporting a bucket.
+/// The rate of a limit that the RLQS server shares among the Envoys reporting a bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QuotaRate {
+pub struct SharedRate {
     /// Requests per window (the token bucket's refill per window). Never 0: a zero limit is
-    /// [`QuotaAction::Deny`].
+    /// [`BucketAction::Deny`].
     pub requests: u64,
     /// The window in nanoseconds (never 0).
     pub window: Nanos,
@@ -19,16 +19,16 @@ pub struct QuotaRate {
     pub burst: u64,
 }
 
-impl QuotaRate {
+impl SharedRate {
     /// The rate in requests per second.
     pub fn per_second(&self) -> f64 {
         self.requests as f64 * crate::clock::SECOND as f64 / self.window.max(1) as f64
     }
 }
 
-/// What the rule a bucket reaches asks the quota server to do.
+/// What the rule a bucket reaches asks the RLQS server to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum QuotaAction {
+pub enum BucketAction {
     /// No rule limits the bucket (no match, or a node without limits): `ALLOW_ALL`.
     NoRule,
     /// `unlimited: true`: `ALLOW_ALL`.
@@ -50,33 +50,33 @@ pub enum QuotaAction {
         /// The node's full key.
         rule: Arc<str>,
         /// The limit to share.
-        rate: QuotaRate,
+        rate: SharedRate,
         /// `shadow_mode` on the node.
         shadow: bool,
     },
 }
 
-impl QuotaAction {
+impl BucketAction {
     /// The full key of the rule the bucket reached, if one applies.
     pub fn rule(&self) -> Option<&Arc<str>> {
         match self {
-            QuotaAction::NoRule => None,
-            QuotaAction::Unlimited { rule }
-            | QuotaAction::Deny { rule, .. }
-            | QuotaAction::Limited { rule, .. } => Some(rule),
+            BucketAction::NoRule => None,
+            BucketAction::Unlimited { rule }
+            | BucketAction::Deny { rule, .. }
+            | BucketAction::Limited { rule, .. } => Some(rule),
         }
     }
 }
 
-impl QuotaAction {
-    /// What a bucket whose path ends on `node` gets: no limits → [`QuotaAction::NoRule`] (a
+impl BucketAction {
+    /// What a bucket whose path ends on `node` gets: no limits → [`BucketAction::NoRule`] (a
     /// whitelist entry or an intermediate node, as for a descriptor); any `unlimited` limit →
-    /// [`QuotaAction::Unlimited`] (as the limiter, which never counts such a node); else the
-    /// tightest counted limit (see [`tightest`]): 0 requests → [`QuotaAction::Deny`], else
-    /// [`QuotaAction::Limited`] with the limit's rate and its capacity as the burst.
-    pub fn for_node(node: &Node) -> QuotaAction {
+    /// [`BucketAction::Unlimited`] (as the limiter, which never counts such a node); else the
+    /// tightest counted limit (see [`tightest`]): 0 requests → [`BucketAction::Deny`], else
+    /// [`BucketAction::Limited`] with the limit's rate and its capacity as the burst.
+    pub fn for_node(node: &Node) -> BucketAction {
         if node.limits.is_empty() {
-            return QuotaAction::NoRule;
+            return BucketAction::NoRule;
         }
         let rule: Arc<str> = Arc::from(node.full_key.as_str());
         let counted = node.limits.iter().map(|l| match &l.kind {
@@ -84,34 +84,34 @@ impl QuotaAction {
             LimitKind::Unlimited => None,
         });
         let Some(counted) = counted.collect::<Option<Vec<&Limit>>>() else {
-            return QuotaAction::Unlimited { rule };
+            return BucketAction::Unlimited { rule };
         };
         let shadow = node.shadow_mode;
         match tightest(counted) {
-            Some(limit) if limit.requests > 0 => QuotaAction::Limited {
+            Some(limit) if limit.requests > 0 => BucketAction::Limited {
                 rule,
-                rate: QuotaRate {
+                rate: SharedRate {
                     requests: limit.requests,
                     window: limit.window,
                     burst: limit.capacity(),
                 },
                 shadow,
             },
-            _ => QuotaAction::Deny { rule, shadow },
+            _ => BucketAction::Deny { rule, shadow },
         }
     }
 
     /// `shadow_mode` on the rule reached: Envoys are told `ALLOW_ALL` whatever the limit.
     pub fn shadow(&self) -> bool {
         match self {
-            QuotaAction::Deny { shadow, .. } | QuotaAction::Limited { shadow, .. } => *shadow,
-            QuotaAction::NoRule | QuotaAction::Unlimited { .. } => false,
+            BucketAction::Deny { shadow, .. } | BucketAction::Limited { shadow, .. } => *shadow,
+            BucketAction::NoRule | BucketAction::Unlimited { .. } => false,
         }
     }
 
     /// What Envoy is told, in a few words, e.g. `token bucket shared: 10 per 1m, burst 10`.
     pub fn describe(&self) -> String {
-        let shared = |rate: &QuotaRate| {
+        let shared = |rate: &SharedRate| {
             format!(
                 "token bucket shared: {} per {}, burst {}",
                 rate.requests,
@@ -120,18 +120,18 @@ impl QuotaAction {
             )
         };
         match self {
-            QuotaAction::NoRule => "ALLOW_ALL (no rule)".to_owned(),
-            QuotaAction::Unlimited { .. } => "ALLOW_ALL (unlimited)".to_owned(),
-            QuotaAction::Deny { shadow: false, .. } => "DENY_ALL (zero limit)".to_owned(),
-            QuotaAction::Deny { shadow: true, .. } => {
+            BucketAction::NoRule => "ALLOW_ALL (no rule)".to_owned(),
+            BucketAction::Unlimited { .. } => "ALLOW_ALL (unlimited)".to_owned(),
+            BucketAction::Deny { shadow: false, .. } => "DENY_ALL (zero limit)".to_owned(),
+            BucketAction::Deny { shadow: true, .. } => {
                 "ALLOW_ALL (shadow mode; would be DENY_ALL: zero limit)".to_owned()
             }
-            QuotaAction::Limited {
+            BucketAction::Limited {
                 rate,
                 shadow: false,
                 ..
             } => shared(rate),
-            QuotaAction::Limited {
+            BucketAction::Limited {
                 rate, shadow: true, ..
             } => format!("ALLOW_ALL (shadow mode; would be a {})", shared(rate)),
         }
@@ -142,7 +142,7 @@ impl QuotaAction {
 /// one bucket gets one token bucket, and the slowest limit is the one that refuses first once
 /// traffic is steady. Rates are compared by cross-multiplying in `u128` (no rounding, no
 /// overflow); a tie keeps the earlier limit in the file. Its burst is not considered: a faster
-/// limit's smaller burst is not enforced for a bucket (documented in docs/quota.md).
+/// limit's smaller burst is not enforced for a bucket (documented in docs/rlqs.md).
 pub fn tightest<'l>(limits: impl IntoIterator<Item = &'l Limit>) -> Option<&'l Limit> {
     limits.into_iter().reduce(|best, next| {
         let next_rate = u128::from(next.requests) * u128::from(best.window);

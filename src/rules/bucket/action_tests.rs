@@ -1,4 +1,4 @@
-//! The quota action read off the node a bucket reaches, and the recorded walk explain shows.
+//! The bucket action read off the node a bucket reaches, and the recorded walk explain shows.
 
 use std::sync::Arc;
 
@@ -38,8 +38,8 @@ descriptors:
     value: open
 ";
 
-fn action(plan: &str) -> QuotaAction {
-    quota_action(&rules(ACTIONS), "q", &bucket(&[("plan", plan)]))
+fn action(plan: &str) -> BucketAction {
+    bucket_action(&rules(ACTIONS), "q", &bucket(&[("plan", plan)]))
 }
 
 fn rule(plan: &str) -> Arc<str> {
@@ -49,9 +49,9 @@ fn rule(plan: &str) -> Arc<str> {
 /// Each kind of node maps to its action; the rule is the node's full key.
 #[test]
 fn each_node_kind_has_its_action() {
-    let limited = |plan, requests, window, burst, shadow| QuotaAction::Limited {
+    let limited = |plan, requests, window, burst, shadow| BucketAction::Limited {
         rule: rule(plan),
-        rate: QuotaRate {
+        rate: SharedRate {
             requests,
             window,
             burst,
@@ -66,13 +66,13 @@ fn each_node_kind_has_its_action() {
     );
     assert_eq!(
         action("internal"),
-        QuotaAction::Unlimited {
+        BucketAction::Unlimited {
             rule: rule("internal")
         }
     );
     assert_eq!(
         action("banned"),
-        QuotaAction::Deny {
+        BucketAction::Deny {
             rule: rule("banned"),
             shadow: false
         }
@@ -81,19 +81,19 @@ fn each_node_kind_has_its_action() {
     assert!(action("trial").shadow());
     assert_eq!(
         action("muted"),
-        QuotaAction::Deny {
+        BucketAction::Deny {
             rule: rule("muted"),
             shadow: true
         }
     );
-    assert_eq!(action("open"), QuotaAction::NoRule);
+    assert_eq!(action("open"), BucketAction::NoRule);
     assert_eq!(action("free").rule().map(|r| &**r), Some("q.plan_free"));
 }
 
 /// Of several limits the slowest rate is shared (100/min under 5/s); a tie keeps the first.
 #[test]
 fn the_tightest_of_several_limits_is_shared() {
-    let QuotaAction::Limited { rate, .. } = action("both") else {
+    let BucketAction::Limited { rate, .. } = action("both") else {
         panic!("{:?}", action("both"));
     };
     assert_eq!((rate.requests, rate.window), (100, 60 * SECOND));

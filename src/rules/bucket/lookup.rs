@@ -15,7 +15,7 @@ use smallvec::SmallVec;
 use crate::rules::matcher::find_exact;
 use crate::rules::{Domain, Level, MatchKind, Node};
 
-use super::QuotaAction;
+use super::BucketAction;
 
 /// Most entries a bucket id may have; a larger one matches nothing (see [`check_bucket`]).
 pub const MAX_BUCKET_ENTRIES: usize = 16;
@@ -58,7 +58,7 @@ impl fmt::Display for BucketError {
 impl std::error::Error for BucketError {}
 
 /// Whether a bucket id is within the caps that bound matching. [`Domain::lookup_bucket`]
-/// answers `None` for a bucket refused here; the quota service should refuse it with this
+/// answers `None` for a bucket refused here; the RLQS service should refuse it with this
 /// reason rather than treat it as unmatched.
 pub fn check_bucket(bucket: &BTreeMap<String, String>) -> Result<(), BucketError> {
     if bucket.len() > MAX_BUCKET_ENTRIES {
@@ -92,7 +92,7 @@ pub struct BucketStep<'a> {
 ///
 /// As for a descriptor, a match does not imply a limit: a path ending on a node without limits
 /// (a whitelist entry, an intermediate node) is a match whose [`BucketMatch::action`] is
-/// [`QuotaAction::NoRule`].
+/// [`BucketAction::NoRule`].
 #[derive(Debug, Clone)]
 pub struct BucketMatch<'a> {
     steps: Vec<BucketStep<'a>>,
@@ -109,9 +109,9 @@ impl<'a> BucketMatch<'a> {
         self.steps.last().expect("a match has a step").node
     }
 
-    /// What the quota server does with the bucket (see [`QuotaAction::for_node`]).
-    pub fn action(&self) -> QuotaAction {
-        QuotaAction::for_node(self.node())
+    /// What the RLQS server does with the bucket (see [`BucketAction::for_node`]).
+    pub fn action(&self) -> BucketAction {
+        BucketAction::for_node(self.node())
     }
 }
 

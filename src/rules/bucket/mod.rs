@@ -1,8 +1,8 @@
-//! Envoy quota buckets (RLQS) matched against the same rule tree as RLS descriptors: what a
-//! bucket id reaches and what the quota server should do with it.
+//! RLQS buckets matched against the same rule tree as RLS descriptors: what a
+//! bucket id reaches and what the RLQS server should do with it.
 //!
 //! `lookup` finds a bucket's path (the tree decides the entries' order, with backtracking);
-//! `action` reads the quota action off the node reached; `walk` keeps the whole search for
+//! `action` reads the bucket action off the node reached; `walk` keeps the whole search for
 //! `sluice explain --bucket` and `/ui`; `parse` reads a bucket id written `k=v,k=v`.
 
 mod action;
@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use crate::rules::RuleSet;
 
-pub use action::{QuotaAction, QuotaRate, tightest};
+pub use action::{BucketAction, SharedRate, tightest};
 pub use lookup::{
     BucketError, BucketMatch, BucketStep, MAX_BUCKET_ENTRIES, MAX_BUCKET_TEXT, TrialOutcome,
     check_bucket,
@@ -22,18 +22,18 @@ pub use lookup::{
 pub use parse::parse_bucket;
 pub use walk::{BucketMiss, BucketWalk, Trial, walk_bucket};
 
-/// What the quota server does with `bucket` of `domain`: the action of the rule its path
-/// reaches, [`QuotaAction::NoRule`] for an unknown domain or a bucket that matches nothing
+/// What the RLQS server does with `bucket` of `domain`: the action of the rule its path
+/// reaches, [`BucketAction::NoRule`] for an unknown domain or a bucket that matches nothing
 /// (including one refused by [`check_bucket`]: callers should refuse those first).
-pub fn quota_action(
+pub fn bucket_action(
     rules: &RuleSet,
     domain: &str,
     bucket: &BTreeMap<String, String>,
-) -> QuotaAction {
+) -> BucketAction {
     rules
         .domain(domain)
         .and_then(|d| d.lookup_bucket(bucket))
-        .map_or(QuotaAction::NoRule, |found| found.action())
+        .map_or(BucketAction::NoRule, |found| found.action())
 }
 
 #[cfg(test)]

@@ -156,12 +156,12 @@ fn entries_left_unused_match_nothing() {
     assert!(reached(&set, &[]).is_none(), "an empty bucket");
     let set = rules(PRECEDENCE);
     assert_eq!(
-        quota_action(&set, "q", &bucket(&[("tenant", "a"), ("x", "y")])),
-        QuotaAction::NoRule
+        bucket_action(&set, "q", &bucket(&[("tenant", "a"), ("x", "y")])),
+        BucketAction::NoRule
     );
     assert_eq!(
-        quota_action(&set, "nowhere", &bucket(&[("tenant", "a")])),
-        QuotaAction::NoRule
+        bucket_action(&set, "nowhere", &bucket(&[("tenant", "a")])),
+        BucketAction::NoRule
     );
 }
 
@@ -182,7 +182,7 @@ descriptors:
         .lookup_bucket(&bucket(&[("tenant", "internal")]))
         .unwrap();
     assert_eq!(found.node().full_key, "q.tenant_internal");
-    assert_eq!(found.action(), QuotaAction::NoRule);
+    assert_eq!(found.action(), BucketAction::NoRule);
 }
 
 /// Over a cap: no match, and a reason to refuse the bucket with.

@@ -1,5 +1,5 @@
 //! The search of one bucket id kept whole for `sluice explain --bucket` and `/ui`: every
-//! candidate tried in order, what became of it, the path found and the quota action.
+//! candidate tried in order, what became of it, the path found and the bucket action.
 //!
 //! It runs the very search [`Domain::lookup_bucket`](crate::rules::Domain::lookup_bucket) runs,
 //! with a recorder instead of the no-op trace.
@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use crate::rules::explain::configured_keys;
 use crate::rules::{MatchKind, Node, RuleSet};
 
-use super::QuotaAction;
+use super::BucketAction;
 use super::lookup::{BucketError, BucketMatch, Trace, TrialOutcome, check_bucket, search};
 
 /// One candidate the search tried: an unused entry matched against a node.
@@ -36,7 +36,7 @@ pub enum BucketMiss {
     UnknownDomain,
     /// The bucket id has no entries.
     Empty,
-    /// Over a cap: the quota service refuses such a bucket.
+    /// Over a cap: the RLQS service refuses such a bucket.
     Rejected(BucketError),
     /// No path through the rules uses every entry.
     NoPath,
@@ -54,11 +54,11 @@ pub struct BucketWalk<'r> {
 }
 
 impl BucketWalk<'_> {
-    /// What the quota server does with the bucket ([`QuotaAction::NoRule`] without a path).
-    pub fn action(&self) -> QuotaAction {
+    /// What the RLQS server does with the bucket ([`BucketAction::NoRule`] without a path).
+    pub fn action(&self) -> BucketAction {
         self.found
             .as_ref()
-            .map_or(QuotaAction::NoRule, BucketMatch::action)
+            .map_or(BucketAction::NoRule, BucketMatch::action)
     }
 
     /// Why the bucket gets its action, in one sentence.
@@ -67,7 +67,7 @@ impl BucketWalk<'_> {
             Err(BucketMiss::UnknownDomain) => return "the domain is not loaded: no rule".into(),
             Err(BucketMiss::Empty) => return "the bucket id has no entries: no rule".into(),
             Err(BucketMiss::Rejected(e)) => {
-                return format!("{e}: the quota service refuses such a bucket");
+                return format!("{e}: the RLQS service refuses such a bucket");
             }
             Err(BucketMiss::NoPath) if self.trials.is_empty() => {
                 return format!(
@@ -81,12 +81,12 @@ impl BucketWalk<'_> {
             Ok(found) => found,
         };
         match found.action() {
-            QuotaAction::NoRule => "the path ends on a node without limits of its own (a \
+            BucketAction::NoRule => "the path ends on a node without limits of its own (a \
                                     whitelist entry or an intermediate node): no rule"
                 .into(),
-            QuotaAction::Unlimited { .. } => "the node reached is unlimited".into(),
-            QuotaAction::Deny { .. } => "the node reached has a zero limit".into(),
-            QuotaAction::Limited { .. } => {
+            BucketAction::Unlimited { .. } => "the node reached is unlimited".into(),
+            BucketAction::Deny { .. } => "the node reached has a zero limit".into(),
+            BucketAction::Limited { .. } => {
                 "the node reached has a limit: it is shared among the Envoys reporting the \
                  bucket"
                     .into()

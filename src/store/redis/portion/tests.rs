@@ -77,53 +77,90 @@ fn groups_follow_slots() {
         .collect();
     let standalone = groups(&keys, false);
     assert_eq!(
-        standalone.iter().map(Vec::len).collect::<Vec<_>>(),
+        standalone.iter().map(|(_, m)| m.len()).collect::<Vec<_>>(),
         [MAX_RUN, MAX_RUN, 600 - 2 * MAX_RUN]
     );
+    assert!(standalone.iter().all(|(slot, _)| slot.is_none()));
     let cluster = groups(&keys, true);
     assert!(cluster.len() > 3);
-    for members in &cluster {
-        let slot = keys::slot(&keys[members[0]]);
-        assert!(members.iter().all(|&i| keys::slot(&keys[i]) == slot));
+    for (slot, members) in &cluster {
+        assert_eq!(Some(keys::slot(&keys[members[0]])), *slot);
+        assert!(members.iter().all(|&i| Some(keys::slot(&keys[i])) == *slot));
     }
-    let mut all: Vec<usize> = cluster.concat();
+    let mut all: Vec<usize> = cluster.into_iter().flat_map(|(_, m)| m).collect();
     all.sort_unstable();
     assert_eq!(all, (0..600).collect::<Vec<_>>());
 }
 
-/// The argument carries the clock, the ttl and each claim's ppm and demand, sanitised.
+/// One marker per store, or per slot on a cluster: in that slot, and the same for every
+/// replica.
+#[test]
+fn markers_follow_slots() {
+    assert_eq!(marker_key(b"sluice:", None), b"sluice:quota-since");
+    for n in [0u32, 7, 9_999] {
+        let key = bucket_key(b"sluice:", "d", &bucket(&[("n", &n.to_string())]));
+        let slot = keys::slot(&key);
+        let marker = marker_key(b"sluice:", Some(slot));
+        assert_eq!(
+            keys::slot(&marker),
+            slot,
+            "{}",
+            String::from_utf8_lossy(&marker)
+        );
+        assert_eq!(marker, marker_key(b"sluice:", Some(slot)));
+        assert!(marker.starts_with(b"sluice:quota-since:{"));
+    }
+}
+
+/// The argument carries the clock, the ttl, the membership and the settling time, and each
+/// claim's wanted ppm, demand and held ppm, sanitised.
 #[test]
 fn arguments_are_packed() {
-    let claim = |wanted, demand| Claim {
+    let claim = |wanted, demand, held| Claim {
         domain: "d".into(),
         bucket: bucket(&[]),
         demand,
         wanted,
+        held,
     };
-    let claims = [claim(0.25, 12.5), claim(2.0, f64::NAN), claim(0.5, -3.0)];
+    let claims = [
+        claim(0.25, 12.5, 0.3),
+        claim(2.0, f64::NAN, f64::NAN),
+        claim(0.5, -3.0, 1.5),
+    ];
     let head = Head {
         replica: "r",
         now_us: None,
         ttl_us: 5_000_000,
+        member_us: 60_000_000,
+        settle_us: 3_000_000,
     };
     let packed = pack_args(&head, claims.iter());
     let i = |at: usize| i64::from_le_bytes(packed[at..at + 8].try_into().unwrap());
     let f = |at: usize| f64::from_le_bytes(packed[at..at + 8].try_into().unwrap());
-    assert_eq!(packed.len(), 16 + 3 * 16);
-    assert_eq!((i(0), i(8)), (-1, 5_000_000));
-    assert_eq!((i(16), f(24)), (250_000, 12.5));
-    assert_eq!((i(32), f(40)), (1_000_000, 0.0));
-    assert_eq!((i(48), f(56)), (500_000, 0.0));
+    assert_eq!(packed.len(), 32 + 3 * 24);
+    assert_eq!(
+        (i(0), i(8), i(16), i(24)),
+        (-1, 5_000_000, 60_000_000, 3_000_000)
+    );
+    assert_eq!((i(32), f(40), i(48)), (250_000, 12.5, 300_000));
+    assert_eq!((i(56), f(64), i(72)), (1_000_000, 0.0, 0));
+    assert_eq!((i(80), f(88), i(96)), (500_000, 0.0, 1_000_000));
 }
 
 /// The reply is read as portions; a short or negative one is refused.
 #[test]
 fn replies_are_read() {
     let mut bytes = Vec::new();
-    for (portion, demand, others) in [(400_000i64, 7.5f64, 2i64), (0, 0.0, 0)] {
+    for (portion, demand, others, floor, settling) in [
+        (400_000i64, 7.5f64, 2i64, 250_000i64, 0i64),
+        (0, 0.0, 0, 0, 1),
+    ] {
         bytes.extend_from_slice(&portion.to_le_bytes());
         bytes.extend_from_slice(&demand.to_le_bytes());
         bytes.extend_from_slice(&others.to_le_bytes());
+        bytes.extend_from_slice(&floor.to_le_bytes());
+        bytes.extend_from_slice(&settling.to_le_bytes());
     }
     let read = parse_reply(&bytes, 2).unwrap();
     assert_eq!(
@@ -132,19 +169,25 @@ fn replies_are_read() {
             Claimed {
                 portion: 0.4,
                 others_demand: 7.5,
-                others: 2
+                others: 2,
+                floor: 0.25,
+                settling: false,
             },
             Claimed {
                 portion: 0.0,
                 others_demand: 0.0,
-                others: 0
+                others: 0,
+                floor: 0.0,
+                settling: true,
             }
         ]
     );
-    assert!(parse_reply(&bytes[..24], 2).is_err());
+    assert!(parse_reply(&bytes[..40], 2).is_err());
     let negative = [
-        (-1i64).to_le_bytes(),
+        0i64.to_le_bytes(),
         0f64.to_le_bytes(),
+        0i64.to_le_bytes(),
+        (-1i64).to_le_bytes(),
         0i64.to_le_bytes(),
     ]
     .concat();

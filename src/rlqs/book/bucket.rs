@@ -1,0 +1,218 @@
+//! One bucket in the book: its rule, the streams holding it, their demand, and the clock's work
+//! on them (the split of its limit is `split.rs`).
+
+use std::sync::Arc;
+
+use crate::clock::Nanos;
+use crate::rules::bucket::{BucketAction, SharedRate};
+
+use super::demand::Demand;
+use super::shadow::Shadow;
+use super::share::Grid;
+use crate::rlqs::assign::{BucketId, Strategy, StreamId, Tally, Usage};
+use crate::rlqs::limits::{HELD_FOR, SILENT_AFTER};
+use crate::rlqs::view::{BucketView, HolderView, rate_of};
+
+/// One stream's part of a bucket.
+#[derive(Debug, Clone)]
+pub(crate) struct Holder {
+    pub stream: StreamId,
+    pub demand: Demand,
+    /// What the book last sent the stream for this bucket (`None`: nothing yet).
+    pub held: Option<Strategy>,
+    /// What the last re-split wants it to hold.
+    pub desired: Option<Strategy>,
+    pub last_report: Nanos,
+    /// When the book last sent it an assignment: the Envoy may hold it until this plus its TTL.
+    pub last_sent: Nanos,
+    /// `false` once the stream closed or went silent: no more pushes, share still reserved.
+    pub reporting: bool,
+}
+
+/// A bucket of one domain and the streams that report it.
+#[derive(Debug)]
+pub(crate) struct Bucket {
+    pub domain: Arc<str>,
+    pub id: BucketId,
+    pub action: BucketAction,
+    pub holders: Vec<Holder>,
+    pub shadow: Option<Shadow>,
+    /// The last report of any stream.
+    pub last_report: Nanos,
+    /// The limit as last split (counted, enforced limits only).
+    pub grid: Option<Grid>,
+}
+
+impl Bucket {
+    /// A bucket with no holders yet.
+    pub(crate) fn new(domain: Arc<str>, id: BucketId, action: BucketAction, now: Nanos) -> Self {
+        let shadow = shadow_of(&action, now);
+        Bucket {
+            domain,
+            id,
+            action,
+            holders: Vec::new(),
+            shadow,
+            last_report: now,
+            grid: None,
+        }
+    }
+
+    /// Replaces the action after a reload; the shadow counter restarts when the limit moves.
+    pub(crate) fn set_action(&mut self, action: BucketAction, now: Nanos) {
+        if action != self.action {
+            self.shadow = shadow_of(&action, now);
+            self.action = action;
+        }
+    }
+
+    /// The limit Envoys enforce, shared among holders (`None`: a blanket rule applies).
+    pub(crate) fn enforced(&self) -> Option<&SharedRate> {
+        match &self.action {
+            BucketAction::Limited {
+                rate,
+                shadow: false,
+                ..
+            } => Some(rate),
+            _ => None,
+        }
+    }
+
+    /// The blanket rule of a bucket whose limit is not enforced by shares.
+    pub(crate) fn blanket(&self) -> Option<Strategy> {
+        match &self.action {
+            BucketAction::Deny { shadow: false, .. } => Some(Strategy::DenyAll),
+            BucketAction::Limited { shadow: false, .. } => None,
+            _ => Some(Strategy::AllowAll),
+        }
+    }
+
+    /// The holder for `stream`, made if new.
+    pub(crate) fn holder(&mut self, stream: StreamId, now: Nanos) -> &mut Holder {
+        let at = match self.holders.iter().position(|h| h.stream == stream) {
+            Some(at) => at,
+            None => {
+                self.holders.push(Holder {
+                    stream,
+                    demand: Demand::default(),
+                    held: None,
+                    desired: None,
+                    last_report: now,
+                    last_sent: now,
+                    reporting: true,
+                });
+                self.holders.len() - 1
+            }
+        };
+        &mut self.holders[at]
+    }
+
+    /// Records one report of `stream`: its demand, and what a shadow rule would have refused.
+    pub(crate) fn record(&mut self, stream: StreamId, usage: &Usage, now: Nanos) -> Tally {
+        self.last_report = now;
+        let offered = usage.allowed.saturating_add(usage.denied);
+        let holder = self.holder(stream, now);
+        holder.demand.record(offered, usage.elapsed);
+        holder.last_report = now;
+        holder.reporting = true;
+        let shadow_refused = match (&mut self.shadow, &self.action) {
+            (Some(shadow), BucketAction::Limited { rate, .. }) => shadow.charge(rate, offered, now),
+            _ => 0,
+        };
+        Tally {
+            rule: self.action.rule().cloned(),
+            allowed: usage.allowed,
+            denied: usage.denied,
+            shadow_refused,
+        }
+    }
+
+    /// Hands `from`'s share, reserved since its stream ended, to `to`: the same Envoy on a new
+    /// stream, which still holds the assignment. `false` when `from` holds nothing here.
+    pub(crate) fn adopt(&mut self, from: StreamId, to: StreamId, now: Nanos) -> bool {
+        if self.holders.iter().any(|h| h.stream == to) {
+            return false;
+        }
+        let Some(h) = (self.holders.iter_mut()).find(|h| h.stream == from && !h.reporting) else {
+            return false;
+        };
+        h.stream = to;
+        h.reporting = true;
+        h.last_report = now;
+        true
+    }
+
+    /// Whether `stream` holds a share here without reporting it (its stream ended).
+    pub(crate) fn holds(&self, stream: StreamId) -> bool {
+        (self.holders.iter()).any(|h| h.stream == stream && !h.reporting)
+    }
+
+    /// The clock's work on one bucket: holders silent for too long stop reporting, and those
+    /// whose share has expired in their Envoy go. Returns the streams whose holders went, and
+    /// whether the split must be redone.
+    pub(crate) fn expire(&mut self, now: Nanos) -> (Vec<StreamId>, bool) {
+        let mut moved = false;
+        for h in self.holders.iter_mut() {
+            if h.reporting && now.saturating_sub(h.last_report) >= SILENT_AFTER {
+                h.reporting = false;
+                moved = true;
+            }
+        }
+        let mut gone = Vec::new();
+        self.holders.retain(|h| {
+            let live = h.reporting || now < h.last_sent + HELD_FOR;
+            if !live {
+                gone.push(h.stream);
+            }
+            live
+        });
+        moved |= !gone.is_empty();
+        (gone, moved)
+    }
+
+    /// Whether a holder that is not reporting may still be spending its share: its assignment
+    /// has not expired in its Envoy.
+    pub(crate) fn reserved_by_gone(&self, open: impl Fn(StreamId) -> bool, now: Nanos) -> bool {
+        (self.holders.iter()).any(|h| !open(h.stream) && now < h.last_sent + HELD_FOR)
+    }
+
+    /// The bucket as the operator page shows it.
+    pub(crate) fn view(&self) -> BucketView {
+        BucketView {
+            domain: self.domain.clone(),
+            bucket: self.id.clone(),
+            rule: self.action.rule().cloned(),
+            limit: match &self.action {
+                BucketAction::Limited { rate, .. } => Some(*rate),
+                _ => None,
+            },
+            holders: (self.holders.iter())
+                .map(|h| HolderView {
+                    stream: h.stream,
+                    demand_per_second: h.demand.per_second(),
+                    strategy: h.held,
+                    rate_per_second: rate_of(h.held),
+                    reporting: h.reporting,
+                })
+                .collect(),
+        }
+    }
+
+    /// What this bucket's reporting streams ask, requests per second (a stream whose demand is
+    /// not known yet counts as asking the whole limit).
+    pub(crate) fn demand(&self) -> f64 {
+        let whole = self.enforced().map_or(0.0, SharedRate::per_second);
+        (self.holders.iter().filter(|h| h.reporting))
+            .map(|h| h.demand.per_second().unwrap_or(whole))
+            .sum()
+    }
+}
+
+fn shadow_of(action: &BucketAction, now: Nanos) -> Option<Shadow> {
+    match action {
+        BucketAction::Limited {
+            rate, shadow: true, ..
+        } => Some(Shadow::new(rate, now)),
+        _ => None,
+    }
+}

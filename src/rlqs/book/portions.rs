@@ -1,0 +1,180 @@
+//! How much of each limit this replica may hand out: the whole of it alone, or, with replicas
+//! sharing a store, the portion it last claimed while that is fresh, then its floor, then
+//! nothing; and what it declares it holds when it claims again.
+
+use std::collections::HashMap;
+
+use crate::clock::Nanos;
+use crate::rlqs::limits::{FLOOR_USABLE, MEMBER_FOR, PORTION_FRESH, PORTION_TTL};
+use crate::store::Claimed;
+
+use super::table::Key;
+
+/// A portion that moved by less than this is not worth a re-split.
+const MATERIAL: f64 = 0.01;
+
+/// This replica's part of each limit.
+pub(crate) enum Portions {
+    /// One replica alone: the whole limit, always.
+    Whole,
+    /// Replicas sharing a store: what each claim got.
+    Shared(Shared),
+}
+
+/// The last claim of each bucket.
+#[derive(Default)]
+pub(crate) struct Shared {
+    by_bucket: HashMap<Key, Last>,
+    /// The most other replicas seen on any bucket lately: a new bucket's first guess of
+    /// how many share it.
+    others: u32,
+}
+
+/// One bucket's last successful claim.
+#[derive(Debug, Clone, Copy)]
+struct Last {
+    claimed: Claimed,
+    /// When the claim was sent, on this replica's clock (never after the store's own time of
+    /// it, so this replica stops handing a portion out before the store frees it).
+    at: Nanos,
+    /// What this replica wants of the limit now: when it is less than the portion, the
+    /// streams are split on it first, and only once they hold no more does a claim give the
+    /// rest back (a claim never asks less than the streams hold).
+    wanted: f64,
+}
+
+/// What this replica may hand out of a bucket now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Fraction {
+    /// Not known yet (no claim has answered for it): the bucket is held back, unanswered.
+    Unknown,
+    /// This fraction (0..=1) of the limit.
+    Known(f64),
+}
+
+impl Portions {
+    /// What may be handed out of bucket `key` at `now`: the portion within [`PORTION_FRESH`] of
+    /// its claim, then the floor until [`FLOOR_USABLE`], then nothing (the store frees both
+    /// a [`crate::rlqs::limits::HELD_FOR`] later, once every share they paid for has expired).
+    pub(crate) fn fraction(&self, key: Key, now: Nanos) -> Fraction {
+        let Portions::Shared(shared) = self else {
+            return Fraction::Known(1.0);
+        };
+        let Some(last) = shared.by_bucket.get(&key) else {
+            return Fraction::Unknown;
+        };
+        let c = &last.claimed;
+        let age = now.saturating_sub(last.at);
+        let may = if age < PORTION_FRESH {
+            // A settling store granted nothing to a replica that held nothing: wait, as for a
+            // bucket not claimed yet, rather than refuse everything.
+            if c.settling && c.portion == 0.0 {
+                return Fraction::Unknown;
+            }
+            c.portion
+        } else if age < FLOOR_USABLE {
+            c.floor
+        } else {
+            0.0
+        };
+        Fraction::Known(may.min(last.wanted))
+    }
+
+    /// What this replica may still have out of bucket `key` at `now` (shares handed out under
+    /// its portion or floor, live in Envoys): what it declares it holds when it claims.
+    pub(crate) fn held(&self, key: Key, now: Nanos) -> f64 {
+        let Portions::Shared(shared) = self else {
+            return 1.0;
+        };
+        let Some(last) = shared.by_bucket.get(&key) else {
+            return 0.0;
+        };
+        let age = now.saturating_sub(last.at);
+        match age {
+            a if a < PORTION_TTL => last.claimed.portion,
+            a if a < MEMBER_FOR => last.claimed.floor,
+            _ => 0.0,
+        }
+    }
+
+    /// The other replicas' demand and number for bucket `key`, as its last claim saw them (a
+    /// bucket not claimed yet: none, and the most replicas seen lately).
+    pub(crate) fn others(&self, key: Key) -> (f64, u32) {
+        match self {
+            Portions::Whole => (0.0, 0),
+            Portions::Shared(shared) => shared
+                .by_bucket
+                .get(&key)
+                .map_or((0.0, shared.others), |l| {
+                    (l.claimed.others_demand, l.claimed.others)
+                }),
+        }
+    }
+
+    /// Records a claim sent at `at` for `keys` and answered with `answers` (in the same
+    /// order); returns the buckets whose fraction moved materially.
+    pub(crate) fn claimed(&mut self, at: Nanos, keys: &[Key], answers: &[Claimed]) -> Vec<Key> {
+        let before: Vec<Fraction> = keys.iter().map(|&k| self.fraction(k, at)).collect();
+        let Portions::Shared(shared) = self else {
+            return Vec::new();
+        };
+        shared.others = answers.iter().map(|c| c.others).max().unwrap_or(0);
+        for (&key, &claimed) in keys.iter().zip(answers) {
+            let wanted = shared.by_bucket.get(&key).map_or(1.0, |l| l.wanted);
+            shared.by_bucket.insert(
+                key,
+                Last {
+                    claimed,
+                    at,
+                    wanted,
+                },
+            );
+        }
+        (keys.iter().zip(before))
+            .filter(|&(&key, old)| moved_materially(old, self.fraction(key, at)))
+            .map(|(&key, _)| key)
+            .collect()
+    }
+
+    /// Notes what this replica wants of bucket `key` before it claims again: its streams are
+    /// split on no more than that from now on. `true` when that moved what they may hold.
+    pub(crate) fn want(&mut self, key: Key, wanted: f64, now: Nanos) -> bool {
+        let before = self.fraction(key, now);
+        let Portions::Shared(shared) = self else {
+            return false;
+        };
+        let Some(last) = shared.by_bucket.get_mut(&key) else {
+            return false;
+        };
+        last.wanted = wanted;
+        moved_materially(before, self.fraction(key, now))
+    }
+
+    /// Forgets a bucket the book forgot.
+    pub(crate) fn forget(&mut self, key: Key) {
+        if let Portions::Shared(shared) = self {
+            shared.by_bucket.remove(&key);
+        }
+    }
+
+    /// The buckets whose fraction moved between `then` and `now` with no claim between (the
+    /// portion went stale, or the floor ran out): the clock's work while claims fail.
+    pub(crate) fn lapsed(&self, then: Nanos, now: Nanos) -> Vec<Key> {
+        let Portions::Shared(shared) = self else {
+            return Vec::new();
+        };
+        (shared.by_bucket.keys())
+            .filter(|&&key| moved_materially(self.fraction(key, then), self.fraction(key, now)))
+            .copied()
+            .collect()
+    }
+}
+
+fn moved_materially(old: Fraction, new: Fraction) -> bool {
+    match (old, new) {
+        (Fraction::Known(a), Fraction::Known(b)) => {
+            (a - b).abs() >= MATERIAL || (b == 0.0) != (a == 0.0)
+        }
+        (a, b) => a != b,
+    }
+}
