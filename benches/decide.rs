@@ -38,6 +38,7 @@ fn cases() -> Vec<(&'static str, Limit, Nanos)> {
         window,
         burst: requests,
         origin: 0,
+        recording: Default::default(),
     };
     vec![
         (

@@ -33,6 +33,7 @@ fn charge(algorithm: Algorithm, i: u64) -> Charge {
         window: 60 * SECOND,
         burst: 100,
         origin: 0,
+        recording: Default::default(),
     };
     let mut key = CounterKeyBuilder::new("edge");
     key.entry(

@@ -126,6 +126,13 @@ pub struct RuleArgs {
     /// Allow one domain to be spread over several files (envoyproxy/ratelimit MERGE_DOMAIN_CONFIG).
     #[arg(long, env = "SLUICE_MERGE_DOMAINS")]
     pub merge_domains: bool,
+    /// Limits that do not set record_over_limit record every charge, even past the limit
+    /// (token budgets; rules from xDS, e.g. Envoy AI Gateway's, carry no such field).
+    #[arg(long, env = "SLUICE_RECORD_OVER_LIMIT")]
+    pub record_over_limit: bool,
+    /// Count as envoyproxy/ratelimit: set by the drop-in personality, no flag of its own.
+    #[arg(skip)]
+    pub compat_recording: bool,
 }
 
 impl RuleArgs {
@@ -134,6 +141,8 @@ impl RuleArgs {
         LoadOptions {
             default_algorithm: self.default_algorithm.into(),
             merge_domains: self.merge_domains,
+            record_over_limit: self.record_over_limit,
+            compat_recording: self.compat_recording,
         }
     }
 }

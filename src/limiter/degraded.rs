@@ -15,7 +15,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use crate::algorithm::{Algorithm, Limit, Verdict};
+use crate::algorithm::{Algorithm, Limit, Recording, Verdict};
 use crate::clock::{Nanos, SECOND};
 use crate::rules::FailureMode;
 use crate::store::{Charge, ChargeOutcome, CounterKey, MemoryStore, StoreError};
@@ -65,6 +65,7 @@ pub(super) fn outcomes(
                     window: RETRY,
                     burst: 0,
                     origin: 0,
+                    recording: Recording::AdmittedOnly,
                 },
                 cost: 1,
                 gate: c.gate,
@@ -78,6 +79,7 @@ pub(super) fn outcomes(
                     window: RETRY,
                     burst: 1,
                     origin: 0,
+                    recording: Recording::AdmittedOnly,
                 },
                 cost: 0,
                 gate: c.gate,

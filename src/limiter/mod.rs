@@ -29,7 +29,7 @@ use std::time::Instant;
 use arc_swap::ArcSwap;
 use smallvec::SmallVec;
 
-use crate::algorithm::Algorithm;
+use crate::algorithm::{Algorithm, Recording};
 use crate::clock::Clock;
 use crate::metrics::{self, Metrics};
 use crate::rules::RuleSet;
@@ -58,6 +58,9 @@ pub struct LimiterOptions {
     pub global_quota_mode: bool,
     /// The algorithm of request-side limit overrides (rules carry their own).
     pub default_algorithm: Algorithm,
+    /// What request-side limit overrides do with hits past them: as a rule of the default
+    /// algorithm that sets no `record_over_limit` ([`crate::rules::LoadOptions::recording`]).
+    pub override_recording: Recording,
     /// Replicas sharing the store: a `failure_mode: local` rule counts limit / this while
     /// the store is unreachable.
     pub expected_replicas: u64,
@@ -71,6 +74,7 @@ impl Default for LimiterOptions {
             global_shadow_mode: false,
             global_quota_mode: false,
             default_algorithm: crate::rules::DEFAULT_ALGORITHM,
+            override_recording: Recording::AdmittedOnly,
             expected_replicas: 1,
             response: ResponseOptions::default(),
         }

@@ -276,7 +276,10 @@ impl<'r> Planner<'_, 'r> {
                     shards: None,
                     failure: None,
                 };
-                let rule = o.rule(self.options.default_algorithm);
+                let rule = o.rule(
+                    self.options.default_algorithm,
+                    self.options.override_recording,
+                );
                 let rule = RuleRef::Override(Box::new(rule));
                 (smallvec![rule], counted, Cow::Owned(stats_key), None)
             }

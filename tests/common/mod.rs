@@ -123,7 +123,7 @@ impl TestServer {
             http_addr: "127.0.0.1:0".parse().unwrap(),
             load: LoadOptions {
                 default_algorithm: limiter.default_algorithm,
-                merge_domains: false,
+                ..LoadOptions::default()
             },
             limiter,
             shutdown_grace: Duration::from_secs(5),
@@ -395,6 +395,7 @@ pub fn limit(algorithm: Algorithm, requests: u64, window: Nanos) -> Limit {
         window,
         burst: requests,
         origin: 0,
+        recording: Default::default(),
     }
 }
 

@@ -33,6 +33,7 @@ fn leased(algorithm: Algorithm, requests: u64, lease: u32, value: &str) -> Charg
         window: 60 * SECOND,
         burst: requests,
         origin: 0,
+        recording: Default::default(),
     };
     Charge {
         lease,

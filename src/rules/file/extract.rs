@@ -208,6 +208,11 @@ impl Checker<'_> {
                 "lease" => {
                     ok &= self.number(v, "lease", &mut l.lease);
                 }
+                "record_over_limit" => {
+                    let mut on = false;
+                    ok &= self.flag(v, &mut on);
+                    l.record_over_limit = Some(spanned(on, k));
+                }
                 _ => self.no_effect(key, k, "in a rate limit"),
             }
         }

@@ -43,7 +43,8 @@ const COMPAT_KEYS: [&str; 16] = [
     "metadata",
 ];
 /// sluice's additions to the allow-list.
-const SLUICE_KEYS: [&str; 9] = [
+const SLUICE_KEYS: [&str; 10] = [
+    "record_over_limit",
     "window",
     "calendar",
     "timezone",
@@ -145,6 +146,8 @@ pub(super) struct RawLimit {
     pub burst: Option<Spanned<i128>>,
     /// `lease`, range unchecked.
     pub lease: Option<Spanned<i128>>,
+    /// `record_over_limit`, positioned at its key.
+    pub record_over_limit: Option<Spanned<bool>>,
     /// A field of this limit failed its check (already reported).
     pub bad: bool,
 }

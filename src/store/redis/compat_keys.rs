@@ -85,6 +85,7 @@ mod tests {
                 window,
                 burst: 10,
                 origin: 0,
+                recording: Default::default(),
             },
             cost: 1,
             gate: Gate::Enforced,

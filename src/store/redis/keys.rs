@@ -139,6 +139,7 @@ mod tests {
             window: 86_400 * SECOND,
             burst: 5,
             origin,
+            recording: Default::default(),
         };
         let charge = |origin| {
             let mut b = CounterKeyBuilder::new("edge");

@@ -67,6 +67,7 @@ fn charge(algorithm: Algorithm, requests: u64, lease: u32, cost: u64) -> Charge 
             window: WINDOW,
             burst: requests,
             origin: 0,
+            recording: Default::default(),
         },
         cost,
         gate: Gate::Enforced,
