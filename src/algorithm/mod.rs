@@ -2,8 +2,8 @@
 //!
 //! No I/O, no clock, no locks: a store reads the state, calls [`decide`], and writes the
 //! returned state back only when the whole call is admitted. A denied call consumes nothing,
-//! unless its limit records every charge ([`Recording`]): then its state is written whatever
-//! the call's fate.
+//! unless its limit records every charge ([`Recording`]): a charge that crosses such a limit is
+//! written whatever the call's fate.
 
 mod fixed_window;
 mod sliding_log;
@@ -98,7 +98,8 @@ pub enum Recording {
     #[default]
     AdmittedOnly,
     /// Every charge is recorded, even one that crosses the limit: a counter goes over it, a
-    /// token bucket into debt (a token budget charged after the response). A check (cost 0) is
+    /// token bucket into debt (a token budget charged after the response), whatever the call's
+    /// fate; a charge that fits is committed with its call, as any other. A check (cost 0) is
     /// refused while one more hit would not fit.
     Always,
     /// As [`Recording::Always`], but a check is refused only once the counter is past the
@@ -223,8 +224,9 @@ pub struct Verdict {
 /// [`Recording::AlwaysCompat`]) and changes nothing.
 ///
 /// A limit that records every charge ([`Recording::records`]) returns a state for a denied
-/// charge too: the hits counted past the limit, to be stored whatever the call's fate; its
-/// verdict's hint is then the exact time after which the same call fits that state.
+/// charge too: the hits counted past the limit, to be stored whatever the call's fate (an
+/// admitted charge is committed as any other: only if its call is); its verdict's hint is then
+/// the exact time after which the same call fits that state.
 pub fn decide(
     limit: &Limit,
     state: Option<&State>,

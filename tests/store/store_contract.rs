@@ -622,13 +622,13 @@ async fn recorded_past_the_limit(b: &Backend) {
             )
         };
         let other = recording(algorithm, 10, Recording::Always);
-        let fact = charge(&format!("fact-{algorithm}"), other, 4, Gate::Enforced);
-        let o = b.apply(&[fact.clone(), ordinary(0, "zero")], T0).await;
+        let fits = charge(&format!("fits-{algorithm}"), other, 4, Gate::Enforced);
+        let o = b.apply(&[fits.clone(), ordinary(0, "zero")], T0).await;
         assert!(
             o[0].verdict.admitted && !o[1].verdict.admitted,
             "{algorithm}"
         );
-        assert_eq!(hits_held(b, &fact, T0).await, 4, "{algorithm}");
+        assert_eq!(hits_held(b, &fits, T0).await, 0, "{algorithm}");
         // Refused by the recorded charge: the ordinary counter beside it is not charged.
         let spared = ordinary(5, "spared");
         let o = b.apply(&[spared.clone(), c(3)], T0).await;

@@ -1,6 +1,6 @@
 //! Applying a call's charges in the memory store: lock the shards of its counters in ascending
 //! order, run the algorithms, and commit every new state only if the call is not blocked (a
-//! limit that records every charge commits its own whatever the call's fate).
+//! charge recorded past its limit is committed whatever the call's fate).
 
 use std::sync::atomic::Ordering;
 
@@ -73,8 +73,8 @@ impl MemoryStore {
         );
         for (i, state, reserved) in pending {
             let charge = &charges[i];
-            // A blocked call commits only the charges of limits that record every charge.
-            if blocked && !charge.limit.recording.records() {
+            // A blocked call commits only the charges recorded past their limit.
+            if blocked && (outcomes[i].verdict.admitted || !charge.limit.recording.records()) {
                 self.held
                     .fetch_sub(usize::from(reserved), Ordering::Relaxed);
                 continue;

@@ -440,7 +440,7 @@ end
 -- Apply each call in turn: every charge in order (a key named twice sees its own earlier
 -- charge), then commit the admitted ones only if the call is not blocked (src/store/gate.rs:
 -- an enforced charge denied, or quota-mode groups present and each with a denied charge); a
--- charge recorded past its limit (recording > 0) commits whatever the call's fate.
+-- charge recorded past its limit (recording > 0, denied) commits whatever the call's fate.
 -- Later calls of a batch see earlier calls' commits, exactly as separate runs in that order
 -- would. Dispatch is by plain comparisons: a script's body (and every table and closure in
 -- it) is rebuilt on each run.
@@ -448,7 +448,8 @@ local reply, replies = {}, 0
 local server_now -- Redis's clock, read once per run for the calls that bring no time
 -- A call of several charges keeps its own view: pending[k] is k's state after the call's
 -- charges so far, commit_alg[k] / commit_w[k] are set when the call would commit k, kept[k] is
--- k's state after its last recording charge (committed even if the call is blocked). Made by
+-- k's state after its last charge recorded past its limit (committed even if the call is
+-- blocked). Made by
 -- the run's first such call (not per call: new tables cost) and cleared of the keys a call
 -- touched (touched[1..nt]) after it.
 local pending, commit_alg, commit_w, kept, touched
@@ -520,7 +521,7 @@ for call = 1, #ARGV do
       end
       if next then
         pending[k], commit_alg[k], commit_w[k] = next, alg, w
-        if rec > 0 then kept[k] = next end
+        if rec > 0 and not admitted then kept[k] = next end
       end
       if gate == 0 and not admitted then blocked = true end
       if gate >= 2 then

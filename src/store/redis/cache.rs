@@ -12,7 +12,7 @@
 
 use super::key_shards::KeyShards;
 
-use crate::algorithm::{Limit, Verdict};
+use crate::algorithm::{Algorithm, Limit, Recording, Verdict};
 use crate::clock::Nanos;
 use crate::store::{Charge, ChargeOutcome};
 
@@ -39,9 +39,17 @@ struct CachedDenial {
 
 /// Whether `charge` carries hits its limit records even when denied: such a denial says when
 /// that charge fits, not when a check does, the next such charge must reach Redis, and a denial
-/// held for its counter no longer says when the counter admits again.
+/// held for its counter no longer says when the counter admits again. Not so a fixed window
+/// counted as envoyproxy/ratelimit counts (the `ratelimit` personality): past its limit it
+/// refuses until its window ends whatever more it holds, and envoyproxy/ratelimit's own local
+/// cache answers such calls without counting them either.
 fn recorded(charge: &Charge) -> bool {
-    charge.cost > 0 && charge.limit.recording.records()
+    charge.cost > 0
+        && match charge.limit.recording {
+            Recording::AdmittedOnly => false,
+            Recording::AlwaysCompat => charge.limit.algorithm != Algorithm::FixedWindow,
+            Recording::Always => true,
+        }
 }
 
 /// The cache.
