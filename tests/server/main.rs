@@ -17,6 +17,7 @@ mod quota_envoy;
 mod reload;
 mod response_options;
 mod tls;
+mod token_budget;
 mod tracing;
 mod ui;
 mod ui_bucket;
