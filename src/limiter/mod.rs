@@ -17,6 +17,8 @@ mod plan;
 #[cfg(test)]
 mod quota_mode_tests;
 mod record;
+#[cfg(test)]
+mod refusal_tests;
 mod request;
 mod response_options;
 #[cfg(test)]

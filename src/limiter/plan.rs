@@ -43,6 +43,9 @@ pub(super) enum Resolved<'r> {
         /// The rule's statistics key (`domain.key1.key2...`; `Borrowed`: the node's compiled
         /// full key, fixed by the rules).
         stats_key: Cow<'r, str>,
+        /// What the rule is called where its limits have no `name`: the node's full key, as
+        /// `RateLimit-Policy` names it (`override` for a request-side override).
+        full_key: &'r str,
         /// The node's resolved series for a stats key the rules fix (`None` for an override or
         /// a key with runtime values); the figures are looked up when the call is recorded.
         series: Option<&'r SeriesSlot>,
@@ -273,6 +276,7 @@ impl<'r> Planner<'_, 'r> {
                     gate: if quota_mode { group } else { Gate::Enforced },
                     quota_mode,
                     metadata: None,
+                    full_key: "override",
                     shards: None,
                     failure: None,
                 };
@@ -305,6 +309,7 @@ impl<'r> Planner<'_, 'r> {
                     gate: gate_of(node, quota_mode.then_some(group)),
                     quota_mode,
                     metadata: node.metadata.as_ref(),
+                    full_key: &node.full_key,
                     shards: (node.shards > 1)
                         .then(|| (node.shards, shards::route(&descriptor.entries))),
                     failure: Some(node.failure_mode),
@@ -341,6 +346,7 @@ struct ChargeParams<'r> {
     gate: Gate,
     quota_mode: bool,
     metadata: Option<&'r serde_json::Value>,
+    full_key: &'r str,
     /// A sharded rule: its shard count and this call's routing hash.
     shards: Option<(u32, u64)>,
     failure: Option<FailureMode>,
@@ -394,6 +400,7 @@ impl<'r> ChargeParams<'r> {
             limits,
             cost: self.cost,
             stats_key,
+            full_key: self.full_key,
             series,
             failure: self.failure,
         }
