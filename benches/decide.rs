@@ -24,6 +24,7 @@ fn charge(limit: Limit) -> [Charge; 1] {
         cost: 1,
         gate: Gate::Enforced,
         lease: 0,
+        descriptor: 0,
     }]
 }
 

@@ -46,6 +46,7 @@ fn charge(algorithm: Algorithm, i: u64) -> Charge {
         cost: 1,
         gate: Gate::Enforced,
         lease: 0,
+        descriptor: 0,
     }
 }
 

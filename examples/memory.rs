@@ -63,6 +63,7 @@ fn main() -> Result<(), String> {
                 cost: 1,
                 gate: Gate::Enforced,
                 lease: 0,
+                descriptor: 0,
             }]
         })
         .collect();

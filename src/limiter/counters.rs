@@ -195,6 +195,7 @@ fn plan<'r>(
                             cost: 0,
                             gate: Gate::Advisory,
                             lease: 0,
+                            descriptor: 0,
                         });
                         ShardCounter {
                             shard,

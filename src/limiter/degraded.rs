@@ -70,6 +70,7 @@ pub(super) fn outcomes(
                 cost: 1,
                 gate: c.gate,
                 lease: 0,
+                descriptor: c.descriptor,
             },
             _ => Charge {
                 key: CounterKey::from_bytes(b""),
@@ -84,6 +85,7 @@ pub(super) fn outcomes(
                 cost: 0,
                 gate: c.gate,
                 lease: 0,
+                descriptor: c.descriptor,
             },
         })
         .collect();

@@ -120,7 +120,7 @@ impl<'r> Plan<'r> {
             .enumerate()
             .map(|(at, (descriptor, m))| {
                 let cost = descriptor.hits_addend.unwrap_or(request_cost);
-                planner.slot(quota_mode_group(at), descriptor, cost, m)
+                planner.slot(at, descriptor, cost, m)
             })
             .collect();
         let mut charges = planner.charges;
@@ -256,15 +256,18 @@ struct Planner<'a, 'r> {
 }
 
 impl<'r> Planner<'_, 'r> {
-    /// The slot of `descriptor`, which matched `m` and costs `cost`; adds its charges (in
-    /// quota mode, as quota-mode group `group`).
+    /// The slot of `descriptor`, the call's `at`th, which matched `m` and costs `cost`; adds its
+    /// charges (in quota mode, as its quota-mode group).
     fn slot(
         &mut self,
-        group: Gate,
+        at: usize,
         descriptor: &Descriptor,
         cost: u64,
         m: Matched<'r>,
     ) -> Resolved<'r> {
+        let group = quota_mode_group(at);
+        // At most MAX_DESCRIPTORS descriptors reach planning.
+        let index = u32::try_from(at).unwrap_or(u32::MAX);
         // The node's series slot goes with a stats key the rules fix (`Borrowed`: its full key).
         let (rules, counted, stats_key, slot) = match m {
             Matched::Nothing => return Resolved::Free,
@@ -272,6 +275,7 @@ impl<'r> Planner<'_, 'r> {
                 let quota_mode = self.options.global_quota_mode;
                 let counted = ChargeParams {
                     key: counter_key(self.domain, descriptor, None),
+                    descriptor: index,
                     cost,
                     gate: if quota_mode { group } else { Gate::Enforced },
                     quota_mode,
@@ -305,6 +309,7 @@ impl<'r> Planner<'_, 'r> {
                 let quota_mode = node.quota_mode || self.options.global_quota_mode;
                 let counted = ChargeParams {
                     key: counter_key(self.domain, descriptor, Some(&found)),
+                    descriptor: index,
                     cost,
                     gate: gate_of(node, quota_mode.then_some(group)),
                     quota_mode,
@@ -342,6 +347,8 @@ pub(super) fn quota_mode_group(at: usize) -> Gate {
 /// The shared parameters of one counted descriptor's charges.
 struct ChargeParams<'r> {
     key: CounterKeyBuilder,
+    /// The descriptor's index in its call.
+    descriptor: u32,
     cost: u64,
     gate: Gate,
     quota_mode: bool,
@@ -389,6 +396,7 @@ impl<'r> ChargeParams<'r> {
                     cost: self.cost,
                     gate: charge_gate,
                     lease: rule.lease,
+                    descriptor: self.descriptor,
                 });
                 Some((rule, charges.len() - 1))
             })

@@ -8,30 +8,10 @@ use super::*;
 use crate::clock::{ManualClock, SECOND};
 
 /// Named and unnamed limits, a rule in shadow mode, quota-mode rules: each allows 1 a minute.
-const RULES: &str = r#"
-domain: d
-descriptors:
-  - key: named
-    rate_limit: { name: per_user, unit: minute, requests_per_unit: 1 }
-  - key: plain
-    metadata: { route: plain }
-    rate_limit: { unit: minute, requests_per_unit: 1 }
-  - key: tenant
-    descriptors:
-      - key: model
-        rate_limits:
-          - { name: tokens_per_minute, unit: minute, requests_per_unit: 1 }
-          - { unit: day, requests_per_unit: 5 }
-  - key: shadow
-    shadow_mode: true
-    rate_limit: { name: trial, unit: minute, requests_per_unit: 1 }
-  - key: quota
-    quota_mode: true
-    rate_limit: { name: quota, unit: minute, requests_per_unit: 1 }
-  - key: spare
-    quota_mode: true
-    rate_limit: { unit: minute, requests_per_unit: 1 }
-"#;
+const RULES: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/budgets/refusals.yaml"
+));
 
 fn options(upstream: bool) -> LimiterOptions {
     let mut options = LimiterOptions::default();

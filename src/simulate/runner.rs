@@ -63,6 +63,7 @@ fn replay(arrivals: &[i64], limit: Limit, origin: Nanos) -> AlgorithmRun {
         cost: 1,
         gate: Gate::Enforced,
         lease: 0,
+        descriptor: 0,
     }];
     let decisions: Vec<(i64, bool)> = arrivals
         .iter()

@@ -22,5 +22,6 @@ pub(crate) fn fixed_charge(name: &str, requests: u64, cost: u64, gate: Gate) -> 
         cost,
         gate,
         lease: 0,
+        descriptor: 0,
     }
 }

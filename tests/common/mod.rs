@@ -416,5 +416,6 @@ pub fn charge(
         cost,
         gate,
         lease: 0,
+        descriptor: 0,
     }
 }

@@ -37,6 +37,7 @@ fn leased(algorithm: Algorithm, requests: u64, lease: u32, value: &str) -> Charg
     };
     Charge {
         lease,
+        descriptor: 0,
         ..charge("edge", ("api_key", value), limit, 1, Gate::Enforced)
     }
 }

@@ -12,22 +12,12 @@ use crate::common::admin;
 use crate::common::{OK, OVER, TestServer, call, descriptor, header, request};
 
 /// A tenant's budget of 100 a minute, recorded past the limit, and an ordinary limit of 5.
-const RULES: &str = r#"
-domain: llm
-descriptors:
-  - key: tenant
-    rate_limit: { unit: minute, requests_per_unit: 100, record_over_limit: true }
-  - key: route
-    rate_limit: { unit: minute, requests_per_unit: 5 }
-"#;
+const RULES: &str = include_str!("../fixtures/budgets/token_budget.yaml");
 
 /// The same budget without the field.
-const UNRECORDED: &str = r#"
-domain: llm
-descriptors:
-  - key: tenant
-    rate_limit: { unit: minute, requests_per_unit: 100 }
-"#;
+fn unrecorded() -> String {
+    RULES.replace(", record_over_limit: true", "")
+}
 
 /// The tenant's descriptor with `hits` (0: the check).
 fn tenant(hits: u64) -> RateLimitDescriptor {
@@ -70,7 +60,7 @@ async fn a_budget_recorded_past_its_limit_stops_the_tenant() {
     assert_eq!(limit["counters"][0]["used"], 120, "{}", read.body);
     assert_eq!(limit["counters"][0]["admits"], false);
 
-    let unrecorded = TestServer::start(UNRECORDED).await;
+    let unrecorded = TestServer::start(&unrecorded()).await;
     assert_eq!(eight_requests(&unrecorded).await, [OK; 8]);
 }
 

@@ -207,6 +207,7 @@ contract!(
     per_algorithm reset_clears_only_its_counters,
     store reset_of_a_calendar_window,
     store recorded_past_the_limit,
+    store a_crossing_descriptor_keeps_all_its_budgets,
     store compat_token_quota,
 );
 
@@ -641,6 +642,55 @@ async fn recorded_past_the_limit(b: &Backend) {
     }
 }
 
+/// A descriptor with two budgets (a minute's, a day's) whose charge crosses the minute's: the
+/// call is refused, yet both keep the charge (the tokens were spent); another descriptor of the
+/// same call whose budget it fits keeps nothing, nor does an ordinary limit of the crossing one.
+async fn a_crossing_descriptor_keeps_all_its_budgets(b: &Backend) {
+    for algorithm in [
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::TokenBucket,
+    ] {
+        let name = |n: &str| format!("{n}-{algorithm}");
+        let minute = charge(
+            &name("minute"),
+            recording(algorithm, 10, Recording::Always),
+            12,
+            Gate::Enforced,
+        );
+        let day = Limit {
+            window: 86_400 * SECOND,
+            ..recording(algorithm, 1_000, Recording::Always)
+        };
+        let day = charge(&name("day"), day, 12, Gate::Enforced);
+        let plain = charge(
+            &name("plain"),
+            limit(algorithm, 100, MINUTE),
+            12,
+            Gate::Enforced,
+        );
+        let mut other = charge(
+            &name("other"),
+            recording(algorithm, 100, Recording::Always),
+            12,
+            Gate::Enforced,
+        );
+        other.descriptor = 1;
+        let o = b
+            .apply(
+                &[minute.clone(), day.clone(), plain.clone(), other.clone()],
+                T0,
+            )
+            .await;
+        let admitted: Vec<bool> = o.iter().map(|o| o.verdict.admitted).collect();
+        assert_eq!(admitted, [false, true, true, true], "{algorithm}");
+        assert_eq!(hits_held(b, &minute, T0).await, 12, "{algorithm}");
+        assert_eq!(hits_held(b, &day, T0).await, 12, "{algorithm}");
+        assert_eq!(hits_held(b, &plain, T0).await, 0, "{algorithm}");
+        assert_eq!(hits_held(b, &other, T0).await, 0, "{algorithm}");
+    }
+}
+
 /// envoyproxy/ratelimit's token-quota example on 2 a minute, counted as the drop-in personality
 /// counts (fixed windows recording every hit, its judgment of a check): three checks pass at 0,
 /// 1 and 2 hits, each followed by a charge of 1; the fourth is refused until the window ends.
@@ -810,11 +860,16 @@ fn agree(
                 2 => [Gate::QuotaMode(0), Gate::QuotaMode((op.advance_us % 2) as u32), Gate::QuotaMode(1)],
                 _ => [Gate::Advisory; 3],
             };
+            // The first two charges of a call are one descriptor's, the third another's.
             let call: Vec<Charge> = [op.counter, (op.counter + 1) % 3, (op.counter + 2) % 3]
                 .iter()
                 .zip(gates)
                 .take(match op.gate { 0 => 2, 2 => 3, _ => 1 })
-                .map(|(&i, gate)| charge(&format!("p{case}-{i}"), limits[i], op.cost, gate))
+                .enumerate()
+                .map(|(j, (&i, gate))| Charge {
+                    descriptor: (j / 2) as u32,
+                    ..charge(&format!("p{case}-{i}"), limits[i], op.cost, gate)
+                })
                 .collect();
             let expected = memory.apply_now(&call, now);
             let got = runtime.block_on(redis.apply(&call, now));

@@ -33,7 +33,7 @@ fn recordings(set: &RuleSet) -> Vec<(String, Recording)> {
 /// One limit per algorithm; `plain` names none (the load's default algorithm).
 const EVERY_ALGORITHM: &str = include_str!(concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/rules/every_algorithm.yaml"
+    "/tests/fixtures/budgets/every_algorithm.yaml"
 ));
 
 /// The load options with `record_over_limit` and `compat_recording` as given (the personality

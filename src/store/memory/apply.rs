@@ -1,6 +1,7 @@
 //! Applying a call's charges in the memory store: lock the shards of its counters in ascending
 //! order, run the algorithms, and commit every new state only if the call is not blocked (a
-//! charge recorded past its limit is committed whatever the call's fate).
+//! descriptor whose charge crossed a limit recording every charge keeps its hits on those
+//! limits whatever the call's fate).
 
 use std::sync::atomic::Ordering;
 
@@ -71,10 +72,14 @@ impl MemoryStore {
                 .zip(&outcomes)
                 .map(|(c, o)| (c.gate, o.verdict.admitted)),
         );
-        for (i, state, reserved) in pending {
+        let kept = if blocked {
+            kept_when_blocked(charges, &outcomes, &pending, &fps)
+        } else {
+            Vec::new()
+        };
+        for (p, (i, state, reserved)) in pending.into_iter().enumerate() {
             let charge = &charges[i];
-            // A blocked call commits only the charges recorded past their limit.
-            if blocked && (outcomes[i].verdict.admitted || !charge.limit.recording.records()) {
+            if blocked && !kept[p] {
                 self.held
                     .fetch_sub(usize::from(reserved), Ordering::Relaxed);
                 continue;
@@ -107,6 +112,33 @@ impl MemoryStore {
         shard.put(fp, next, idle_at, self.journal);
         outcome
     }
+}
+
+/// Which `pending` states (charge index, state) a blocked call keeps: those of limits that record
+/// every charge, of a descriptor that crossed one of them (a charge of it was denied yet left a
+/// state: only a recording limit does), each counter's last such state (as apply.lua keeps it).
+fn kept_when_blocked(
+    charges: &[Charge],
+    outcomes: &[ChargeOutcome],
+    pending: &[(usize, State, bool)],
+    fps: &[Fingerprint],
+) -> Vec<bool> {
+    let crossed = |descriptor: u32| {
+        pending
+            .iter()
+            .any(|&(j, _, _)| charges[j].descriptor == descriptor && !outcomes[j].verdict.admitted)
+    };
+    let records = |i: usize| charges[i].limit.recording.records();
+    pending
+        .iter()
+        .enumerate()
+        .map(|(p, &(i, _, _))| {
+            let last = !pending[p + 1..]
+                .iter()
+                .any(|&(j, _, _)| fps[j] == fps[i] && records(j));
+            records(i) && last && crossed(charges[i].descriptor)
+        })
+        .collect()
 }
 
 /// The outcome of a charge refused because the store is full.

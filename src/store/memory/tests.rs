@@ -302,6 +302,7 @@ fn sliding_logs_are_exact_and_reclaimed() {
         cost: 1,
         gate: Gate::Enforced,
         lease: 0,
+        descriptor: 0,
     };
     let call = std::slice::from_ref(&log);
     for at in 0..3 {

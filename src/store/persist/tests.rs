@@ -30,6 +30,7 @@ fn charge(name: &str, algorithm: Algorithm, requests: u64, window: Nanos) -> Cha
         cost: 1,
         gate: Gate::Enforced,
         lease: 0,
+        descriptor: 0,
     }
 }
 

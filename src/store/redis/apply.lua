@@ -440,7 +440,8 @@ end
 -- Apply each call in turn: every charge in order (a key named twice sees its own earlier
 -- charge), then commit the admitted ones only if the call is not blocked (src/store/gate.rs:
 -- an enforced charge denied, or quota-mode groups present and each with a denied charge); a
--- charge recorded past its limit (recording > 0, denied) commits whatever the call's fate.
+-- descriptor whose charge crossed a limit recording every charge (recording > 0, denied) keeps
+-- its hits on each such limit of it whatever the call's fate.
 -- Later calls of a batch see earlier calls' commits, exactly as separate runs in that order
 -- would. Dispatch is by plain comparisons: a script's body (and every table and closure in
 -- it) is rebuilt on each run.
@@ -448,24 +449,27 @@ local reply, replies = {}, 0
 local server_now -- Redis's clock, read once per run for the calls that bring no time
 -- A call of several charges keeps its own view: pending[k] is k's state after the call's
 -- charges so far, commit_alg[k] / commit_w[k] are set when the call would commit k, kept[k] is
--- k's state after its last charge recorded past its limit (committed even if the call is
--- blocked). Made by
+-- k's state after its last charge of a recording limit and kept_desc[k] that charge's
+-- descriptor (committed even if the call is blocked, when crossed[descriptor]: a recording
+-- charge of it was denied). Made by
 -- the run's first such call (not per call: new tables cost) and cleared of the keys a call
 -- touched (touched[1..nt]) after it.
-local pending, commit_alg, commit_w, kept, touched
+local pending, commit_alg, commit_w, kept, kept_desc, crossed, touched
 -- The last call's argument and its header and first charge (one unpack): a call identical to
 -- the one before it (a hot key on Redis's clock: the largest runs) is not unpacked again (Lua
 -- strings are interned, so the comparison is one of pointers).
 local last, time, count, k, alg, n, w, b, cost, gate, o
 local rec = 0 -- the charge's recording (see the header), split from its algorithm field
+local desc = 0 -- its descriptor's index in the call, split from its gate field
 for call = 1, #ARGV do
   local packed = ARGV[call]
   if packed ~= last then
     last = packed
     if #packed > 16 then
       time, count, k, alg, n, w, b, cost, gate, o = unpack_call('<i8i8i8i8i8i8i8i8i8', packed)
-      rec = 0
+      rec, desc = 0, 0
       if alg >= 8 then rec, alg = floor(alg / 8), alg % 8 end
+      if gate >= 2^40 then desc, gate = floor(gate / 2^40), gate % 2^40 end
     else
       time, count = unpack_call('<i8i8', packed)
     end
@@ -489,7 +493,10 @@ for call = 1, #ARGV do
     replies = replies + 1
     reply[replies] = pack('<i8i8i8i8', admitted or 0, remaining, reset, available)
   elseif count > 1 then
-    if not pending then pending, commit_alg, commit_w, kept, touched = {}, {}, {}, {}, {} end
+    if not pending then
+      pending, commit_alg, commit_w, kept, kept_desc, touched = {}, {}, {}, {}, {}, {}
+    end
+    local crossed_any = false
     local nt = 0
     local blocked, quota_mode_over = false, nil -- quota_mode_over[g]: group g has a denied charge
     -- Leasing charges (reply slot, remaining and reset_after without the lease), to withdraw
@@ -500,8 +507,9 @@ for call = 1, #ARGV do
     for j = 1, count do
       if j > 1 then
         k, alg, n, w, b, cost, gate, o = unpack_call('<i8i8i8i8i8i8i8', packed, o)
-        rec = 0
+        rec, desc = 0, 0
         if alg >= 8 then rec, alg = floor(alg / 8), alg % 8 end
+        if gate >= 2^40 then desc, gate = floor(gate / 2^40), gate % 2^40 end
       end
       if pending[k] == nil then
         local st = latest[k]
@@ -521,7 +529,13 @@ for call = 1, #ARGV do
       end
       if next then
         pending[k], commit_alg[k], commit_w[k] = next, alg, w
-        if rec > 0 and not admitted then kept[k] = next end
+        if rec > 0 then
+          kept[k], kept_desc[k] = next, desc
+          if not admitted then
+            crossed = crossed or {}
+            crossed[desc], crossed_any = true, true
+          end
+        end
       end
       if gate == 0 and not admitted then blocked = true end
       if gate >= 2 then
@@ -548,11 +562,14 @@ for call = 1, #ARGV do
       local alg = commit_alg[k]
       if alg then
         if not blocked then commit(k, alg, commit_w[k], now, pending[k])
-        elseif kept[k] then commit(k, alg, commit_w[k], now, kept[k]) end
-        commit_alg[k], kept[k] = nil, nil -- (commit_w[k] is read only with it)
+        elseif crossed_any and kept[k] and crossed[kept_desc[k]] then
+          commit(k, alg, commit_w[k], now, kept[k])
+        end
+        commit_alg[k], kept[k] = nil, nil -- (commit_w[k] and kept_desc[k] are read only with them)
       end
       pending[k] = nil
     end
+    if crossed_any then crossed = nil end
   end
 end
 -- Each O(1) key's last commit, written once (see commit); written out here, not as a function

@@ -163,6 +163,7 @@ mod tests {
             cost,
             gate: Gate::Enforced,
             lease: 0,
+            descriptor: 0,
         }
     }
 

@@ -90,6 +90,7 @@ mod tests {
             cost: 1,
             gate: Gate::Enforced,
             lease: 0,
+            descriptor: 0,
         }
     }
 

@@ -151,6 +151,7 @@ mod tests {
                 cost: 1,
                 gate: Gate::Enforced,
                 lease: 0,
+                descriptor: 0,
             }
         };
         let start = 1_774_738_800 * SECOND;

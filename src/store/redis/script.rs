@@ -49,8 +49,23 @@ pub fn fields(charge: &Charge, key_index: usize) -> ChargeFields {
         window_us(limit),
         limit.burst.min(MAX_PARAM),
         cost,
-        gate_code(charge.gate),
+        gate_code(charge.gate) + descriptor_code(charge),
     ]
+}
+
+/// Where the gate field carries the charge's descriptor, for a limit that records every
+/// charge: `+ DESCRIPTOR_SHIFT * descriptor` (above a lease's extra hits, which stay below 2^21
+/// times [`EXTRA_SHIFT`]; a call's at most 64 descriptors keep the field below 2^53).
+const DESCRIPTOR_SHIFT: u64 = 1 << 40;
+
+/// The gate field's descriptor part: only a recording limit's charge needs it (a descriptor
+/// that crossed one is kept in a refused call), so an ordinary one's field stays as it was.
+fn descriptor_code(charge: &Charge) -> u64 {
+    if charge.limit.recording.records() {
+        DESCRIPTOR_SHIFT * u64::from(charge.descriptor.min(1 << 12))
+    } else {
+        0
+    }
 }
 
 /// The script's algorithm code of a fixed window its key names (the four algorithms are 0 to

@@ -72,6 +72,7 @@ fn charge(algorithm: Algorithm, requests: u64, lease: u32, cost: u64) -> Charge 
         cost,
         gate: Gate::Enforced,
         lease,
+        descriptor: 0,
     }
 }
 
