@@ -31,4 +31,5 @@ mod signals;
 mod simulate;
 mod soak;
 mod statsd;
+mod token_budgets;
 mod version;
