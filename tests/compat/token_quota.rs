@@ -43,6 +43,22 @@ descriptors:
         name: "service_2"
 "#;
 
+/// envoyproxy/ratelimit's example environment (its docker-compose), besides Redis's address and
+/// the rules' root.
+const EXAMPLE_ENV: [(&str, &str); 9] = [
+    ("USE_STATSD", "false"),
+    ("LOG_LEVEL", "debug"),
+    ("REDIS_SOCKET_TYPE", "tcp"),
+    ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+    ("RUNTIME_WATCH_ROOT", "false"),
+    ("RESPONSE_DYNAMIC_METADATA", "true"),
+    // Free ports instead of 8080/8081, so tests run side by side.
+    ("PORT", "0"),
+    ("GRPC_PORT", "0"),
+    // A loaded test machine: calls may wait a second for Redis (sluice's own variable).
+    ("SLUICE_REDIS_TIMEOUT", "1s"),
+];
+
 /// A stack: Redis, the personality with envoyproxy/ratelimit's example environment, and Envoy
 /// with the two services behind it.
 struct Stack {
@@ -59,24 +75,12 @@ impl Stack {
         let config = data.path().join("ratelimit/config");
         std::fs::create_dir_all(&config).unwrap();
         std::fs::write(config.join("config.yaml"), RULES).unwrap();
-        let env: Vec<(String, String)> = [
-            ("USE_STATSD", "false".to_string()),
-            ("LOG_LEVEL", "debug".into()),
-            ("REDIS_SOCKET_TYPE", "tcp".into()),
-            ("REDIS_URL", format!("127.0.0.1:{}", redis.port)),
-            ("RUNTIME_ROOT", data.path().display().to_string()),
-            ("RUNTIME_SUBDIRECTORY", "ratelimit".into()),
-            ("RUNTIME_WATCH_ROOT", "false".into()),
-            ("RESPONSE_DYNAMIC_METADATA", "true".into()),
-            // Free ports instead of 8080/8081, so tests run side by side.
-            ("PORT", "0".into()),
-            ("GRPC_PORT", "0".into()),
-            // A loaded test machine: calls may wait a second for Redis (sluice's own variable).
-            ("SLUICE_REDIS_TIMEOUT", "1s".into()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+        let mut env: Vec<(String, String)> = EXAMPLE_ENV
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        env.push(("REDIS_URL".into(), format!("127.0.0.1:{}", redis.port)));
+        env.push(("RUNTIME_ROOT".into(), data.path().display().to_string()));
         let ratelimit = Ratelimit::start(&env);
         let envoy = Envoy::start(&bootstrap(ratelimit.grpc, free_port(), free_port()));
         let stack = Self {
@@ -183,133 +187,8 @@ fn multiservice_token_quota_example_works_unchanged() {
 /// The example proxy's two routes with sluice at `ratelimit` and the services on ports `one`
 /// and `two` (listeners of the same Envoy, answering as envoyproxy/ratelimit's mock does).
 fn bootstrap(ratelimit: SocketAddr, one: u16, two: u16) -> String {
-    let ratelimit = ratelimit.port();
-    format!(
-        r#"admin:
-  address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
-static_resources:
-  listeners:
-  - name: ingress
-    address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: ingress
-          http_filters:
-          - name: envoy.filters.http.ratelimit
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit
-              domain: rl
-              request_type: external
-              failure_mode_deny: false
-              enable_x_ratelimit_headers: DRAFT_VERSION_03
-              rate_limit_service:
-                transport_api_version: V3
-                grpc_service: {{ envoy_grpc: {{ cluster_name: ratelimit }} }}
-          - name: envoy.filters.http.header_mutation
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation
-              mutations:
-                request_mutations:
-                - append:
-                    header:
-                      key: x-envoy-service-with-quota
-                      value: "%DYNAMIC_METADATA(envoy.filters.http.ratelimit:metadata:service_with_quota:name)%"
-                    append_action: OVERWRITE_IF_EXISTS_OR_ADD
-          - name: envoy.filters.http.header_to_metadata
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.header_to_metadata.v3.Config
-              request_rules:
-              - header: x-envoy-service-with-quota
-                on_header_present: {{ metadata_namespace: envoy.lb, key: service, type: STRING }}
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
-          route_config:
-            virtual_hosts:
-            - name: backend
-              domains: ["*"]
-              routes:
-              - match: {{ prefix: /tokenquota }}
-                route: {{ cluster: service_1 }}
-                typed_per_filter_config:
-                  envoy.filters.http.ratelimit:
-                    "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute
-                    vh_rate_limits: INCLUDE
-                    override_option: INCLUDE_POLICY
-                    rate_limits:
-                    - actions: [ {{ generic_key: {{ descriptor_key: service, descriptor_value: service_2 }} }} ]
-                      hits_addend: {{ number: 0 }}
-                    - actions: [ {{ generic_key: {{ descriptor_key: service, descriptor_value: service_2 }} }} ]
-                      hits_addend: {{ number: 1 }}
-                      apply_on_stream_done: true
-              - match: {{ prefix: /multiservice-tokenquota }}
-                route: {{ cluster: multiservice }}
-                typed_per_filter_config:
-                  envoy.filters.http.ratelimit:
-                    "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute
-                    vh_rate_limits: INCLUDE
-                    override_option: INCLUDE_POLICY
-                    rate_limits:
-                    - actions: [ {{ generic_key: {{ descriptor_key: service, descriptor_value: service_1 }} }} ]
-                      hits_addend: {{ number: 0 }}
-                    - actions: [ {{ generic_key: {{ descriptor_key: service, descriptor_value: service_2 }} }} ]
-                      hits_addend: {{ number: 0 }}
-                    - actions:
-                      - metadata:
-                          descriptor_key: service
-                          source: CLUSTER_LOCALITY_ENTRY
-                          metadata_key: {{ key: envoy.cluster.locality, path: [ {{ key: name }} ] }}
-                      hits_addend: {{ number: 1 }}
-                      apply_on_stream_done: true
-  - name: service_1
-    address: {{ socket_address: {{ address: 127.0.0.1, port_value: {one} }} }}
-    filter_chains: [ {{ filters: [ {{ name: envoy.filters.network.http_connection_manager, typed_config: {{ "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager, stat_prefix: one, http_filters: [ {{ name: envoy.filters.http.router, typed_config: {{ "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router }} }} ], route_config: {{ virtual_hosts: [ {{ name: one, domains: ["*"], routes: [ {{ match: {{ prefix: "/" }}, direct_response: {{ status: 200, body: {{ inline_string: "Hello World from Service 1" }} }} }} ] }} ] }} }} }} ] }} ]
-  - name: service_2
-    address: {{ socket_address: {{ address: 127.0.0.1, port_value: {two} }} }}
-    filter_chains: [ {{ filters: [ {{ name: envoy.filters.network.http_connection_manager, typed_config: {{ "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager, stat_prefix: two, http_filters: [ {{ name: envoy.filters.http.router, typed_config: {{ "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router }} }} ], route_config: {{ virtual_hosts: [ {{ name: two, domains: ["*"], routes: [ {{ match: {{ prefix: "/" }}, direct_response: {{ status: 200, body: {{ inline_string: "Hello World from Service 2" }} }} }} ] }} ] }} }} }} ] }} ]
-  clusters:
-  - name: ratelimit
-    type: STATIC
-    connect_timeout: 1s
-    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: {{ http2_protocol_options: {{}} }}
-    load_assignment:
-      cluster_name: ratelimit
-      endpoints:
-      - lb_endpoints:
-        - endpoint: {{ address: {{ socket_address: {{ address: 127.0.0.1, port_value: {ratelimit} }} }} }}
-  - name: service_1
-    type: STATIC
-    connect_timeout: 1s
-    load_assignment:
-      cluster_name: service_1
-      endpoints:
-      - lb_endpoints:
-        - endpoint: {{ address: {{ socket_address: {{ address: 127.0.0.1, port_value: {one} }} }} }}
-  - name: multiservice
-    type: STATIC
-    connect_timeout: 1s
-    lb_subset_config:
-      fallback_policy: ANY_ENDPOINT
-      subset_selectors: [ {{ keys: [service] }} ]
-    load_assignment:
-      cluster_name: multiservice
-      endpoints:
-      - locality: {{ region: region_1 }}
-        metadata: {{ filter_metadata: {{ envoy.cluster.locality: {{ name: service_1 }} }} }}
-        lb_endpoints:
-        - endpoint: {{ address: {{ socket_address: {{ address: 127.0.0.1, port_value: {one} }} }} }}
-          metadata: {{ filter_metadata: {{ envoy.lb: {{ service: service_1 }} }} }}
-      - locality: {{ region: region_2 }}
-        metadata: {{ filter_metadata: {{ envoy.cluster.locality: {{ name: service_2 }} }} }}
-        lb_endpoints:
-        - endpoint: {{ address: {{ socket_address: {{ address: 127.0.0.1, port_value: {two} }} }} }}
-          metadata: {{ filter_metadata: {{ envoy.lb: {{ service: service_2 }} }} }}
-"#
-    )
+    include_str!("../fixtures/budgets/token-quota-envoy.yaml")
+        .replace("RATELIMIT_PORT", &ratelimit.port().to_string())
+        .replace("SERVICE_1_PORT", &one.to_string())
+        .replace("SERVICE_2_PORT", &two.to_string())
 }
