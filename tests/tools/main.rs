@@ -25,6 +25,7 @@ fn fuzz_corpus_needs_the_fuzzing_feature() {
     panic!("run with --features fuzzing to replay the fuzz corpus");
 }
 mod helm;
+mod helm_spread;
 mod image;
 mod prometheus;
 mod signals;
