@@ -34,3 +34,4 @@ mod soak;
 mod statsd;
 mod token_budgets;
 mod version;
+mod which_limiter;
