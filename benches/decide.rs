@@ -24,6 +24,7 @@ fn charge(limit: Limit) -> [Charge; 1] {
         cost: 1,
         gate: Gate::Enforced,
         lease: 0,
+        descriptor: 0,
     }]
 }
 
@@ -38,6 +39,7 @@ fn cases() -> Vec<(&'static str, Limit, Nanos)> {
         window,
         burst: requests,
         origin: 0,
+        recording: Default::default(),
     };
     vec![
         (

@@ -33,6 +33,7 @@ fn charge(algorithm: Algorithm, i: u64) -> Charge {
         window: 60 * SECOND,
         burst: 100,
         origin: 0,
+        recording: Default::default(),
     };
     let mut key = CounterKeyBuilder::new("edge");
     key.entry(
@@ -45,6 +46,7 @@ fn charge(algorithm: Algorithm, i: u64) -> Charge {
         cost: 1,
         gate: Gate::Enforced,
         lease: 0,
+        descriptor: 0,
     }
 }
 

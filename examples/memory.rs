@@ -50,6 +50,7 @@ fn main() -> Result<(), String> {
         window: 60 * SECOND,
         burst: 1_000,
         origin: 0,
+        recording: Default::default(),
     };
     // A realistic key: domain, one descriptor entry with a per-client value, the limit identity.
     let charges: Vec<[Charge; 1]> = (0..count)
@@ -62,6 +63,7 @@ fn main() -> Result<(), String> {
                 cost: 1,
                 gate: Gate::Enforced,
                 lease: 0,
+                descriptor: 0,
             }]
         })
         .collect();

@@ -86,12 +86,14 @@ fn limit(l: &LimitCounters<'_>, shards: u32) -> Value {
         "timezone": calendar.map(|c| &*c.zone_name),
         "shards": shards.max(1),
         "lease": rule.lease,
+        "record_over_limit": l.limit.is_some_and(|now| now.recording.records()),
         "unlimited": matches!(rule.kind, LimitKind::Unlimited),
         "replaced_by": l.replaced_by,
     })
 }
 
-/// One counter's state: what is used and left, and when it next admits or is full again.
+/// One counter's state: what is used (the hits it holds, past the capacity on a limit that
+/// records every charge) and left, and when it next admits or is full again.
 fn counter(s: &ShardCounter, now: Nanos) -> Value {
     let capacity = s.limit.capacity();
     let Some(state) = s.state else {
@@ -115,7 +117,7 @@ fn counter(s: &ShardCounter, now: Nanos) -> Value {
     json!({
         "shard": s.shard,
         "capacity": capacity,
-        "used": capacity.saturating_sub(state.remaining),
+        "used": s.used.unwrap_or(capacity.saturating_sub(state.remaining)),
         "remaining": state.remaining,
         "admits": state.admits,
         "next_admitted_at": next_at,

@@ -26,8 +26,9 @@ pub(super) fn decide(
     // The counter returns to full only when its window ends, whatever the verdict; a call that
     // can never fit (requests 0, cost above the limit) gets the same hint, which is never 0.
     let reset_after = until(u128::from(start) + u128::from(window), now);
-    // A check (cost 0) is judged as a single hit would be.
-    let charge = cost.max(1);
+    // A check (cost 0) is judged as a single hit would be (as none under envoyproxy/ratelimit's
+    // judgment).
+    let charge = limit.recording.judged(cost);
     if u128::from(count) + u128::from(charge) > u128::from(limit.requests) {
         let verdict = Verdict {
             admitted: false,

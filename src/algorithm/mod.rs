@@ -1,13 +1,17 @@
 //! Counting algorithms as pure functions of (limit, state, now, cost).
 //!
 //! No I/O, no clock, no locks: a store reads the state, calls [`decide`], and writes the
-//! returned state back only when the whole call is admitted. A denied call consumes nothing.
+//! returned state back only when the whole call is admitted. A denied call consumes nothing,
+//! unless its limit records every charge ([`Recording`]): a charge that crosses such a limit is
+//! written whatever the call's fate.
 
 mod fixed_window;
 mod sliding_log;
 mod sliding_window;
 mod token_bucket;
 
+#[cfg(test)]
+mod recording_tests;
 #[cfg(test)]
 mod testing;
 
@@ -77,6 +81,48 @@ pub struct Limit {
     /// year the call falls in (and `window` that period's length), decided by the limiter.
     /// Only `fixed_window` reads it.
     pub origin: Nanos,
+    /// What the limit does with hits past it: only admitted hits count (the default), or every
+    /// charge is recorded (a rule's `record_over_limit`, for token budgets).
+    pub recording: Recording,
+}
+
+/// A bound no counter reaches: a recorded charge is the state the algorithm leaves under it.
+/// 2^48, the largest limit parameter the Redis script takes (its numbers are doubles), so both
+/// stores reach the same states.
+pub const UNBOUNDED: u64 = 1 << 48;
+
+/// What a limit does with hits that cross it (a rule's `record_over_limit`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Recording {
+    /// Only admitted hits are recorded: a denied charge changes nothing.
+    #[default]
+    AdmittedOnly,
+    /// Every charge is recorded, even one that crosses the limit: a counter goes over it, a
+    /// token bucket into debt (a token budget charged after the response), whatever the call's
+    /// fate; a charge that fits is committed with its call, as any other. A check (cost 0) is
+    /// refused while one more hit would not fit.
+    Always,
+    /// As [`Recording::Always`], but a check is refused only once the counter is past the
+    /// limit, as envoyproxy/ratelimit judges a call of 0 hits (its `INCRBY 0` then a
+    /// comparison): the drop-in personality's counting.
+    AlwaysCompat,
+}
+
+impl Recording {
+    /// Whether a charge's hits are recorded even when denied.
+    pub fn records(self) -> bool {
+        self != Recording::AdmittedOnly
+    }
+
+    /// The hits a call of `cost` is judged for: its cost, or for a check (0) one hit, or none
+    /// under envoyproxy/ratelimit's judgment.
+    pub fn judged(self, cost: u64) -> u64 {
+        match (cost, self) {
+            (0, Recording::AlwaysCompat) => 0,
+            (0, _) => 1,
+            (cost, _) => cost,
+        }
+    }
 }
 
 impl Limit {
@@ -105,6 +151,23 @@ impl Limit {
         match self.algorithm {
             Algorithm::TokenBucket => self.burst,
             _ => self.requests,
+        }
+    }
+
+    /// The same limit with a bound no counter reaches (a bucket's capacity; a window's
+    /// requests), its rate and window unchanged: it admits whatever was charged, so the state
+    /// it leaves is the charge recorded past this limit. A store reads a counter's hits with
+    /// it too (its check's remaining is the bound less the hits counted).
+    pub fn unbounded(&self) -> Limit {
+        match self.algorithm {
+            Algorithm::TokenBucket => Limit {
+                burst: UNBOUNDED,
+                ..*self
+            },
+            _ => Limit {
+                requests: UNBOUNDED,
+                ..*self
+            },
         }
     }
 }
@@ -157,13 +220,38 @@ pub struct Verdict {
 
 /// Decides one call of `cost` hits against `limit` at `now`, given the counter's stored
 /// `state` (`None` = never seen). Returns the verdict and the state to store if the call is
-/// committed. A `cost` of 0 is a check: it is judged as a cost-1 call and changes nothing.
+/// committed. A `cost` of 0 is a check: it is judged as a cost-1 call (as a cost-0 one under
+/// [`Recording::AlwaysCompat`]) and changes nothing.
+///
+/// A limit that records every charge ([`Recording::records`]) returns a state for a denied
+/// charge too: the hits counted past the limit, to be stored whatever the call's fate (an
+/// admitted charge is committed as any other: only if its call is); its verdict's hint is then
+/// the exact time after which the same call fits that state.
 pub fn decide(
     limit: &Limit,
     state: Option<&State>,
     now: Nanos,
     cost: u64,
 ) -> (Verdict, Option<State>) {
+    let (verdict, next) = judge(limit, state, now, cost);
+    if verdict.admitted || cost == 0 || !limit.recording.records() {
+        return (verdict, next);
+    }
+    // Counted as if there were no bound; a charge not even that admits (a count past 2^48, a
+    // bucket's arrival time past what it can store) is refused and records nothing.
+    let Some(over) = judge(&limit.unbounded(), state, now, cost).1 else {
+        return (verdict, None);
+    };
+    let again = judge(limit, Some(&over), now, cost).0;
+    let verdict = Verdict {
+        reset_after: again.reset_after,
+        ..verdict
+    };
+    (verdict, Some(over))
+}
+
+/// The algorithm's own judgment of one call; see [`decide`].
+fn judge(limit: &Limit, state: Option<&State>, now: Nanos, cost: u64) -> (Verdict, Option<State>) {
     match limit.algorithm {
         Algorithm::FixedWindow => fixed_window::decide(limit, state, now, cost),
         Algorithm::SlidingWindow => sliding_window::decide(limit, state, now, cost),

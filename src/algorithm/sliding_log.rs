@@ -42,8 +42,9 @@ pub(super) fn decide(
     let live = log.range(live_from..);
     let newest_expiry = live.clone().next_back().map(expiry);
     let requests = limit.requests;
-    // A check (cost 0) is judged as a single hit would be.
-    let charge = cost.max(1);
+    // A check (cost 0) is judged as a single hit would be (as none under envoyproxy/ratelimit's
+    // judgment).
+    let charge = limit.recording.judged(cost);
     let denied = |reset_after| {
         (
             Verdict {

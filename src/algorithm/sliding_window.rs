@@ -87,8 +87,9 @@ pub(super) fn decide(
         )
     };
     let requests = limit.requests;
-    // A check (cost 0) is judged as a single hit would be.
-    let charge = cost.max(1);
+    // A check (cost 0) is judged as a single hit would be (as none under envoyproxy/ratelimit's
+    // judgment).
+    let charge = limit.recording.judged(cost);
     let weighted = u128::from(previous) * (w - elapsed);
 
     let fits = room(requests, current, charge, w).is_some_and(|r| weighted <= r);

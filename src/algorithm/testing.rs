@@ -14,6 +14,7 @@ pub(super) fn per_minute_of(algorithm: Algorithm, n: u64) -> Limit {
         window: 60 * SECOND,
         burst: n,
         origin: 0,
+        recording: Default::default(),
     }
 }
 

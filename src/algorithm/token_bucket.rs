@@ -37,8 +37,9 @@ pub(super) fn decide(
             None,
         )
     };
-    // A check (cost 0) is judged as a single hit would be.
-    let need = u128::from(cost.max(1)) * window;
+    // A check (cost 0) is judged as a single hit would be (as none under envoyproxy/ratelimit's
+    // judgment).
+    let need = u128::from(limit.recording.judged(cost)) * window;
 
     if rate == 0 || need > tolerance {
         // Never fits: report the time until the bucket is full, or else the window's end.
@@ -113,6 +114,7 @@ mod tests {
             window: 60 * SECOND,
             burst,
             origin: 0,
+            recording: Default::default(),
         }
     }
 

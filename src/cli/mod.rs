@@ -132,6 +132,13 @@ pub struct RuleArgs {
     /// `sluice serve` needs --region with it; `check` and `explain` only accept such limits.
     #[arg(long, env = "SLUICE_GLOBAL_REDIS_URL", hide_env_values = true)]
     pub global_redis_url: Option<String>,
+    /// Limits that do not set record_over_limit record every charge, even past the limit
+    /// (token budgets; rules from xDS, e.g. Envoy AI Gateway's, carry no such field).
+    #[arg(long, env = "SLUICE_RECORD_OVER_LIMIT")]
+    pub record_over_limit: bool,
+    /// Count as envoyproxy/ratelimit: set by the drop-in personality, no flag of its own.
+    #[arg(skip)]
+    pub compat_recording: bool,
 }
 
 impl RuleArgs {
@@ -141,6 +148,8 @@ impl RuleArgs {
             default_algorithm: self.default_algorithm.into(),
             merge_domains: self.merge_domains,
             global_scope: self.global_redis_url.is_some(),
+            record_over_limit: self.record_over_limit,
+            compat_recording: self.compat_recording,
         }
     }
 }

@@ -34,6 +34,10 @@ pub struct ResponseArgs {
     /// (domain, descriptors, hits addend, and the metadata of the rules that passed).
     #[arg(long, env = "SLUICE_RESPONSE_DYNAMIC_METADATA")]
     pub response_dynamic_metadata: bool,
+    /// Name the rules that refused in the answer's dynamic_metadata, as `sluice_refused_by`
+    /// (comma-separated, in descriptor order), for Envoy's access log.
+    #[arg(long, env = "SLUICE_REFUSAL_METADATA")]
+    pub refusal_metadata: bool,
     /// Global quota mode (envoyproxy/ratelimit QUOTA_MODE): every descriptor but `unlimited` ones
     /// counts as quota-mode, so a call is refused only when all of them are over.
     #[arg(long, env = "SLUICE_QUOTA_MODE")]
@@ -81,6 +85,7 @@ impl ResponseArgs {
         ResponseOptions {
             headers,
             dynamic_metadata: self.response_dynamic_metadata,
+            refusal_metadata: self.refusal_metadata,
             reset_precision: match self.reset_precision {
                 PrecisionArg::Seconds => ResetPrecision::Seconds,
                 PrecisionArg::Milliseconds => ResetPrecision::Milliseconds,
@@ -134,6 +139,7 @@ mod tests {
             "--reset-header",
             "Reset",
             "--response-dynamic-metadata",
+            "--refusal-metadata",
             "--reset-precision",
             "milliseconds",
         ])
@@ -147,6 +153,7 @@ mod tests {
                     reset: "Reset".into(),
                 }),
                 dynamic_metadata: true,
+                refusal_metadata: true,
                 reset_precision: ResetPrecision::Milliseconds,
             }
         );

@@ -162,6 +162,10 @@ impl ServeArgs {
                 global_shadow_mode: self.shadow_mode,
                 global_quota_mode: self.response.quota_mode,
                 default_algorithm: self.rules.default_algorithm.into(),
+                override_recording: self
+                    .rules
+                    .load_options()
+                    .recording(self.rules.default_algorithm.into(), None),
                 expected_replicas: self.redis.expected_replicas,
                 response: self.response.options(),
             },

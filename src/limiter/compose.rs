@@ -1,6 +1,7 @@
 //! Turning the store's outcomes for a planned call into its answer: one status per
 //! descriptor, the overall code (all-or-nothing, quota mode and shadow mode), the rate-limit
-//! headers in the configured style, and the dynamic metadata when asked for.
+//! headers in the configured style, and the dynamic metadata (envoyproxy/ratelimit's, the
+//! refusing rules' names) when asked for.
 
 use std::borrow::Cow;
 
@@ -35,6 +36,8 @@ pub(super) fn compose(
     let mut gates: SmallVec<[(Gate, bool); 2]> = SmallVec::new();
     // The limit chosen to describe each counted descriptor, with its verdict.
     let mut chosen: SmallVec<[Option<(&LimitRule, Verdict)>; 2]> = SmallVec::new();
+    // The names of the rules that refused (`--refusal-metadata`), made at the first refusal.
+    let mut refused_by: Option<String> = None;
     for (at, slot) in slots.iter().enumerate() {
         match slot {
             Resolved::Free => {
@@ -55,9 +58,13 @@ pub(super) fn compose(
                 quota_mode,
                 limits,
                 cost,
+                full_key,
                 ..
             } => {
                 let (rule, outcome) = binding_limit(limits, outcomes);
+                if options.response.refusal_metadata && !outcome.verdict.admitted {
+                    metadata::refused(&mut refused_by, rule.name.as_deref().unwrap_or(full_key));
+                }
                 let counted = CountedDescriptor {
                     rule,
                     outcome,
@@ -88,10 +95,14 @@ pub(super) fn compose(
         }),
         HeaderStyle::None => Vec::new(),
     };
-    let dynamic_metadata = options
+    let mut dynamic_metadata = options
         .response
         .dynamic_metadata
         .then(|| metadata::build(request, slots, &statuses));
+    if let Some(names) = refused_by {
+        let fields = dynamic_metadata.get_or_insert_default();
+        fields.insert(metadata::REFUSED_BY.into(), names.into());
+    }
     Decision {
         code,
         statuses,

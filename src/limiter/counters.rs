@@ -7,7 +7,7 @@ use super::Limiter;
 use super::explain::{CounterState, borrow, replaced_by, replacers, sub_counters};
 use super::plan::counter_key;
 use super::request::Descriptor;
-use crate::algorithm::Limit;
+use crate::algorithm::{Limit, UNBOUNDED};
 use crate::clock::Nanos;
 use crate::rules::{LimitRule, Node, Reached, RuleSet, walk};
 use crate::store::{Charge, Cleared, Gate, StoreError};
@@ -66,6 +66,9 @@ pub struct ShardCounter {
     pub limit: Limit,
     /// Its state now, judged for a one-hit call (`None` once reset).
     pub state: Option<CounterState>,
+    /// The hits it holds now, past its limit too (a limit that records every charge); `None`
+    /// once reset, or past what a counter can hold.
+    pub used: Option<u64>,
     /// Hits this replica holds leased on it (a shared store's `lease:` rules).
     pub leased: Option<u64>,
 }
@@ -89,18 +92,30 @@ impl Limiter {
         entries: &[(String, String)],
     ) -> Result<Counters<'r>, CountersError> {
         let now = self.clock.now();
-        let (mut counters, charges) = plan(rules, domain, entries, now)?;
+        let (mut counters, mut charges) = plan(rules, domain, entries, now)?;
+        // Each counter read twice: as a one-hit call finds it, and under its limit unbounded,
+        // whose remaining is that bound less the hits the counter holds.
+        let n = charges.len();
+        charges.extend_from_within(..);
+        for read in &mut charges[n..] {
+            read.limit = read.limit.unbounded();
+        }
         let outcomes = match charges.as_slice() {
             [] => Vec::new(),
             charges => self.store.apply(charges, now).await?,
         };
-        let mut read = charges.iter().zip(outcomes);
+        let (checked, held) = outcomes.split_at(n);
+        let mut read = charges.iter().zip(checked).zip(held);
         for counter in counters.limits.iter_mut().flat_map(|l| &mut l.counters) {
-            if let Some((charge, outcome)) = read.next() {
+            if let Some(((charge, outcome), held)) = read.next() {
                 counter.state = Some(CounterState::checked(
                     outcome.verdict,
                     counter.limit.capacity(),
                 ));
+                counter.used = held
+                    .verdict
+                    .admitted
+                    .then(|| UNBOUNDED - held.verdict.remaining.min(UNBOUNDED));
                 counter.leased = self.store.leased(charge, now);
             }
         }
@@ -180,11 +195,13 @@ fn plan<'r>(
                             cost: 0,
                             gate: Gate::Advisory,
                             lease: 0,
+                            descriptor: 0,
                         });
                         ShardCounter {
                             shard,
                             limit: part,
                             state: None,
+                            used: None,
                             leased: None,
                         }
                     })

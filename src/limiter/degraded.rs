@@ -15,7 +15,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use crate::algorithm::{Algorithm, Limit, Verdict};
+use crate::algorithm::{Algorithm, Limit, Recording, Verdict};
 use crate::clock::{Nanos, SECOND};
 use crate::log_text::LogText;
 use crate::rules::FailureMode;
@@ -66,10 +66,12 @@ pub(super) fn outcomes(
                     window: RETRY,
                     burst: 0,
                     origin: 0,
+                    recording: Recording::AdmittedOnly,
                 },
                 cost: 1,
                 gate: c.gate,
                 lease: 0,
+                descriptor: c.descriptor,
             },
             _ => Charge {
                 key: CounterKey::from_bytes(b""),
@@ -79,10 +81,12 @@ pub(super) fn outcomes(
                     window: RETRY,
                     burst: 1,
                     origin: 0,
+                    recording: Recording::AdmittedOnly,
                 },
                 cost: 0,
                 gate: c.gate,
                 lease: 0,
+                descriptor: c.descriptor,
             },
         })
         .collect();

@@ -222,6 +222,7 @@ fn limit_states<'r>(
                     cost: 0,
                     gate: Gate::Advisory,
                     lease: 0,
+                    descriptor: 0,
                 };
                 charge(limits.len(), check);
             }

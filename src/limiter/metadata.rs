@@ -1,5 +1,6 @@
 //! envoyproxy/ratelimit's `dynamic_metadata` (`RESPONSE_DYNAMIC_METADATA`): the call's domain
-//! and descriptors, and the `metadata` of the rules whose descriptors passed, merged.
+//! and descriptors, and the `metadata` of the rules whose descriptors passed, merged; and
+//! sluice's `sluice_refused_by` (`--refusal-metadata`).
 
 use serde_json::{Map, Value};
 
@@ -9,6 +10,24 @@ use super::request::{Descriptor, LimitOverride, Request};
 
 /// The key of a hits addend, on the call and on a descriptor.
 const HITS_ADDEND: &str = "hitsAddend";
+
+/// The key of the refusing rules' names (`--refusal-metadata`), beside envoyproxy/ratelimit's
+/// keys: Envoy's access log prints it with
+/// `%DYNAMIC_METADATA(envoy.filters.http.ratelimit:sluice_refused_by)%`.
+pub(super) const REFUSED_BY: &str = "sluice_refused_by";
+
+/// Adds `name` (a refusing descriptor's rule: its limit's `name`, else its full key) to the
+/// comma-separated list `names`, made at the first refusal: a call nothing refused allocates
+/// nothing for it.
+pub(super) fn refused(names: &mut Option<String>, name: &str) {
+    match names {
+        Some(names) => {
+            names.push(',');
+            names.push_str(name);
+        }
+        None => *names = Some(name.to_owned()),
+    }
+}
 
 /// The Struct envoyproxy/ratelimit returns, as JSON: `domain`; `descriptors`, one per request
 /// descriptor in order; `hitsAddend` when the call's is not 0; `metadata` when some passed rule has

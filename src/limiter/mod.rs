@@ -17,6 +17,8 @@ mod plan;
 #[cfg(test)]
 mod quota_mode_tests;
 mod record;
+#[cfg(test)]
+mod refusal_tests;
 mod request;
 mod response_options;
 #[cfg(test)]
@@ -29,7 +31,7 @@ use std::time::Instant;
 use arc_swap::ArcSwap;
 use smallvec::SmallVec;
 
-use crate::algorithm::Algorithm;
+use crate::algorithm::{Algorithm, Recording};
 use crate::clock::Clock;
 use crate::metrics::{self, Metrics};
 use crate::region::Regions;
@@ -59,6 +61,9 @@ pub struct LimiterOptions {
     pub global_quota_mode: bool,
     /// The algorithm of request-side limit overrides (rules carry their own).
     pub default_algorithm: Algorithm,
+    /// What request-side limit overrides do with hits past them: as a rule of the default
+    /// algorithm that sets no `record_over_limit` ([`crate::rules::LoadOptions::recording`]).
+    pub override_recording: Recording,
     /// Replicas sharing the store: a `failure_mode: local` rule counts limit / this while
     /// the store is unreachable.
     pub expected_replicas: u64,
@@ -72,6 +77,7 @@ impl Default for LimiterOptions {
             global_shadow_mode: false,
             global_quota_mode: false,
             default_algorithm: crate::rules::DEFAULT_ALGORITHM,
+            override_recording: Recording::AdmittedOnly,
             expected_replicas: 1,
             response: ResponseOptions::default(),
         }

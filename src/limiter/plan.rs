@@ -45,6 +45,9 @@ pub(super) enum Resolved<'r> {
         /// The rule's statistics key (`domain.key1.key2...`; `Borrowed`: the node's compiled
         /// full key, fixed by the rules).
         stats_key: Cow<'r, str>,
+        /// What the rule is called where its limits have no `name`: the node's full key, as
+        /// `RateLimit-Policy` names it (`override` for a request-side override).
+        full_key: &'r str,
         /// The node's resolved series for a stats key the rules fix (`None` for an override or
         /// a key with runtime values); the figures are looked up when the call is recorded.
         series: Option<&'r SeriesSlot>,
@@ -122,7 +125,7 @@ impl<'r> Plan<'r> {
             .enumerate()
             .map(|(at, (descriptor, m))| {
                 let cost = descriptor.hits_addend.unwrap_or(request_cost);
-                planner.slot(quota_mode_group(at), descriptor, cost, m)
+                planner.slot(at, descriptor, cost, m)
             })
             .collect();
         let mut charges = planner.charges;
@@ -259,15 +262,18 @@ struct Planner<'a, 'r> {
 }
 
 impl<'r> Planner<'_, 'r> {
-    /// The slot of `descriptor`, which matched `m` and costs `cost`; adds its charges (in
-    /// quota mode, as quota-mode group `group`).
+    /// The slot of `descriptor`, the call's `at`th, which matched `m` and costs `cost`; adds its
+    /// charges (in quota mode, as its quota-mode group).
     fn slot(
         &mut self,
-        group: Gate,
+        at: usize,
         descriptor: &Descriptor,
         cost: u64,
         m: Matched<'r>,
     ) -> Resolved<'r> {
+        let group = quota_mode_group(at);
+        // At most MAX_DESCRIPTORS descriptors reach planning.
+        let index = u32::try_from(at).unwrap_or(u32::MAX);
         // The node's series slot goes with a stats key the rules fix (`Borrowed`: its full key).
         let (rules, counted, stats_key, slot) = match m {
             Matched::Nothing => return Resolved::Free,
@@ -275,15 +281,20 @@ impl<'r> Planner<'_, 'r> {
                 let quota_mode = self.options.global_quota_mode;
                 let counted = ChargeParams {
                     key: counter_key(self.domain, descriptor, None),
+                    descriptor: index,
                     cost,
                     gate: if quota_mode { group } else { Gate::Enforced },
                     quota_mode,
                     metadata: None,
+                    full_key: "override",
                     shards: None,
                     failure: None,
                     rule_key: "",
                 };
-                let rule = o.rule(self.options.default_algorithm);
+                let rule = o.rule(
+                    self.options.default_algorithm,
+                    self.options.override_recording,
+                );
                 let rule = RuleRef::Override(Box::new(rule));
                 (smallvec![rule], counted, Cow::Owned(stats_key), None)
             }
@@ -305,10 +316,12 @@ impl<'r> Planner<'_, 'r> {
                 let quota_mode = node.quota_mode || self.options.global_quota_mode;
                 let counted = ChargeParams {
                     key: counter_key(self.domain, descriptor, Some(&found)),
+                    descriptor: index,
                     cost,
                     gate: gate_of(node, quota_mode.then_some(group)),
                     quota_mode,
                     metadata: node.metadata.as_ref(),
+                    full_key: &node.full_key,
                     shards: (node.shards > 1)
                         .then(|| (node.shards, shards::route(&descriptor.entries))),
                     failure: Some(node.failure_mode),
@@ -347,10 +360,13 @@ pub(super) fn quota_mode_group(at: usize) -> Gate {
 /// The shared parameters of one counted descriptor's charges.
 struct ChargeParams<'r> {
     key: CounterKeyBuilder,
+    /// The descriptor's index in its call.
+    descriptor: u32,
     cost: u64,
     gate: Gate,
     quota_mode: bool,
     metadata: Option<&'r serde_json::Value>,
+    full_key: &'r str,
     /// A sharded rule: its shard count and this call's routing hash.
     shards: Option<(u32, u64)>,
     failure: Option<FailureMode>,
@@ -412,6 +428,7 @@ impl<'r> ChargeParams<'r> {
                     cost: self.cost,
                     gate: charge_gate,
                     lease: rule.lease,
+                    descriptor: self.descriptor,
                 });
                 Some((rule, charges.len() - 1))
             })
@@ -423,6 +440,7 @@ impl<'r> ChargeParams<'r> {
             limits,
             cost: self.cost,
             stats_key,
+            full_key: self.full_key,
             series,
             failure: self.failure,
         }

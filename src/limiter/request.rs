@@ -1,6 +1,6 @@
 //! The domain form of a rate-limit call, and the input limits every call must respect.
 
-use crate::algorithm::{Algorithm, Limit};
+use crate::algorithm::{Algorithm, Limit, Recording};
 use crate::clock::SECOND;
 use crate::rules::{LimitKind, LimitRule, Unit};
 
@@ -43,10 +43,10 @@ pub struct LimitOverride {
 }
 
 impl LimitOverride {
-    /// The limit as a rule: counted with `algorithm` (the default one), sharing the counter of
-    /// a configured rule with the same window (as envoyproxy/ratelimit's overrides share cache
-    /// keys).
-    pub(super) fn rule(self, algorithm: Algorithm) -> LimitRule {
+    /// The limit as a rule: counted with `algorithm` (the default one) and `recording`,
+    /// sharing the counter of a configured rule with the same window (as
+    /// envoyproxy/ratelimit's overrides share cache keys).
+    pub(super) fn rule(self, algorithm: Algorithm, recording: Recording) -> LimitRule {
         let window = self.unit.seconds() * SECOND;
         let requests = u64::from(self.requests_per_unit);
         LimitRule {
@@ -56,6 +56,7 @@ impl LimitOverride {
                 window,
                 burst: requests,
                 origin: 0,
+                recording,
             }),
             requests_per_unit: self.requests_per_unit,
             unit: Some(self.unit),

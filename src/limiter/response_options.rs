@@ -1,5 +1,6 @@
 //! What an answer carries besides its codes: which rate-limit headers, whether the dynamic
-//! metadata envoyproxy/ratelimit offers, and how precisely `duration_until_reset` is reported.
+//! metadata envoyproxy/ratelimit offers and sluice's names of the refusing rules, and how
+//! precisely `duration_until_reset` is reported.
 
 use std::borrow::Cow;
 
@@ -12,6 +13,9 @@ pub struct ResponseOptions {
     pub headers: HeaderStyle,
     /// Fill `dynamic_metadata` as envoyproxy/ratelimit's `RESPONSE_DYNAMIC_METADATA` does.
     pub dynamic_metadata: bool,
+    /// Add `sluice_refused_by` to `dynamic_metadata`: the names of the rules whose descriptors
+    /// refused (`--refusal-metadata`).
+    pub refusal_metadata: bool,
     /// How `duration_until_reset` is rounded.
     pub reset_precision: ResetPrecision,
 }

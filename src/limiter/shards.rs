@@ -64,6 +64,7 @@ mod tests {
             window: 60 * SECOND,
             burst,
             origin: 0,
+            recording: Default::default(),
         }
     }
 

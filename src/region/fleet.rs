@@ -72,6 +72,7 @@ impl Fleet {
             window: SECOND,
             burst,
             origin: 0,
+            recording: Default::default(),
         };
         let start = 1_800_000_000 * SECOND;
         let mut fleet = Self {

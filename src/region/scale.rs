@@ -70,6 +70,7 @@ mod tests {
             burst,
             requests,
             algorithm,
+            recording: Default::default(),
         }
     }
 

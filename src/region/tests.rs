@@ -182,6 +182,7 @@ fn calls_are_checked_against_the_portion() {
         window: SECOND,
         burst: 100,
         origin: 0,
+        recording: Default::default(),
     };
     let name = || (Arc::from("edge"), Arc::from("edge.k"), 0);
     let cut = regions.limit_for(b"k", limit, 1, name, SECOND);

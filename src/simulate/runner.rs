@@ -1,6 +1,6 @@
 //! Replays arrival times through each algorithm: the real store and algorithm code, a manual clock.
 
-use sluice::algorithm::{Algorithm, Limit};
+use sluice::algorithm::{Algorithm, Limit, Recording};
 use sluice::clock::{Clock, ManualClock, Nanos, SECOND};
 use sluice::store::{Charge, CounterKeyBuilder, Gate, MemoryStore};
 
@@ -45,6 +45,7 @@ pub fn run(arrivals: &[i64], limit: u64, window: Nanos, burst: u64) -> Vec<Algor
                     limit
                 },
                 origin: 0,
+                recording: Recording::AdmittedOnly,
             };
             replay(arrivals, limit, origin)
         })
@@ -62,6 +63,7 @@ fn replay(arrivals: &[i64], limit: Limit, origin: Nanos) -> AlgorithmRun {
         cost: 1,
         gate: Gate::Enforced,
         lease: 0,
+        descriptor: 0,
     }];
     let decisions: Vec<(i64, bool)> = arrivals
         .iter()

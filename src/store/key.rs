@@ -380,6 +380,7 @@ mod tests {
             window,
             burst: 5,
             origin,
+            recording: Default::default(),
         };
         let (today, tomorrow) = (day(1_000, 23), day(1_023, 24));
         let key = b.finish_limit(0, &today, None);

@@ -55,6 +55,10 @@ pub struct Charge {
     /// The rule's `lease`: hits a replica may take from a shared store at a time and admit
     /// locally; 0 for none (every embedded-store charge is exact whatever this says).
     pub lease: u32,
+    /// The index of the charge's descriptor in its call (the charges of one descriptor share
+    /// it): a descriptor whose charge crosses a limit that records every charge is recorded on
+    /// each such limit of it, even when its call is refused (see [`Store::apply`]).
+    pub descriptor: u32,
 }
 
 /// What became of one charge: the algorithm's verdict on its counter, and what the counter had
@@ -113,7 +117,10 @@ pub type FlushFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 /// A counter store.
 pub trait Store: Send + Sync + 'static {
     /// Applies every charge of one call at `now`, atomically: either every admitted charge is
-    /// committed (the call is not blocked) or nothing is. Returns one outcome per charge, in order.
+    /// committed (the call is not blocked) or nothing is, but for the limits that record every
+    /// charge ([`crate::algorithm::Recording`]) of a descriptor whose charge crossed one of them:
+    /// those keep the descriptor's hits (its tokens were spent) whatever the call's fate.
+    /// Returns one outcome per charge, in order.
     fn apply<'a>(&'a self, charges: &'a [Charge], now: Nanos) -> StoreFuture<'a>;
 
     /// [`Store::apply`] for a call of one charge, answered on the spot by a store that never

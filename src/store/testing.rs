@@ -12,6 +12,7 @@ pub(crate) fn fixed_charge(name: &str, requests: u64, cost: u64, gate: Gate) -> 
         window: 60 * SECOND,
         burst: requests,
         origin: 0,
+        recording: Default::default(),
     };
     let mut key = CounterKeyBuilder::new("d");
     key.entry("k", name);
@@ -21,5 +22,6 @@ pub(crate) fn fixed_charge(name: &str, requests: u64, cost: u64, gate: Gate) -> 
         cost,
         gate,
         lease: 0,
+        descriptor: 0,
     }
 }

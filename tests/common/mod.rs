@@ -401,6 +401,7 @@ pub fn limit(algorithm: Algorithm, requests: u64, window: Nanos) -> Limit {
         window,
         burst: requests,
         origin: 0,
+        recording: Default::default(),
     }
 }
 
@@ -421,5 +422,6 @@ pub fn charge(
         cost,
         gate,
         lease: 0,
+        descriptor: 0,
     }
 }

@@ -6,3 +6,4 @@ mod common;
 
 mod ratelimit_binary;
 mod replay;
+mod token_quota;

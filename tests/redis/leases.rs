@@ -33,9 +33,11 @@ fn leased(algorithm: Algorithm, requests: u64, lease: u32, value: &str) -> Charg
         window: 60 * SECOND,
         burst: requests,
         origin: 0,
+        recording: Default::default(),
     };
     Charge {
         lease,
+        descriptor: 0,
         ..charge("edge", ("api_key", value), limit, 1, Gate::Enforced)
     }
 }

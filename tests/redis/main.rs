@@ -86,6 +86,7 @@ pub fn hourly_charge(domain: &str, tenant: &str, requests: u64) -> Charge {
         window: 3600 * SECOND,
         burst: requests,
         origin: 0,
+        recording: Default::default(),
     };
     common::charge(domain, ("tenant", tenant), limit, 1, Gate::Enforced)
 }

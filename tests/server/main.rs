@@ -18,6 +18,7 @@ mod rlqs;
 mod rlqs_envoy;
 mod rlqs_faults;
 mod tls;
+mod token_budget;
 mod tracing;
 mod ui;
 mod ui_bucket;

@@ -6,16 +6,17 @@ use sluice::clock::{Nanos, SECOND};
 use sluice::store::saved::combine;
 
 /// One decided call: when, for how much, the state it saw, the verdict and the state after.
-struct Step {
-    now: Nanos,
-    cost: u64,
-    before: Option<State>,
-    verdict: Verdict,
-    after: Option<State>,
+pub(crate) struct Step {
+    pub now: Nanos,
+    pub cost: u64,
+    pub before: Option<State>,
+    pub verdict: Verdict,
+    pub after: Option<State>,
 }
 
-/// Runs `calls` (gap since the previous call, cost) from `start`, storing state as a store would.
-fn run(limit: &Limit, start: Nanos, calls: &[(u64, u64)]) -> Vec<Step> {
+/// Runs `calls` (gap since the previous call, cost) from `start`, storing state as a store would
+/// (every state `decide` returns: a recording limit's for a denied charge too).
+pub(crate) fn run(limit: &Limit, start: Nanos, calls: &[(u64, u64)]) -> Vec<Step> {
     let (mut now, mut state) = (start, None::<State>);
     let mut steps = Vec::with_capacity(calls.len());
     for &(gap, cost) in calls {
@@ -63,6 +64,7 @@ fn limit(algorithm: Algorithm, requests: u64, burst: u64, window: Nanos) -> Limi
         window,
         burst,
         origin: 0,
+        recording: Default::default(),
     }
 }
 

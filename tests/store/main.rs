@@ -1,6 +1,7 @@
 //! The stores and the algorithms they run: the embedded store, persistence across restarts,
 //! hostile data directories, the store contract (memory and Redis) and the algorithms'
-//! properties. One test binary so the library is linked once for all of them.
+//! properties, recording limits' among them. One test binary so the library is linked once
+//! for all of them.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -9,4 +10,5 @@ mod algorithms_prop;
 mod data_dir;
 mod embedded_store;
 mod persistence;
+mod recording_prop;
 mod store_contract;

@@ -8,7 +8,7 @@ use crate::common;
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use sluice::algorithm::{Algorithm, Limit};
+use sluice::algorithm::{Algorithm, Limit, Recording};
 use sluice::clock::{MILLI, Nanos, SECOND};
 use sluice::rules::{Calendar, Period};
 use sluice::store::redis::{RedisClock, RedisKeyLayout};
@@ -206,6 +206,9 @@ contract!(
     store calendar_windows,
     per_algorithm reset_clears_only_its_counters,
     store reset_of_a_calendar_window,
+    store recorded_past_the_limit,
+    store a_crossing_descriptor_keeps_all_its_budgets,
+    store compat_token_quota,
 );
 
 /// Every algorithm admits exactly its allowance, then denies with an exact retry hint.
@@ -570,6 +573,145 @@ async fn calendar_windows(b: &Backend) {
     assert_eq!((o.verdict.remaining, o.verdict.reset_after), (0, 17 * HOUR));
 }
 
+/// A limit of `requests` per minute with `algorithm` that records every charge as `recording`.
+fn recording(algorithm: Algorithm, requests: u64, recording: Recording) -> Limit {
+    Limit {
+        recording,
+        ..limit(algorithm, requests, MINUTE)
+    }
+}
+
+/// The hits a counter holds (past its limit too), read as the admin listener reads them: the
+/// remaining of a check under the same limit unbounded.
+async fn hits_held(b: &Backend, c: &Charge, now: Nanos) -> u64 {
+    let read = Charge {
+        limit: c.limit.unbounded(),
+        cost: 0,
+        ..c.clone()
+    };
+    sluice::algorithm::UNBOUNDED - b.one(&read, now).await.verdict.remaining
+}
+
+/// A limit that records every charge (fixed window, sliding window, token bucket): a charge
+/// that crosses it is refused yet counted, a check is refused with an exact hint until the
+/// budget allows; a recorded charge commits even in a call another counter refuses, while an
+/// ordinary one in a call the recorded charge refuses commits nothing.
+async fn recorded_past_the_limit(b: &Backend) {
+    for algorithm in [
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::TokenBucket,
+    ] {
+        let budget = recording(algorithm, 10, Recording::Always);
+        let c = |cost| charge(&format!("budget-{algorithm}"), budget, cost, Gate::Enforced);
+        assert!(b.one(&c(8), T0).await.verdict.admitted, "{algorithm}");
+        let over = b.one(&c(5), T0).await;
+        assert!(
+            !over.verdict.admitted && over.available == 2,
+            "{algorithm}: {over:?}"
+        );
+        assert_eq!(hits_held(b, &c(0), T0).await, 13, "{algorithm}");
+        b.exact_retry(&c(0), T0 + SECOND).await;
+
+        // Refused by an ordinary counter beside it: the recorded charge still counts.
+        let ordinary = |n, name: &str| {
+            charge(
+                &format!("{name}-{algorithm}"),
+                limit(algorithm, n, MINUTE),
+                1,
+                Gate::Enforced,
+            )
+        };
+        let other = recording(algorithm, 10, Recording::Always);
+        let fits = charge(&format!("fits-{algorithm}"), other, 4, Gate::Enforced);
+        let o = b.apply(&[fits.clone(), ordinary(0, "zero")], T0).await;
+        assert!(
+            o[0].verdict.admitted && !o[1].verdict.admitted,
+            "{algorithm}"
+        );
+        assert_eq!(hits_held(b, &fits, T0).await, 0, "{algorithm}");
+        // Refused by the recorded charge: the ordinary counter beside it is not charged.
+        let spared = ordinary(5, "spared");
+        let o = b.apply(&[spared.clone(), c(3)], T0).await;
+        assert!(
+            o[0].verdict.admitted && !o[1].verdict.admitted,
+            "{algorithm}"
+        );
+        assert_eq!(b.one(&costing(&spared, 0), T0).await.verdict.remaining, 5);
+        assert_eq!(hits_held(b, &c(0), T0).await, 16, "{algorithm}");
+    }
+}
+
+/// A descriptor with two budgets (a minute's, a day's) whose charge crosses the minute's: the
+/// call is refused, yet both keep the charge (the tokens were spent); another descriptor of the
+/// same call whose budget it fits keeps nothing, nor does an ordinary limit of the crossing one.
+async fn a_crossing_descriptor_keeps_all_its_budgets(b: &Backend) {
+    for algorithm in [
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::TokenBucket,
+    ] {
+        let name = |n: &str| format!("{n}-{algorithm}");
+        let minute = charge(
+            &name("minute"),
+            recording(algorithm, 10, Recording::Always),
+            12,
+            Gate::Enforced,
+        );
+        let day = Limit {
+            window: 86_400 * SECOND,
+            ..recording(algorithm, 1_000, Recording::Always)
+        };
+        let day = charge(&name("day"), day, 12, Gate::Enforced);
+        let plain = charge(
+            &name("plain"),
+            limit(algorithm, 100, MINUTE),
+            12,
+            Gate::Enforced,
+        );
+        let mut other = charge(
+            &name("other"),
+            recording(algorithm, 100, Recording::Always),
+            12,
+            Gate::Enforced,
+        );
+        other.descriptor = 1;
+        let o = b
+            .apply(
+                &[minute.clone(), day.clone(), plain.clone(), other.clone()],
+                T0,
+            )
+            .await;
+        let admitted: Vec<bool> = o.iter().map(|o| o.verdict.admitted).collect();
+        assert_eq!(admitted, [false, true, true, true], "{algorithm}");
+        assert_eq!(hits_held(b, &minute, T0).await, 12, "{algorithm}");
+        assert_eq!(hits_held(b, &day, T0).await, 12, "{algorithm}");
+        assert_eq!(hits_held(b, &plain, T0).await, 0, "{algorithm}");
+        assert_eq!(hits_held(b, &other, T0).await, 0, "{algorithm}");
+    }
+}
+
+/// envoyproxy/ratelimit's token-quota example on 2 a minute, counted as the drop-in personality
+/// counts (fixed windows recording every hit, its judgment of a check): three checks pass at 0,
+/// 1 and 2 hits, each followed by a charge of 1; the fourth is refused until the window ends.
+async fn compat_token_quota(b: &Backend) {
+    let l = recording(Algorithm::FixedWindow, 2, Recording::AlwaysCompat);
+    let c = |cost| charge("token-quota", l, cost, Gate::QuotaMode(0));
+    for request in 0..3 {
+        let now = T0 + request * SECOND;
+        let check = b.one(&c(0), now).await;
+        assert!(check.verdict.admitted, "request {request}: {check:?}");
+        b.one(&c(1), now).await;
+    }
+    let refused = b.one(&c(0), T0 + 3 * SECOND).await;
+    assert_eq!(
+        (refused.verdict.admitted, refused.verdict.reset_after),
+        (false, 57 * SECOND)
+    );
+    assert_eq!(hits_held(b, &c(0), T0 + 3 * SECOND).await, 3);
+    assert!(b.one(&c(0), T0 + MINUTE).await.verdict.admitted);
+}
+
 /// One random operation: which counter, cost, how far the clock moves (µs), the gate.
 #[derive(Debug, Clone)]
 struct Op {
@@ -597,24 +739,39 @@ fn ops_of(
 }
 
 /// Three random limits: any algorithm, `requests` per window (ms) from `windows_ms`; a token
-/// bucket's burst is `burst(requests, n)` with `n` from `bursts`, the others' is `requests`.
+/// bucket's burst is `burst(requests, n)` with `n` from `bursts`, the others' is `requests`;
+/// recording as `recordings` picks (never for a sliding log, which cannot record).
 fn limits_of(
     requests: impl Strategy<Value = u64>,
     windows_ms: impl Strategy<Value = u64>,
     bursts: impl Strategy<Value = u64>,
     burst: fn(u64, u64) -> u64,
+    recordings: impl Strategy<Value = Recording>,
 ) -> impl Strategy<Value = Vec<Limit>> {
-    let one =
-        (0usize..4, requests, windows_ms, bursts).prop_map(move |(a, requests, window_ms, n)| {
-            Limit {
-                algorithm: Algorithm::ALL[a],
-                requests,
-                window: window_ms * MILLI,
-                burst: if a == 3 { burst(requests, n) } else { requests },
-                origin: 0,
-            }
-        });
+    let one = (0usize..4, requests, windows_ms, bursts, recordings).prop_map(
+        move |(a, requests, window_ms, n, recording)| Limit {
+            algorithm: Algorithm::ALL[a],
+            requests,
+            window: window_ms * MILLI,
+            burst: if a == 3 { burst(requests, n) } else { requests },
+            origin: 0,
+            recording: if a == 2 {
+                Recording::AdmittedOnly
+            } else {
+                recording
+            },
+        },
+    );
     proptest::collection::vec(one, 3)
+}
+
+/// Any recording.
+fn recordings() -> impl Strategy<Value = Recording> {
+    prop::sample::select(vec![
+        Recording::AdmittedOnly,
+        Recording::Always,
+        Recording::AlwaysCompat,
+    ])
 }
 
 fn ops() -> impl Strategy<Value = Vec<Op>> {
@@ -627,7 +784,13 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
 
 fn limits() -> impl Strategy<Value = Vec<Limit>> {
     let windows_ms = prop_oneof![1u64..5_000, Just(60_000), Just(86_400_000)];
-    limits_of(0u64..12, windows_ms, 1u64..15, |_, burst| burst)
+    limits_of(
+        0u64..12,
+        windows_ms,
+        1u64..15,
+        |_, burst| burst,
+        recordings(),
+    )
 }
 
 /// Limits whose products pass 2^53 (the script's exact wide arithmetic), with costs and
@@ -637,12 +800,27 @@ fn big_limits() -> impl Strategy<Value = Vec<Limit>> {
     let windows_ms = prop_oneof![Just(day), Just(30 * day), Just(365 * day)];
     // Bursts refill within 50 windows (at most 50 years): Redis stores bucket arrival times
     // only up to 2^52 µs after the epoch (README), so centuries-long refills are refused there.
-    limits_of(
+    // Windows record too; a bucket does not, as costs this large would run its debt past the
+    // years Redis stores an arrival time for (README), where the script refuses the charge.
+    let limits = limits_of(
         1_000_000u64..4_294_967_295,
         windows_ms,
         1u64..50,
         |requests, refills| requests * refills,
-    )
+        recordings(),
+    );
+    limits.prop_map(|limits| {
+        limits
+            .into_iter()
+            .map(|l| match l.algorithm {
+                Algorithm::TokenBucket => Limit {
+                    recording: Recording::AdmittedOnly,
+                    ..l
+                },
+                _ => l,
+            })
+            .collect()
+    })
 }
 
 fn big_ops() -> impl Strategy<Value = Vec<Op>> {
@@ -682,11 +860,16 @@ fn agree(
                 2 => [Gate::QuotaMode(0), Gate::QuotaMode((op.advance_us % 2) as u32), Gate::QuotaMode(1)],
                 _ => [Gate::Advisory; 3],
             };
+            // The first two charges of a call are one descriptor's, the third another's.
             let call: Vec<Charge> = [op.counter, (op.counter + 1) % 3, (op.counter + 2) % 3]
                 .iter()
                 .zip(gates)
                 .take(match op.gate { 0 => 2, 2 => 3, _ => 1 })
-                .map(|(&i, gate)| charge(&format!("p{case}-{i}"), limits[i], op.cost, gate))
+                .enumerate()
+                .map(|(j, (&i, gate))| Charge {
+                    descriptor: (j / 2) as u32,
+                    ..charge(&format!("p{case}-{i}"), limits[i], op.cost, gate)
+                })
                 .collect();
             let expected = memory.apply_now(&call, now);
             let got = runtime.block_on(redis.apply(&call, now));
@@ -695,7 +878,7 @@ fn agree(
                 prop_assert_eq!(
                     (e.verdict.admitted, e.verdict.remaining, rounded, e.available),
                     (g.verdict.admitted, g.verdict.remaining, g.verdict.reset_after, g.available),
-                    "limits {:?} op {:?}", limits, op
+                    "limits {:?} op {:?} ops {:?}", limits, op, ops
                 );
             }
         }

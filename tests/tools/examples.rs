@@ -56,12 +56,18 @@ fn filter_domain(config: &Value) -> Option<String> {
 fn envoy_example_rules_load_and_match_the_filter_domain() {
     check(&repo_path("examples/envoy/rules"));
     check(&repo_path("config"));
-    let rules = document(&read("examples/envoy/rules/edge.yaml"));
-    let envoy = document(&read("examples/envoy/envoy.yaml"));
-    assert_eq!(
-        filter_domain(&envoy),
-        rules["domain"].as_str().map(str::to_owned)
-    );
+    for (rules, envoy) in [
+        ("edge.yaml", "envoy.yaml"),
+        ("llm.yaml", "token-budget.yaml"),
+    ] {
+        let rules = document(&read(&format!("examples/envoy/rules/{rules}")));
+        let envoy = document(&read(&format!("examples/envoy/{envoy}")));
+        assert_eq!(
+            filter_domain(&envoy),
+            rules["domain"].as_str().map(str::to_owned),
+            "{envoy}"
+        );
+    }
 }
 
 /// The Istio ConfigMap's rules load, and the EnvoyFilter asks for their domain.

@@ -70,7 +70,7 @@ fn render(args: &[&str]) -> Result<Vec<Value>, String> {
     }
 }
 
-fn rendered(args: &[&str]) -> Vec<Value> {
+pub(crate) fn rendered(args: &[&str]) -> Vec<Value> {
     render(args).unwrap_or_else(|e| panic!("helm template {args:?} failed: {e}"))
 }
 

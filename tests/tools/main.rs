@@ -26,6 +26,7 @@ fn fuzz_corpus_needs_the_fuzzing_feature() {
     panic!("run with --features fuzzing to replay the fuzz corpus");
 }
 mod helm;
+mod helm_spread;
 mod image;
 mod prometheus;
 mod rlqs_isolation;
@@ -33,4 +34,6 @@ mod signals;
 mod simulate;
 mod soak;
 mod statsd;
+mod token_budgets;
 mod version;
+mod which_limiter;

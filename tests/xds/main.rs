@@ -4,11 +4,13 @@
 //!
 //! `protocol.rs` runs sluice in-process (ACK/NACK, updates, start-up, restarts, TLS);
 //! `process.rs` runs the real binary (the CPU cost of a NACK loop); `envoy_gateway.rs` runs the
-//! binary started as Envoy Gateway starts it, behind a real Envoy.
+//! binary started as Envoy Gateway starts it, behind a real Envoy; `ai_gateway.rs` serves Envoy AI
+//! Gateway's QuotaPolicy resources to a real Envoy charging tokens.
 
 #[path = "../common/mod.rs"]
 mod common;
 
+mod ai_gateway;
 mod certs;
 mod control_plane;
 mod envoy_gateway;

@@ -45,7 +45,9 @@ pub const GROUP: Group = Group {
             name: "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
             kind: VarType::Bool,
             default: "false",
-            handling: Handling::Differently("always on: a refused call consumes nothing"),
+            handling: Handling::Differently(
+                "always on: a refused call consumes nothing from its descriptors that fit; a fixed-window descriptor over its limit records its hits, as upstream",
+            ),
         },
         Var {
             name: "EXPIRATION_JITTER_MAX_SECONDS",
@@ -169,8 +171,10 @@ fn apply(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
 /// Counts as envoyproxy/ratelimit does, so that replicas of envoyproxy/ratelimit and of sluice can
 /// serve side by side on one Redis during a rolling update of the image and afterwards: fixed
 /// windows for rules that name no algorithm, kept in envoyproxy/ratelimit's keys (each replaced
-/// unless its flag is given).
+/// unless its flag is given), that record every hit and judge a check of 0 hits as
+/// envoyproxy/ratelimit does (its token-quota pattern: a check, then a charge at stream end).
 fn count_as_upstream(env: &Env, target: &mut ServeTarget<'_>) -> Result<(), EnvError> {
+    target.args.rules.compat_recording = true;
     target.unless_explicit(env, "default_algorithm", &[], |args| {
         args.rules.default_algorithm = AlgorithmArg::FixedWindow;
         Ok(())

@@ -163,6 +163,7 @@ fn a_rule_counts_over_the_window_of_now() {
         window: DAY,
         burst: 10,
         origin: 0,
+        recording: Default::default(),
     };
     let mut rule = LimitRule {
         kind: LimitKind::Counted(limit),

@@ -1,12 +1,12 @@
 //! A node's `rate_limit` / `rate_limits` to [`LimitRule`]s: unit, window or calendar, algorithm,
-//! burst, lease, replaces, and the `RateLimit-Policy` item computed once here instead of per
-//! request.
+//! burst, lease, replaces, whether charges past the limit are recorded, and the
+//! `RateLimit-Policy` item computed once here instead of per request.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use super::Ctx;
-use crate::algorithm::{Algorithm, Limit};
+use crate::algorithm::{Algorithm, Limit, Recording};
 use crate::clock::{Nanos, SECOND};
 use crate::rules::duration;
 use crate::rules::file::{RawDescriptor, RawLimit};
@@ -73,6 +73,7 @@ fn build(
     let burst = burst(ctx, raw, algorithm, unlimited);
     let lease = lease(ctx, raw, algorithm, unlimited);
     let scope = scope(ctx, raw, unlimited);
+    let recording = recording(ctx, raw, algorithm, unlimited);
     check_replaces(ctx, raw);
     if raw.bad || ctx.errors.len() > errors_before {
         return None;
@@ -92,6 +93,7 @@ fn build(
             window,
             burst: burst.map_or(requests, |b| b as u64),
             origin: 0,
+            recording,
         };
         let policy_name = name.as_deref().unwrap_or(full_key);
         (
@@ -248,6 +250,10 @@ fn check_unlimited(ctx: &mut Ctx<'_>, raw: &RawLimit, known_unit: bool, in_list:
         ("algorithm", raw.algorithm.as_ref().map(|a| a.pos)),
         ("burst", raw.burst.as_ref().map(|b| b.pos)),
         ("lease", raw.lease.as_ref().map(|l| l.pos)),
+        (
+            "record_over_limit",
+            raw.record_over_limit.as_ref().map(|r| r.pos),
+        ),
     ] {
         if let Some(pos) = pos {
             ctx.error(pos, format!("should not specify {field} when unlimited"));
@@ -316,6 +322,51 @@ fn lease(ctx: &mut Ctx<'_>, raw: &RawLimit, algorithm: Algorithm, unlimited: boo
     } else {
         Some(l.value)
     }
+}
+
+/// `record_over_limit`, or the load's default for it (`--record-over-limit`, the drop-in
+/// personality), checked: a sliding log keeps one entry per hit, which cannot hold budgets of
+/// millions, and a lease admits hits away from the store a recorded charge must reach.
+fn recording(
+    ctx: &mut Ctx<'_>,
+    raw: &RawLimit,
+    algorithm: Algorithm,
+    unlimited: bool,
+) -> Recording {
+    let said = raw.record_over_limit.as_ref();
+    if unlimited || !said.map_or_else(|| ctx.opts.records_by_default(algorithm), |r| r.value) {
+        return Recording::AdmittedOnly;
+    }
+    // Where the recording was asked for: the field, or else (the load's default) the limit.
+    let (pos, asked) = said.map_or((raw.pos, "--record-over-limit"), |r| {
+        (r.pos, "record_over_limit")
+    });
+    if algorithm == Algorithm::SlidingLog {
+        let pos = raw.algorithm.as_ref().map_or(pos, |a| a.pos);
+        ctx.error(
+            pos,
+            format!(
+                "{asked} records every charge, which sliding_log cannot (one entry per hit \
+                 cannot hold a budget of millions): use sliding_window, fixed_window or \
+                 token_bucket{}",
+                if said.is_some() {
+                    ""
+                } else {
+                    ", or set record_over_limit: false"
+                }
+            ),
+        );
+    }
+    if let Some(l) = &raw.lease {
+        ctx.error(
+            l.pos,
+            format!(
+                "`lease` cannot go with {asked}: leased hits are admitted away from the store, \
+                 which every recorded charge must reach"
+            ),
+        );
+    }
+    ctx.opts.recording(algorithm, Some(true))
 }
 
 /// envoyproxy/ratelimit's checks on `replaces` entries.

@@ -9,7 +9,7 @@ mod sources;
 
 use std::path::{Path, PathBuf};
 
-use crate::algorithm::Algorithm;
+use crate::algorithm::{Algorithm, Recording};
 use crate::rules::compile::sources::Collected;
 pub(crate) use crate::rules::compile::sources::{MAX_FILE_BYTES, is_rule_file, is_skipped};
 use crate::rules::file::{self, Parsed, Pos, RawDescriptor, RawFile};
@@ -33,6 +33,12 @@ pub struct LoadOptions {
     /// global store (`--global-redis-url`). Without one such a limit is an error, so a region
     /// that is not connected can never admit the whole limit on its own.
     pub global_scope: bool,
+    /// Limits that set no `record_over_limit:` record every charge (`--record-over-limit`).
+    pub record_over_limit: bool,
+    /// Count as envoyproxy/ratelimit (the drop-in personality): fixed-window limits that set
+    /// no `record_over_limit:` record every charge, and every limit that records judges a
+    /// check as envoyproxy/ratelimit does ([`Recording::AlwaysCompat`]).
+    pub compat_recording: bool,
 }
 
 impl Default for LoadOptions {
@@ -41,6 +47,28 @@ impl Default for LoadOptions {
             default_algorithm: DEFAULT_ALGORITHM,
             merge_domains: false,
             global_scope: false,
+            record_over_limit: false,
+            compat_recording: false,
+        }
+    }
+}
+
+impl LoadOptions {
+    /// Whether a limit counted with `algorithm` that sets no `record_over_limit:` records
+    /// every charge.
+    pub fn records_by_default(&self, algorithm: Algorithm) -> bool {
+        self.record_over_limit || (self.compat_recording && algorithm == Algorithm::FixedWindow)
+    }
+
+    /// What a limit counted with `algorithm` does with hits past it, `said` its
+    /// `record_over_limit:` if it sets one. A sliding log never records (the rules refuse one
+    /// that would; a request-side override counted with it, by `--default-algorithm`, does not).
+    pub fn recording(&self, algorithm: Algorithm, said: Option<bool>) -> Recording {
+        let records = said.unwrap_or_else(|| self.records_by_default(algorithm));
+        match (records, algorithm, self.compat_recording) {
+            (false, _, _) | (_, Algorithm::SlidingLog, _) => Recording::AdmittedOnly,
+            (true, _, false) => Recording::Always,
+            (true, _, true) => Recording::AlwaysCompat,
         }
     }
 }
@@ -368,5 +396,7 @@ fn insert(ctx: &mut Ctx<'_>, level: &mut Level, node: Node) {
 
 #[cfg(test)]
 mod error_tests;
+#[cfg(test)]
+mod recording_tests;
 #[cfg(test)]
 mod tests;

@@ -59,6 +59,7 @@ fn basic_config_limits() {
             window: 60 * SECOND,
             burst: 30,
             origin: 0,
+            recording: Default::default(),
         })
     );
     assert_eq!(&*key2.policy, "\"test-domain.key2_value2\";q=30;w=60");

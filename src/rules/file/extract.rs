@@ -211,6 +211,11 @@ impl Checker<'_> {
                 "scope" => {
                     ok &= self.text(v, &mut l.scope);
                 }
+                "record_over_limit" => {
+                    let mut on = false;
+                    ok &= self.flag(v, &mut on);
+                    l.record_over_limit = Some(spanned(on, k));
+                }
                 _ => self.no_effect(key, k, "in a rate limit"),
             }
         }

@@ -43,7 +43,8 @@ const COMPAT_KEYS: [&str; 16] = [
     "metadata",
 ];
 /// sluice's additions to the allow-list.
-const SLUICE_KEYS: [&str; 10] = [
+const SLUICE_KEYS: [&str; 11] = [
+    "record_over_limit",
     "window",
     "calendar",
     "timezone",
@@ -148,6 +149,8 @@ pub(super) struct RawLimit {
     pub lease: Option<Spanned<i128>>,
     /// `scope`, unchecked.
     pub scope: Option<Spanned<String>>,
+    /// `record_over_limit`, positioned at its key.
+    pub record_over_limit: Option<Spanned<bool>>,
     /// A field of this limit failed its check (already reported).
     pub bad: bool,
 }

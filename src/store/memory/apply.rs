@@ -1,5 +1,7 @@
 //! Applying a call's charges in the memory store: lock the shards of its counters in ascending
-//! order, run the algorithms, and commit every new state only if the call is not blocked.
+//! order, run the algorithms, and commit every new state only if the call is not blocked (a
+//! descriptor whose charge crossed a limit recording every charge keeps its hits on those
+//! limits whatever the call's fate).
 
 use std::sync::atomic::Ordering;
 
@@ -29,16 +31,16 @@ impl MemoryStore {
         let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> =
             order.iter().map(|&i| (i, self.shards[i].lock())).collect();
 
-        // Pending states, so a call naming one counter twice sees its own earlier charge.
-        let mut pending: Vec<(usize, State)> = Vec::new();
+        // Pending states, so a call naming one counter twice sees its own earlier charge, and
+        // whether each took a new counter's room.
+        let mut pending: Vec<(usize, State, bool)> = Vec::new();
         let mut outcomes = Vec::with_capacity(charges.len());
-        let mut reserved = 0;
         for (i, charge) in charges.iter().enumerate() {
             let earlier = pending
                 .iter()
                 .rev()
-                .find(|(j, _)| fps[*j] == fps[i])
-                .map(|(_, s)| s);
+                .find(|(j, _, _)| fps[*j] == fps[i])
+                .map(|(_, s, _)| s);
             let held = match earlier {
                 Some(_) => None,
                 None => guard_for(&guards, shard_ids[i]).get(fps[i], charge.limit.algorithm),
@@ -51,19 +53,16 @@ impl MemoryStore {
                     self.refused.fetch_add(1, Ordering::Relaxed);
                     (full(), None)
                 }
-                Some(next) => {
-                    reserved += usize::from(stored.is_none());
-                    (
-                        ChargeOutcome::judged(charge, stored, now, verdict),
-                        Some(next),
-                    )
-                }
+                Some(next) => (
+                    ChargeOutcome::judged(charge, stored, now, verdict),
+                    Some((next, stored.is_none())),
+                ),
                 None => (ChargeOutcome::judged(charge, stored, now, verdict), None),
             };
             outcomes.push(outcome);
             drop(held);
-            if let Some(next) = next {
-                pending.push((i, next));
+            if let Some((next, reserved)) = next {
+                pending.push((i, next, reserved));
             }
         }
 
@@ -73,12 +72,18 @@ impl MemoryStore {
                 .zip(&outcomes)
                 .map(|(c, o)| (c.gate, o.verdict.admitted)),
         );
-        if blocked {
-            self.held.fetch_sub(reserved, Ordering::Relaxed);
-            return outcomes;
-        }
-        for (i, state) in pending {
+        let kept = if blocked {
+            kept_when_blocked(charges, &outcomes, &pending, &fps)
+        } else {
+            Vec::new()
+        };
+        for (p, (i, state, reserved)) in pending.into_iter().enumerate() {
             let charge = &charges[i];
+            if blocked && !kept[p] {
+                self.held
+                    .fetch_sub(usize::from(reserved), Ordering::Relaxed);
+                continue;
+            }
             let idle_at = algorithm::idle_at(&charge.limit, &state);
             guard_for_mut(&mut guards, shard_ids[i]).put(fps[i], state, idle_at, self.journal);
         }
@@ -86,7 +91,8 @@ impl MemoryStore {
     }
 
     /// [`MemoryStore::apply_now`] for a call with one counter (the common case): one lock,
-    /// no bookkeeping of pending states. A lone charge blocks its call exactly when denied.
+    /// no bookkeeping of pending states. A lone charge blocks its call exactly when denied, when
+    /// `decide` returns no state unless its limit records every charge.
     pub(super) fn apply_one(&self, charge: &Charge, now: Nanos) -> ChargeOutcome {
         let fp = self.fingerprinter.of(charge.key.as_bytes());
         let mut shard = self.shards[self.shard_of(fp)].lock();
@@ -106,6 +112,33 @@ impl MemoryStore {
         shard.put(fp, next, idle_at, self.journal);
         outcome
     }
+}
+
+/// Which `pending` states (charge index, state) a blocked call keeps: those of limits that record
+/// every charge, of a descriptor that crossed one of them (a charge of it was denied yet left a
+/// state: only a recording limit does), each counter's last such state (as apply.lua keeps it).
+fn kept_when_blocked(
+    charges: &[Charge],
+    outcomes: &[ChargeOutcome],
+    pending: &[(usize, State, bool)],
+    fps: &[Fingerprint],
+) -> Vec<bool> {
+    let crossed = |descriptor: u32| {
+        pending
+            .iter()
+            .any(|&(j, _, _)| charges[j].descriptor == descriptor && !outcomes[j].verdict.admitted)
+    };
+    let records = |i: usize| charges[i].limit.recording.records();
+    pending
+        .iter()
+        .enumerate()
+        .map(|(p, &(i, _, _))| {
+            let last = !pending[p + 1..]
+                .iter()
+                .any(|&(j, _, _)| fps[j] == fps[i] && records(j));
+            records(i) && last && crossed(charges[i].descriptor)
+        })
+        .collect()
 }
 
 /// The outcome of a charge refused because the store is full.

@@ -274,6 +274,7 @@ fn colliding_state_of_another_algorithm_reads_as_fresh() {
         window: 60 * SECOND,
         burst: 5,
         origin: 0,
+        recording: Default::default(),
     };
     let (verdict, _) = crate::algorithm::decide(&limit, held.as_ref(), 0, 1);
     assert!(verdict.admitted && verdict.remaining == 4);
@@ -291,6 +292,7 @@ fn sliding_logs_are_exact_and_reclaimed() {
         window: 10 * SECOND,
         burst: 3,
         origin: 0,
+        recording: Default::default(),
     };
     let mut key = CounterKeyBuilder::new("d");
     key.entry("k", "log");
@@ -300,6 +302,7 @@ fn sliding_logs_are_exact_and_reclaimed() {
         cost: 1,
         gate: Gate::Enforced,
         lease: 0,
+        descriptor: 0,
     };
     let call = std::slice::from_ref(&log);
     for at in 0..3 {

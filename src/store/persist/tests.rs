@@ -20,6 +20,7 @@ fn charge(name: &str, algorithm: Algorithm, requests: u64, window: Nanos) -> Cha
         window,
         burst: requests,
         origin: 0,
+        recording: Default::default(),
     };
     let mut key = CounterKeyBuilder::new("d");
     key.entry("k", name);
@@ -29,6 +30,7 @@ fn charge(name: &str, algorithm: Algorithm, requests: u64, window: Nanos) -> Cha
         cost: 1,
         gate: Gate::Enforced,
         lease: 0,
+        descriptor: 0,
     }
 }
 
@@ -93,6 +95,50 @@ fn restart_restores_every_algorithm() {
         let now = store
             .memory()
             .apply_now(std::slice::from_ref(c), T0 + 5 * SECOND)[0];
+        assert!(!now.verdict.admitted, "{}", c.limit.algorithm);
+        assert_eq!(now, was, "{}", c.limit.algorithm);
+    }
+}
+
+/// A budget recorded past its limit comes back past it: a counter over (its count above 32
+/// bits on a sliding window: a spilled counter) and a bucket in debt keep refusing checks with
+/// the same hint after a restart.
+#[test]
+fn counts_past_the_limit_are_restored() {
+    use crate::algorithm::Recording;
+    let dir = tempfile::tempdir().unwrap();
+    let budgets: Vec<Charge> = [
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::TokenBucket,
+    ]
+    .into_iter()
+    .map(|a| {
+        let mut c = charge(&format!("budget-{a}"), a, 1_000, 60 * SECOND);
+        c.limit.recording = Recording::Always;
+        c.cost = 5_000_000_000;
+        c
+    })
+    .collect();
+    let check = |c: &Charge| Charge {
+        cost: 0,
+        ..c.clone()
+    };
+    let before: Vec<_> = {
+        let store = open(dir.path(), T0);
+        for c in &budgets {
+            let over = store.memory().apply_now(std::slice::from_ref(c), T0)[0];
+            assert!(!over.verdict.admitted, "{}", c.limit.algorithm);
+        }
+        store.flush_now(T0, true);
+        budgets
+            .iter()
+            .map(|c| store.memory().apply_now(&[check(c)], T0 + SECOND)[0])
+            .collect()
+    };
+    let store = open(dir.path(), T0 + SECOND);
+    for (c, was) in budgets.iter().zip(before) {
+        let now = store.memory().apply_now(&[check(c)], T0 + SECOND)[0];
         assert!(!now.verdict.admitted, "{}", c.limit.algorithm);
         assert_eq!(now, was, "{}", c.limit.algorithm);
     }

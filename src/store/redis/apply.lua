@@ -10,10 +10,12 @@
 -- tonumber): now in microseconds, or -1 for Redis's own clock (TIME; the production setting,
 -- so clock skew between replicas cannot over-admit; with a caller's clock, used by tests, keys
 -- expire an hour of Redis time after their state goes idle, at the earliest); the number of
--- charges; then 7 fields per charge: key index (into KEYS), algorithm (0 fixed_window,
--- 1 sliding_window, 2 sliding_log, 3 token_bucket, 4 a fixed window its key names:
--- envoyproxy/ratelimit's key layout, or a calendar limit's local day, week, month or year),
--- requests, window (us), burst, cost (0 = check), gate + 65536 * extra (gate: 0 enforced,
+-- charges; then 7 fields per charge: key index (into KEYS), algorithm + 8 * recording
+-- (algorithm: 0 fixed_window, 1 sliding_window, 2 sliding_log, 3 token_bucket, 4 a fixed window
+-- its key names: envoyproxy/ratelimit's key layout, or a calendar limit's local day, week, month
+-- or year; recording: 0 only admitted hits count, 1 every charge is recorded even past the
+-- limit, 2 the same with envoyproxy/ratelimit's judgment of a check, see src/algorithm/mod.rs's
+-- Recording), requests, window (us), burst, cost (0 = check), gate + 65536 * extra (gate: 0 enforced,
 -- 1 advisory, 2 + g a charge of quota-mode group g: one group per quota-mode descriptor, over
 -- when any of its charges is denied; extra: hits a replica asks to lease beyond the cost, leased
 -- up to what still fits if the charge is admitted and its call committed, see lease.rs).
@@ -376,19 +378,52 @@ local function commit(k, alg, w, now, st)
   latest[k] = st
 end
 
--- One charge against state st (nil when absent): admitted (false or 1 + 2 * the extra hits
--- leased), remaining, reset_after and available as the reply gives them, the state to commit
--- (nil for none), and the remaining and reset_after the charge had without its lease.
-local function charge(alg, st, now, n, w, b, cost, gate, k)
+-- A check (cost 0) judged as envoyproxy/ratelimit judges a call of 0 hits (recording 2):
+-- refused only once the counter is past the limit, which is one hit judged against a bound one
+-- larger (a bucket's burst, a window's requests), its remaining one less.
+local function compat_check(decide, alg, st, now, n, w, b, k)
+  local ok, remaining, reset
+  if alg == 3 then ok, remaining, reset = decide(st, now, n, w, b + 1, 0, k)
+  else ok, remaining, reset = decide(st, now, n + 1, w, b, 0, k) end
+  if ok then remaining = remaining - 1 end
+  return ok, remaining, reset
+end
+
+-- The state a charge leaves when recorded past its limit: the algorithm's under a bound no
+-- counter reaches (2^48, src/algorithm/mod.rs's UNBOUNDED); nil when not even that admits it.
+local function recorded(decide, alg, st, now, n, w, b, cost, k)
+  local _, over
+  if alg == 3 then _, _, _, over = decide(st, now, n, w, 2^48, cost, k)
+  else _, _, _, over = decide(st, now, 2^48, w, b, cost, k) end
+  return over
+end
+
+-- One charge against state st (nil when absent) with recording rec: admitted (false or 1 + 2 *
+-- the extra hits leased), remaining, reset_after and available as the reply gives them, the
+-- state to commit (nil for none; for a charge recorded past its limit, its state even though
+-- denied, its reset_after when the same charge fits it), and the remaining and reset_after the
+-- charge had without its lease.
+local function charge(alg, st, now, n, w, b, cost, gate, k, rec)
   local decide
   if alg == 0 then decide = fixed elseif alg == 1 then decide = sliding
   elseif alg == 2 then decide = sliding_log elseif alg == 4 then decide = compat_fixed
   else decide = bucket end
-  local ok, remaining, reset, next = decide(st, now, n, w, b, cost, k)
+  local ok, remaining, reset, next
+  if cost == 0 and rec == 2 then ok, remaining, reset = compat_check(decide, alg, st, now, n, w, b, k)
+  else ok, remaining, reset, next = decide(st, now, n, w, b, cost, k) end
   if not ok then
-    local fits, left = decide(st, now, n, w, b, 0, k)
-    if fits then return false, remaining, reset, left end
-    return false, remaining, reset, 0
+    local fits, left
+    if rec == 2 then fits, left = compat_check(decide, alg, st, now, n, w, b, k)
+    else fits, left = decide(st, now, n, w, b, 0, k) end
+    if not fits then left = 0 end
+    if rec > 0 and cost > 0 then
+      local over = recorded(decide, alg, st, now, n, w, b, cost, k)
+      if over then
+        local _, _, again = decide(over, now, n, w, b, cost, k)
+        return false, remaining, again, left, over
+      end
+    end
+    return false, remaining, reset, left
   end
   local available = remaining + cost
   if next and gate >= 65536 and remaining > 0 then
@@ -404,27 +439,37 @@ end
 
 -- Apply each call in turn: every charge in order (a key named twice sees its own earlier
 -- charge), then commit the admitted ones only if the call is not blocked (src/store/gate.rs:
--- an enforced charge denied, or quota-mode groups present and each with a denied charge).
+-- an enforced charge denied, or quota-mode groups present and each with a denied charge); a
+-- descriptor whose charge crossed a limit recording every charge (recording > 0, denied) keeps
+-- its hits on each such limit of it whatever the call's fate.
 -- Later calls of a batch see earlier calls' commits, exactly as separate runs in that order
 -- would. Dispatch is by plain comparisons: a script's body (and every table and closure in
 -- it) is rebuilt on each run.
 local reply, replies = {}, 0
 local server_now -- Redis's clock, read once per run for the calls that bring no time
 -- A call of several charges keeps its own view: pending[k] is k's state after the call's
--- charges so far, commit_alg[k] / commit_w[k] are set when the call would commit k. Made by
+-- charges so far, commit_alg[k] / commit_w[k] are set when the call would commit k, kept[k] is
+-- k's state after its last charge of a recording limit and kept_desc[k] that charge's
+-- descriptor (committed even if the call is blocked, when crossed[descriptor]: a recording
+-- charge of it was denied). Made by
 -- the run's first such call (not per call: new tables cost) and cleared of the keys a call
 -- touched (touched[1..nt]) after it.
-local pending, commit_alg, commit_w, touched
+local pending, commit_alg, commit_w, kept, kept_desc, crossed, touched
 -- The last call's argument and its header and first charge (one unpack): a call identical to
 -- the one before it (a hot key on Redis's clock: the largest runs) is not unpacked again (Lua
 -- strings are interned, so the comparison is one of pointers).
 local last, time, count, k, alg, n, w, b, cost, gate, o
+local rec = 0 -- the charge's recording (see the header), split from its algorithm field
+local desc = 0 -- its descriptor's index in the call, split from its gate field
 for call = 1, #ARGV do
   local packed = ARGV[call]
   if packed ~= last then
     last = packed
     if #packed > 16 then
       time, count, k, alg, n, w, b, cost, gate, o = unpack_call('<i8i8i8i8i8i8i8i8i8', packed)
+      rec, desc = 0, 0
+      if alg >= 8 then rec, alg = floor(alg / 8), alg % 8 end
+      if gate >= 2^40 then desc, gate = floor(gate / 2^40), gate % 2^40 end
     else
       time, count = unpack_call('<i8i8', packed)
     end
@@ -443,12 +488,15 @@ for call = 1, #ARGV do
     local st = latest[k]
     if st == nil then st = load(k, alg, now, w) end
     local admitted, remaining, reset, available, next = charge(alg, st or nil, now, n, w, b,
-      cost, gate, k)
+      cost, gate, k, rec)
     if next then commit(k, alg, w, now, next) end
     replies = replies + 1
     reply[replies] = pack('<i8i8i8i8', admitted or 0, remaining, reset, available)
   elseif count > 1 then
-    if not pending then pending, commit_alg, commit_w, touched = {}, {}, {}, {} end
+    if not pending then
+      pending, commit_alg, commit_w, kept, kept_desc, touched = {}, {}, {}, {}, {}, {}
+    end
+    local crossed_any = false
     local nt = 0
     local blocked, quota_mode_over = false, nil -- quota_mode_over[g]: group g has a denied charge
     -- Leasing charges (reply slot, remaining and reset_after without the lease), to withdraw
@@ -457,7 +505,12 @@ for call = 1, #ARGV do
     -- The later charges are unpacked over the first's fields: the next call unpacks afresh.
     last = nil
     for j = 1, count do
-      if j > 1 then k, alg, n, w, b, cost, gate, o = unpack_call('<i8i8i8i8i8i8i8', packed, o) end
+      if j > 1 then
+        k, alg, n, w, b, cost, gate, o = unpack_call('<i8i8i8i8i8i8i8', packed, o)
+        rec, desc = 0, 0
+        if alg >= 8 then rec, alg = floor(alg / 8), alg % 8 end
+        if gate >= 2^40 then desc, gate = floor(gate / 2^40), gate % 2^40 end
+      end
       if pending[k] == nil then
         local st = latest[k]
         if st == nil then st = load(k, alg, now, w) end
@@ -466,7 +519,7 @@ for call = 1, #ARGV do
         touched[nt] = k
       end
       local admitted, remaining, reset, available, next, remaining0, reset0 = charge(alg,
-        pending[k] or nil, now, n, w, b, cost, gate, k)
+        pending[k] or nil, now, n, w, b, cost, gate, k, rec)
       gate = gate % 65536
       if remaining0 then
         leases = leases or {}
@@ -476,6 +529,13 @@ for call = 1, #ARGV do
       end
       if next then
         pending[k], commit_alg[k], commit_w[k] = next, alg, w
+        if rec > 0 then
+          kept[k], kept_desc[k] = next, desc
+          if not admitted then
+            crossed = crossed or {}
+            crossed[desc], crossed_any = true, true
+          end
+        end
       end
       if gate == 0 and not admitted then blocked = true end
       if gate >= 2 then
@@ -501,11 +561,15 @@ for call = 1, #ARGV do
       local k = touched[i]
       local alg = commit_alg[k]
       if alg then
-        if not blocked then commit(k, alg, commit_w[k], now, pending[k]) end
-        commit_alg[k] = nil -- (commit_w[k] is read only with it)
+        if not blocked then commit(k, alg, commit_w[k], now, pending[k])
+        elseif crossed_any and kept[k] and crossed[kept_desc[k]] then
+          commit(k, alg, commit_w[k], now, kept[k])
+        end
+        commit_alg[k], kept[k] = nil, nil -- (commit_w[k] and kept_desc[k] are read only with them)
       end
       pending[k] = nil
     end
+    if crossed_any then crossed = nil end
   end
 end
 -- Each O(1) key's last commit, written once (see commit); written out here, not as a function

@@ -12,7 +12,7 @@
 
 use super::key_shards::KeyShards;
 
-use crate::algorithm::{Limit, Verdict};
+use crate::algorithm::{Algorithm, Limit, Recording, Verdict};
 use crate::clock::Nanos;
 use crate::store::{Charge, ChargeOutcome};
 
@@ -37,6 +37,21 @@ struct CachedDenial {
     until: Nanos,
 }
 
+/// Whether `charge` carries hits its limit records even when denied: such a denial says when
+/// that charge fits, not when a check does, the next such charge must reach Redis, and a denial
+/// held for its counter no longer says when the counter admits again. Not so a fixed window
+/// counted as envoyproxy/ratelimit counts (the `ratelimit` personality): past its limit it
+/// refuses until its window ends whatever more it holds, and envoyproxy/ratelimit's own local
+/// cache answers such calls without counting them either.
+fn recorded(charge: &Charge) -> bool {
+    charge.cost > 0
+        && match charge.limit.recording {
+            Recording::AdmittedOnly => false,
+            Recording::AlwaysCompat => charge.limit.algorithm != Algorithm::FixedWindow,
+            Recording::Always => true,
+        }
+}
+
 /// The cache.
 #[derive(Debug)]
 pub struct OverLimitCache {
@@ -52,9 +67,10 @@ impl OverLimitCache {
         }
     }
 
-    /// The cached outcome of `charge` at `now`, if its counter is known to deny it.
+    /// The cached outcome of `charge` at `now`, if its counter is known to deny it. A charge
+    /// its limit records past the limit is never answered here: its hits must reach Redis.
     pub fn lookup(&self, charge: &Charge, now: Nanos) -> Option<ChargeOutcome> {
-        if self.shards.per_shard == 0 {
+        if self.shards.per_shard == 0 || recorded(charge) {
             return None;
         }
         let key = charge.key.as_bytes();
@@ -72,13 +88,18 @@ impl OverLimitCache {
     }
 
     /// Remembers `outcome` of `charge`, answered by Redis after `sent_at`, if it is a denial
-    /// of one hit (or a check) where not even one hit fits.
+    /// of one hit (or a check) where not even one hit fits; a charge recorded past its limit
+    /// drops its counter's entry instead.
     pub fn remember(&self, charge: &Charge, sent_at: Nanos, outcome: &ChargeOutcome) {
-        if self.shards.per_shard == 0
-            || charge.cost > 1
-            || outcome.verdict.admitted
-            || outcome.available > 0
-        {
+        if self.shards.per_shard == 0 {
+            return;
+        }
+        if recorded(charge) {
+            // Its hits moved the counter's next admission later than any denial held here.
+            self.forget(std::slice::from_ref(charge));
+            return;
+        }
+        if charge.cost > 1 || outcome.verdict.admitted || outcome.available > 0 {
             return;
         }
         let entry = CachedDenial {
@@ -132,6 +153,7 @@ mod tests {
             window: 60 * SECOND,
             burst: requests,
             origin: 0,
+            recording: Default::default(),
         };
         let mut key = CounterKeyBuilder::new("d");
         key.entry("k", "v");
@@ -141,6 +163,7 @@ mod tests {
             cost,
             gate: Gate::Enforced,
             lease: 0,
+            descriptor: 0,
         }
     }
 

@@ -85,10 +85,12 @@ mod tests {
                 window,
                 burst: 10,
                 origin: 0,
+                recording: Default::default(),
             },
             cost: 1,
             gate: Gate::Enforced,
             lease: 0,
+            descriptor: 0,
         }
     }
 

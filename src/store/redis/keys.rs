@@ -139,6 +139,7 @@ mod tests {
             window: 86_400 * SECOND,
             burst: 5,
             origin,
+            recording: Default::default(),
         };
         let charge = |origin| {
             let mut b = CounterKeyBuilder::new("edge");
@@ -150,6 +151,7 @@ mod tests {
                 cost: 1,
                 gate: Gate::Enforced,
                 lease: 0,
+                descriptor: 0,
             }
         };
         let start = 1_774_738_800 * SECOND;

@@ -13,7 +13,7 @@
 
 use redis::Value;
 
-use crate::algorithm::{Limit, Verdict};
+use crate::algorithm::{Limit, Recording, UNBOUNDED, Verdict};
 use crate::clock::Nanos;
 use crate::store::{BadReply, Charge, ChargeOutcome, Gate};
 
@@ -34,17 +34,38 @@ pub type ChargeFields = [u64; 7];
 /// The fields of `charge` whose key is KEYS[`key_index`].
 pub fn fields(charge: &Charge, key_index: usize) -> ChargeFields {
     let limit = &charge.limit;
-    // A cost above the capacity never fits, whatever its size: send capacity + 1.
-    let cost = charge.cost.min(limit.capacity().min(MAX_PARAM) + 1);
+    // A cost above the capacity never fits, whatever its size: send capacity + 1. A charge
+    // recorded past its limit counts in full, up to the bound no counter passes.
+    let bound = if limit.recording.records() {
+        UNBOUNDED
+    } else {
+        limit.capacity()
+    };
+    let cost = charge.cost.min(bound.min(MAX_PARAM) + 1);
     [
         key_index as u64,
-        limit.algorithm as u64,
+        algorithm_code(limit, limit.algorithm as u64),
         limit.requests.min(MAX_PARAM),
         window_us(limit),
         limit.burst.min(MAX_PARAM),
         cost,
-        gate_code(charge.gate),
+        gate_code(charge.gate) + descriptor_code(charge),
     ]
+}
+
+/// Where the gate field carries the charge's descriptor, for a limit that records every
+/// charge: `+ DESCRIPTOR_SHIFT * descriptor` (above a lease's extra hits, which stay below 2^21
+/// times [`EXTRA_SHIFT`]; a call's at most 64 descriptors keep the field below 2^53).
+const DESCRIPTOR_SHIFT: u64 = 1 << 40;
+
+/// The gate field's descriptor part: only a recording limit's charge needs it (a descriptor
+/// that crossed one is kept in a refused call), so an ordinary one's field stays as it was.
+fn descriptor_code(charge: &Charge) -> u64 {
+    if charge.limit.recording.records() {
+        DESCRIPTOR_SHIFT * u64::from(charge.descriptor.min(1 << 12))
+    } else {
+        0
+    }
 }
 
 /// The script's algorithm code of a fixed window its key names (the four algorithms are 0 to
@@ -52,6 +73,17 @@ pub fn fields(charge: &Charge, key_index: usize) -> ChargeFields {
 /// found from Redis's clock. envoyproxy/ratelimit's key layout counts so, and so does every
 /// calendar limit (a local day is no multiple of anything since the epoch).
 pub const NAMED_WINDOW: u64 = 4;
+
+/// The script's algorithm field: the algorithm's `code` plus 8 times the limit's recording
+/// (0 only admitted hits, 1 every charge, 2 every charge with envoyproxy/ratelimit's checks).
+fn algorithm_code(limit: &Limit, code: u64) -> u64 {
+    let recording = match limit.recording {
+        Recording::AdmittedOnly => 0,
+        Recording::Always => 1,
+        Recording::AlwaysCompat => 2,
+    };
+    code + 8 * recording
+}
 
 /// What the script needs besides the key to count a window the key names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,7 +99,7 @@ pub struct NamedWindow {
 /// (microseconds) instead.
 pub fn named_fields(charge: &Charge, key_index: usize, window: &NamedWindow) -> ChargeFields {
     let mut f = fields(charge, key_index);
-    f[1] = NAMED_WINDOW;
+    f[1] = algorithm_code(&charge.limit, NAMED_WINDOW);
     f[3] = window.ttl_s;
     f[4] = window.reset_us;
     f

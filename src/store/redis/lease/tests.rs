@@ -67,10 +67,12 @@ fn charge(algorithm: Algorithm, requests: u64, lease: u32, cost: u64) -> Charge 
             window: WINDOW,
             burst: requests,
             origin: 0,
+            recording: Default::default(),
         },
         cost,
         gate: Gate::Enforced,
         lease,
+        descriptor: 0,
     }
 }
 
