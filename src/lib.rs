@@ -79,6 +79,7 @@ mod files;
 mod http;
 mod keepalive;
 mod log_text;
+mod priority;
 mod reload;
 mod service;
 mod statsd;

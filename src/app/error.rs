@@ -75,6 +75,9 @@ pub enum AppError {
     /// The RLQS book's thread could not be started.
     #[error("the RLQS book's thread did not start: {0}")]
     Rlqs(std::io::Error),
+    /// The HTTP listeners' runtime could not be started.
+    #[error("the HTTP listeners' threads did not start: {0}")]
+    HttpRuntime(std::io::Error),
 }
 
 impl From<ConfigErrors> for AppError {

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio::net::{TcpListener, UnixListener};
+use tokio::runtime::Handle;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnixListenerStream;
 use tokio_util::sync::CancellationToken;
@@ -17,7 +18,7 @@ use tonic_health::pb::health_server::{Health as HealthApi, HealthServer};
 use super::file_limit::SIDE_LISTENER_MAX_CONNECTIONS;
 use super::grpc::{self, ConnectionAge};
 use super::routes::GrpcRoutes;
-use super::{AppError, MetricsListener, Settings};
+use super::{AppError, MetricsListener, Settings, side};
 use crate::admin::{self, AdminState, Tokens};
 use crate::http::serve::ConnLimits;
 use crate::http::{self, HealthCheck, HttpState};
@@ -155,20 +156,26 @@ pub(super) fn spawn(
         }
     };
     tasks.spawn(serve_grpc(grpc, health, serving.clone(), tasks.clone()));
+    // Every HTTP listener is served on the side runtime, below the gRPC calls' priority.
+    let runtime = side::start(tasks.clone()).map_err(AppError::HttpRuntime)?;
     let side = ConnLimits {
         max_connections: SIDE_LISTENER_MAX_CONNECTIONS,
         ..ConnLimits::default()
     };
     if let Some((listener, path)) = listeners.metrics {
         let router = http::metrics_router(serving.limiter.clone(), &path);
-        tasks.spawn(serve_http(listener, router, side, None, serving.clone()));
+        let listener = moved(listener, &runtime)?;
+        let serve = serve_http(listener, router, side, None, serving.clone());
+        tasks.spawn_on(serve, &runtime);
     }
     if let (Some(listener), Some(tokens)) = (listeners.admin, serving.admin.clone()) {
         let router = admin::router(AdminState {
             limiter: serving.limiter.clone(),
             tokens,
         });
-        tasks.spawn(serve_http(listener, router, side, None, serving.clone()));
+        let listener = moved(listener, &runtime)?;
+        let serve = serve_http(listener, router, side, None, serving.clone());
+        tasks.spawn_on(serve, &runtime);
     }
     let router = http::router(HttpState {
         limiter: serving.limiter.clone(),
@@ -182,7 +189,9 @@ pub(super) fn spawn(
         ..ConnLimits::default()
     };
     let figures = Some(serving.limiter.metrics().http_connections());
-    tasks.spawn(serve_http(listeners.http, router, limits, figures, serving));
+    let listener = moved(listeners.http, &runtime)?;
+    let serve = serve_http(listener, router, limits, figures, serving);
+    tasks.spawn_on(serve, &runtime);
     Ok(())
 }
 
@@ -236,6 +245,16 @@ async fn serve_http(
     serving: Serving,
 ) {
     http::serve::serve(listener, router, limits, serving.close, figures).await;
+}
+
+/// `listener`, bound on the runtime that ran the start-up, registered with `runtime` instead, so
+/// that its readiness is driven by the threads that serve it.
+fn moved(listener: TcpListener, runtime: &Handle) -> Result<TcpListener, AppError> {
+    let addr = local_addr(&listener, SocketAddr::from(([0, 0, 0, 0], 0)))?;
+    let error = |error| AppError::Bind { addr, error };
+    let std = listener.into_std().map_err(error)?;
+    let _inside = runtime.enter();
+    TcpListener::from_std(std).map_err(error)
 }
 
 /// Binds `addr`. The unspecified IPv6 address (`[::]`, envoyproxy/ratelimit's `HOST=::`) accepts

@@ -26,6 +26,7 @@ mod routes;
 mod running;
 mod settings;
 mod shutdown;
+mod side;
 mod store;
 mod tasks;
 

@@ -25,11 +25,6 @@ const QUEUE: usize = 4_096;
 /// How often the book's clock runs.
 const TICK: Duration = Duration::from_secs(1);
 
-/// The book thread's niceness: when the CPU is short, the runtime's workers (RLS calls) come
-/// first. Envoys hold their assignments for 10 s, so the book's answers can wait their turn;
-/// its weight at 10 is still a tenth of a worker's, so it is never starved.
-const NICENESS: i32 = 10;
-
 /// One operation for the book.
 pub(crate) enum Command {
     Open {
@@ -146,7 +141,8 @@ pub(crate) fn start(
     std::thread::Builder::new()
         .name("sluice-rlqs".into())
         .spawn(move || {
-            lower_priority();
+            // Envoys hold their assignments for seconds: the book's answers can wait their turn.
+            crate::priority::lower_this_thread("the RLQS book's thread");
             runtime.block_on(owner.run(stop));
             // The streams' tasks still running end with the runtime.
             drop(runtime);
@@ -158,18 +154,6 @@ pub(crate) fn start(
         finished,
     })
 }
-
-/// Gives this thread a lower priority than the runtime's (Linux: niceness is per thread).
-#[cfg(target_os = "linux")]
-fn lower_priority() {
-    let thread = Some(rustix::thread::gettid());
-    if let Err(error) = rustix::process::setpriority_process(thread, NICENESS) {
-        tracing::debug!(%error, "the RLQS book's thread keeps the process's priority");
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn lower_priority() {}
 
 /// A clock that ticks every `period`, a late tick delaying the next ones (never a burst).
 pub(crate) fn every(period: Duration) -> tokio::time::Interval {
