@@ -18,6 +18,14 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
 use tonic::transport::Channel;
 
+/// One RLQS domain whose buckets (`tenant=…`) share 10 a second, a burst of 10.
+pub const TEN_A_SECOND: &str = r#"
+domain: quota
+descriptors:
+  - key: tenant
+    rate_limit: { unit: second, requests_per_unit: 10, algorithm: token_bucket, burst: 10 }
+"#;
+
 /// How long a test waits for an answer it expects.
 const ANSWER_LIMIT: Duration = Duration::from_secs(10);
 

@@ -8,12 +8,7 @@ use crate::common::TestServer;
 use crate::common::redis::RedisServer;
 use crate::common::rlqs::{Bucket, RlqsStream, bucket, usage};
 
-const RULES: &str = r#"
-domain: quota
-descriptors:
-  - key: tenant
-    rate_limit: { unit: second, requests_per_unit: 10, algorithm: token_bucket, burst: 10 }
-"#;
+const RULES: &str = crate::common::rlqs::TEN_A_SECOND;
 
 /// The last rate each stream was told for `id`, after reading for a while.
 async fn settled(streams: &mut [RlqsStream; 2], id: &Bucket, last: &mut [f64; 2]) {

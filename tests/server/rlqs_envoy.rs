@@ -24,6 +24,13 @@ descriptors:
 "#;
 const RATE: f64 = 5.0;
 const BURST: f64 = 10.0;
+/// The rules of the reconnect and cut-off tests: 20 a second, a burst of 20.
+const TWENTY_A_SECOND: &str = r#"
+domain: quota
+descriptors:
+  - key: tenant
+    rate_limit: { unit: second, requests_per_unit: 20, algorithm: token_bucket, burst: 20 }
+"#;
 
 /// Requests sent to one Envoy at a steady rate, counted by answer.
 struct Load {
@@ -180,12 +187,7 @@ fn a_restart_keeps_the_bound() {
 #[ignore = "needs envoy (scripts/test installs it)"]
 fn a_reconnect_keeps_the_envoys_share() {
     const SHARE: f64 = 20.0;
-    let rules = r#"
-domain: quota
-descriptors:
-  - key: tenant
-    rate_limit: { unit: second, requests_per_unit: 20, algorithm: token_bucket, burst: 20 }
-"#;
+    let rules = TWENTY_A_SECOND;
     let args = [
         "--grpc-max-connection-age",
         "15s",
@@ -238,12 +240,7 @@ descriptors:
 #[test]
 #[ignore = "needs envoy (scripts/test installs it)"]
 fn a_cut_off_envoy_follows_its_expired_assignment_behavior() {
-    let rules = r#"
-domain: quota
-descriptors:
-  - key: tenant
-    rate_limit: { unit: second, requests_per_unit: 20, algorithm: token_bucket, burst: 20 }
-"#;
+    let rules = TWENTY_A_SECOND;
     let reuse = "{ expired_assignment_behavior_timeout: 60s, reuse_last_assignment: {} }";
     let fallback = "{ expired_assignment_behavior_timeout: 60s, fallback_rate_limit: { \
         token_bucket: { max_tokens: 5, tokens_per_fill: { value: 5 }, fill_interval: 1s } } }";

@@ -14,12 +14,7 @@ use common::rlqs::{RlqsStream, bucket, channel, usage};
 use common::sample;
 use tonic::Code;
 
-const RULES: &str = r#"
-domain: quota
-descriptors:
-  - key: tenant
-    rate_limit: { unit: second, requests_per_unit: 10, algorithm: token_bucket, burst: 10 }
-"#;
+const RULES: &str = crate::common::rlqs::TEN_A_SECOND;
 
 /// The default bound on a stream's first report (three report intervals), and the slack a
 /// loaded machine gets past it.
