@@ -9,6 +9,8 @@ use common::rlqs::{RlqsStream, Told, bucket, usage};
 use common::{TestServer, sample};
 use sluice::clock::SECOND;
 use sluice::rlqs::{HELD_FOR, WARM_UP};
+use sluice::store::MemoryStore;
+use std::sync::Arc;
 use tonic::Code;
 
 /// A server whose RLQS book is past its warm-up (no shares of a counted limit are handed out
@@ -258,4 +260,44 @@ async fn the_page_of_buckets_is_bounded_and_pages_on() {
     assert!(rest["next"].is_null());
     let (status, _) = common::http(server.http_addr, "GET", "/ui/api/quota?page=2", "").await;
     assert_eq!(status, 400);
+}
+
+/// The stream caps are settings (`--rlqs-max-streams`, `--rlqs-max-buckets-per-stream`): past
+/// them a stream ends with RESOURCE_EXHAUSTED, and the streams within them are served.
+#[tokio::test]
+async fn the_stream_caps_apply() {
+    let server = TestServer::start_adjusted(RULES, Arc::new(MemoryStore::new()), |s| {
+        s.rlqs.max_streams = 2;
+        s.rlqs.max_buckets_per_stream = 2;
+    })
+    .await;
+    server.advance(Duration::from_nanos(WARM_UP) + Duration::from_secs(1));
+    let (a, b, c) = (
+        bucket(&[("tenant", "a")]),
+        bucket(&[("tenant", "b")]),
+        bucket(&[("tenant", "c")]),
+    );
+    let mut first = RlqsStream::open(server.grpc_addr).await.unwrap();
+    first.send("quota", vec![usage(a.clone(), 0, 1, 0)]).await;
+    first.until(&[&a]).await;
+    let mut second = RlqsStream::open(server.grpc_addr).await.unwrap();
+    second.send("quota", vec![usage(a.clone(), 0, 1, 0)]).await;
+    second.until(&[&a]).await;
+    let mut third = RlqsStream::open(server.grpc_addr).await.unwrap();
+    third.send("quota", vec![usage(a.clone(), 0, 1, 0)]).await;
+    let status = third.try_next().await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    // Two buckets fit; a third on the same stream ends it.
+    first.send("quota", vec![usage(b.clone(), 0, 1, 0)]).await;
+    first.until(&[&b]).await;
+    first.send("quota", vec![usage(c.clone(), 0, 1, 0)]).await;
+    let status = loop {
+        match first.try_next().await {
+            Err(status) => break status,
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("the stream ended without a status"),
+        }
+    };
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().contains("at most 2 buckets"), "{status:?}");
 }
