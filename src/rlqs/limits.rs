@@ -36,6 +36,12 @@ pub const WARM_UP: Nanos = REPORT_INTERVAL + SECOND;
 /// Envoy: the TTL plus a second, since Envoy counts whole seconds and the tick runs each second.
 pub const HELD_FOR: Nanos = ASSIGNMENT_TTL_SECONDS as Nanos * SECOND + SECOND;
 
+/// A report to a bucket at most this many streams hold re-splits it at once (a bounded cost),
+/// pushing the others their changes before it is answered; past it the report is answered from
+/// the last split and the bucket re-split at the next tick, so a report costs the same however
+/// many streams share its bucket.
+pub const SPLIT_AT_ONCE: usize = 32;
+
 /// How much more than its demand a stream is offered, so a growing stream is not refused
 /// before its next report moves its share: a quarter more, at least one token per fill.
 pub const HEADROOM: f64 = 1.25;

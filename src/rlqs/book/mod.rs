@@ -18,6 +18,7 @@ mod share;
 mod split;
 mod state;
 mod streams;
+mod sum;
 mod table;
 
 use std::collections::HashSet;
@@ -32,7 +33,7 @@ use crate::store::{Claim, Claimed};
 use super::assign::{BucketId, Outbox, Outgoing, Reported, RlqsError, StreamId, Usage};
 use super::claims::wanted;
 use super::group::GroupPortion;
-use super::limits::FORGET_AFTER;
+use super::limits::{FORGET_AFTER, SPLIT_AT_ONCE};
 use super::view::{Page, PageQuery};
 
 pub(crate) use portions::Portions;
@@ -60,6 +61,8 @@ pub(crate) struct Book {
     rules: Arc<dyn Resolve>,
     /// The most buckets one stream may report.
     max_buckets: usize,
+    /// Up to how many holders a report re-splits its bucket at once.
+    split_at_once: usize,
     state: State,
     /// When the clock last ran ([`Book::tick`]).
     ticked: Nanos,
@@ -84,6 +87,7 @@ impl Book {
             clock,
             rules,
             max_buckets,
+            split_at_once: SPLIT_AT_ONCE,
             state: State {
                 streams: Default::default(),
                 table: Default::default(),
@@ -100,6 +104,13 @@ impl Book {
     /// to the region's portion, and the region learns the demand of its buckets each second.
     pub(crate) fn with_group(mut self, group: Arc<dyn GroupPortion>) -> Book {
         self.state.group = Some(group);
+        self
+    }
+
+    /// A book that re-splits a bucket at once on a report only while at most `holders` streams
+    /// hold it (the default is [`SPLIT_AT_ONCE`]; 0: only a bucket's first report).
+    pub(crate) fn with_split_at_once(mut self, holders: usize) -> Book {
+        self.split_at_once = holders;
         self
     }
 
@@ -121,11 +132,16 @@ impl Book {
         self.state.streams.insert(id, stream);
     }
 
-    /// One usage report of a stream: new buckets resolved, demand recorded, the buckets
-    /// re-split. The shrinks this causes for other streams go out first, then the others'
-    /// grows, then this stream's answers, one per reported bucket (a new or changed strategy,
-    /// or the same again to restart its time to live) except buckets held back. A report past
-    /// the stream's bucket cap ends the stream, recording nothing.
+    /// One usage report of a stream: new buckets resolved, demand recorded, and this stream's
+    /// answers, one per reported bucket (a new or changed strategy, or the same again to restart
+    /// its time to live) except buckets held back. A bucket few streams hold
+    /// ([`SPLIT_AT_ONCE`]) is re-split at once: the shrinks this causes for other streams go
+    /// out first, then the others' grows, then this stream's answers. Past that, an answer
+    /// comes from the bucket's last split and the stream's demand now, cut to what the others
+    /// hold, so its cost does not grow with the streams sharing the bucket; where the stream's
+    /// share moved, the bucket is re-split at the next tick (within a second), which pushes the
+    /// others their changes, shrinks first. A report past the stream's bucket cap ends the
+    /// stream, recording nothing.
     pub(crate) fn report(&mut self, id: StreamId, usages: &[Usage]) {
         let now = self.clock.now();
         let Some(stream) = self.state.streams.get(id) else {
@@ -158,7 +174,7 @@ impl Book {
         let mut touched = keys.clone();
         touched.sort_unstable();
         touched.dedup();
-        self.state.settle(&touched, Some(id), now);
+        self.aim(id, &touched, now);
         let mut answers = Vec::with_capacity(keys.len());
         for key in keys {
             let state = &mut self.state;
@@ -168,6 +184,9 @@ impl Book {
             };
             if let Some(strategy) = bucket.answer(id, now) {
                 answers.push(assign(&bucket.id, strategy));
+            }
+            if !bucket.holder_settled(id) {
+                state.table.unsettled.insert(key);
             }
         }
         let out = Outgoing {
@@ -179,6 +198,26 @@ impl Book {
             let error = RlqsError::Exhausted("the RLQS stream is not reading its answers".into());
             self.state.end(id, error, now);
         }
+    }
+
+    /// Sets what stream `id` should hold in each of `keys` it reported: a bucket never split,
+    /// or held by few streams, is re-split at once (the others' changes pushed); any other from
+    /// its last split, redone at the next tick where the stream's share moved.
+    fn aim(&mut self, id: StreamId, keys: &[Key], now: Nanos) {
+        let state = &mut self.state;
+        let mut now_split = Vec::new();
+        for &key in keys {
+            let held_back = (state.table.get(key)).is_none_or(|b| state.held_back(key, b, now));
+            let Some(bucket) = state.table.get_mut(key).filter(|_| !held_back) else {
+                continue;
+            };
+            if bucket.unsplit() || bucket.holders.len() <= self.split_at_once {
+                now_split.push(key);
+            } else if bucket.aim(id) {
+                state.table.unsettled.insert(key);
+            }
+        }
+        state.settle(&now_split, Some(id), now);
     }
 
     /// The number of bucket `id` of `domain`, made (its action resolved) if new.
@@ -268,7 +307,8 @@ impl Book {
     }
 
     /// The clock's work, every second: streams whose client went are closed, the warm-up
-    /// ends, holders that stopped reporting are no longer pushed to and their shares return to
+    /// ends, buckets whose shares moved since are split in full (pushing the changes), holders
+    /// that stopped reporting are no longer pushed to and their shares return to
     /// the others once expired, portions that went stale while claims fail move, unsettled
     /// splits are retried, and buckets no stream has reported for [`FORGET_AFTER`] are
     /// forgotten.

@@ -185,12 +185,7 @@ impl State {
                 continue;
             };
             let enforced = bucket.enforced().is_some();
-            let mut held = false;
-            for h in bucket.holders.iter_mut().filter(|h| h.stream == stream) {
-                h.reporting = false;
-                held = true;
-            }
-            if held && enforced {
+            if bucket.stop(stream) && enforced {
                 reserved.push(key);
             }
         }
@@ -215,8 +210,7 @@ impl State {
             return;
         }
         let id = bucket.id.clone();
-        let holding: Vec<StreamId> = (bucket.holders.iter())
-            .map(|h| h.stream)
+        let holding: Vec<StreamId> = (bucket.streams())
             .filter(|&s| streams.contains(s))
             .collect();
         let mut lost = false;

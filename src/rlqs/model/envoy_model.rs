@@ -194,8 +194,20 @@ impl EnvoyModel {
         jump
     }
 
+    /// Calls `each` with every strategy in force now and the generation of the server process
+    /// that sent it: [`EnvoyModel::held`] without copying bucket ids, for checks after every
+    /// report of a large fleet.
+    pub fn each_held(&self, now: Nanos, mut each: impl FnMut(Strategy, u64)) {
+        for b in self.buckets.values() {
+            if let Some(a) = b.assigned.filter(|a| now < a.expires) {
+                each(a.strategy, a.generation);
+            }
+        }
+    }
+
     /// What each bucket enforces now (`None`: no assignment, the fallback applies), with the
     /// generation of the server process that sent it.
+    #[cfg(test)]
     pub fn held(&self, now: Nanos) -> Vec<(BucketId, Strategy, u64)> {
         self.buckets
             .iter()

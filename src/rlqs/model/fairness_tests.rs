@@ -6,7 +6,7 @@ use crate::rules::bucket::SharedRate;
 
 use super::fleet::{Fleet, FleetConfig};
 use crate::rlqs::assign::Strategy;
-use crate::rlqs::limits::{REPORT_INTERVAL, WARM_UP};
+use crate::rlqs::limits::{REPORT_INTERVAL, SPLIT_AT_ONCE, WARM_UP};
 
 const START: Nanos = 1_000 * SECOND;
 const STEP: Nanos = SECOND / 10;
@@ -25,6 +25,7 @@ fn fleet() -> Fleet {
         step: STEP,
         start: START,
         check_pushes: true,
+        split_at_once: SPLIT_AT_ONCE,
     })
 }
 

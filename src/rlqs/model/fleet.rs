@@ -29,6 +29,9 @@ pub struct FleetConfig {
     /// Check the book's own view after every single push (costly with many Envoys), besides
     /// every Envoy's assignments after every operation.
     pub check_pushes: bool,
+    /// Up to how many holders a report re-splits its bucket at once (0: only its first
+    /// report, so every other report takes the path of large fleets).
+    pub split_at_once: usize,
 }
 
 /// One modelled Envoy of a fleet.
@@ -123,7 +126,7 @@ impl Fleet {
     /// A fleet with no Envoys; the book starts (and warms up) at `config.start`.
     pub fn new(config: FleetConfig) -> Self {
         let clock = ManualClock::new(config.start);
-        let book = book(&clock, &config.rate);
+        let book = book(&clock, &config);
         Fleet {
             config,
             clock,
@@ -229,7 +232,7 @@ impl Fleet {
         }
         self.previous = (slack, now + HELD_FOR);
         self.generation += 1;
-        self.book = book(&self.clock, &self.config.rate);
+        self.book = book(&self.clock, &self.config);
         self.log.lock().map(|mut l| l.clear()).ok();
         for m in &mut self.members {
             m.stream = None;
@@ -381,9 +384,9 @@ impl Fleet {
     fn check(&mut self, now: Nanos, generation: Option<u64>, after: &str) {
         let (mut rate, mut burst, mut open) = (0.0, 0u64, false);
         for m in self.members.iter().filter(|m| m.alive) {
-            for (_, strategy, g) in m.envoy.held(now) {
+            m.envoy.each_held(now, |strategy, g| {
                 if generation.is_some_and(|want| want != g) {
-                    continue;
+                    return;
                 }
                 match strategy {
                     Strategy::AllowAll => open = true,
@@ -393,7 +396,7 @@ impl Fleet {
                         burst += max_tokens.get() as u64;
                     }
                 }
-            }
+            });
         }
         let limit = &self.config.rate;
         let per_second = limit.per_second();
@@ -427,11 +430,11 @@ impl Fleet {
     }
 }
 
-/// A book past nothing yet, alone, whose every bucket is the limit `rate`.
-fn book(clock: &ManualClock, rate: &SharedRate) -> Book {
+/// A book past nothing yet, alone, whose every bucket is the limit of `config`.
+fn book(clock: &ManualClock, config: &FleetConfig) -> Book {
     let action = BucketAction::Limited {
         rule: "edge.shared".into(),
-        rate: *rate,
+        rate: config.rate,
         shadow: false,
     };
     let rules = Arc::new(Fixed(action));
@@ -441,4 +444,5 @@ fn book(clock: &ManualClock, rate: &SharedRate) -> Book {
         Portions::Whole,
         MAX_BUCKETS_PER_STREAM,
     )
+    .with_split_at_once(config.split_at_once)
 }
