@@ -9,12 +9,12 @@ use crate::clock::Nanos;
 use crate::rules::bucket::{BucketAction, SharedRate};
 
 use super::demand::Demand;
+use super::interval::{Cadence, Interval, held_for};
 use super::shadow::Shadow;
 use super::share::{Grid, Share};
 use super::split::Level;
 use super::sum::Sum;
 use crate::rlqs::assign::{BucketId, Strategy, StreamId, Tally, Usage};
-use crate::rlqs::limits::{HELD_FOR, SILENT_AFTER};
 use crate::rlqs::view::{BucketView, HolderView, rate_of};
 
 /// One stream's part of a bucket.
@@ -29,6 +29,10 @@ pub(crate) struct Holder {
     pub last_report: Nanos,
     /// When the book last sent it an assignment: the Envoy may hold it until this plus its TTL.
     pub last_sent: Nanos,
+    /// The TTL of that assignment, in seconds (0: nothing sent yet).
+    pub ttl: u32,
+    /// How often its stream reports it, as learned.
+    pub every: Cadence,
     /// `false` once the stream closed or went silent: no more pushes, share still reserved.
     pub reporting: bool,
 }
@@ -50,6 +54,9 @@ pub(crate) struct Bucket {
     pub shadow: Option<Shadow>,
     /// The last report of any stream.
     pub last_report: Nanos,
+    /// The longest its holders may take between reports (as of the last tick): it is
+    /// forgotten after two of those without a report.
+    pub every: Interval,
     /// The limit as last split (counted, enforced limits only).
     pub grid: Option<Grid>,
     /// The last full split, which answers reports until the next (`None`: not split yet).
@@ -71,6 +78,7 @@ impl Bucket {
             interval,
             shadow,
             last_report: now,
+            every: Interval::default(),
             grid: None,
             level: None,
         }
@@ -98,14 +106,16 @@ impl Bucket {
         self.index.get(&stream).copied()
     }
 
-    /// Sets what holder `at` holds, as sent at `sent`, keeping the sum.
-    pub(super) fn set_held(&mut self, at: usize, new: Option<Strategy>, sent: Nanos) {
+    /// Sets what holder `at` holds, as sent at `sent` with a TTL of `ttl` seconds, keeping the
+    /// sum.
+    pub(super) fn set_held(&mut self, at: usize, new: Option<Strategy>, sent: Nanos, ttl: u32) {
         let interval = self.interval;
         let h = &mut self.holders[at];
         self.held.sub(Share::of(h.held, interval));
         self.held.add(Share::of(new, interval));
         h.held = new;
         h.last_sent = sent;
+        h.ttl = ttl;
     }
 
     /// The sum and the index counted again from the holders (after holders went, or the
@@ -140,8 +150,8 @@ impl Bucket {
         }
     }
 
-    /// The holder for `stream`, made if new.
-    pub(crate) fn holder(&mut self, stream: StreamId, now: Nanos) -> &mut Holder {
+    /// The holder for `stream`, made if new (reporting as `every` says).
+    pub(crate) fn holder(&mut self, stream: StreamId, now: Nanos, every: Cadence) -> &mut Holder {
         let at = match self.position(stream) {
             Some(at) => at,
             None => {
@@ -153,6 +163,8 @@ impl Bucket {
                     desired: None,
                     last_report: now,
                     last_sent: now,
+                    ttl: 0,
+                    every,
                     reporting: true,
                 });
                 self.holders.len() - 1
@@ -161,11 +173,22 @@ impl Bucket {
         &mut self.holders[at]
     }
 
-    /// Records one report of `stream`: its demand, and what a shadow rule would have refused.
-    pub(crate) fn record(&mut self, stream: StreamId, usage: &Usage, now: Nanos) -> Tally {
+    /// Records one report of `stream`: its demand, its interval (a new holder starts at
+    /// `every`, what its stream reports at; learned up to `longest`), and what a shadow rule
+    /// would have refused.
+    pub(crate) fn record(
+        &mut self,
+        stream: StreamId,
+        usage: &Usage,
+        now: Nanos,
+        (every, longest): (Cadence, Interval),
+    ) -> Tally {
         self.last_report = now;
         let offered = usage.allowed.saturating_add(usage.denied);
-        let holder = self.holder(stream, now);
+        let known = self.position(stream).is_some();
+        let holder = self.holder(stream, now, every);
+        let since = known.then(|| now.saturating_sub(holder.last_report));
+        holder.every.record(usage.elapsed, since, longest);
         holder.demand.record(offered, usage.elapsed);
         holder.last_report = now;
         holder.reporting = true;
@@ -227,15 +250,19 @@ impl Bucket {
     /// whether the split must be redone.
     pub(crate) fn expire(&mut self, now: Nanos) -> (Vec<StreamId>, bool) {
         let mut moved = false;
+        let mut every = Interval::default();
         for h in self.holders.iter_mut() {
-            if h.reporting && now.saturating_sub(h.last_report) >= SILENT_AFTER {
+            let patience = h.every.patience();
+            if h.reporting && now.saturating_sub(h.last_report) >= patience.silent_after() {
                 h.reporting = false;
                 moved = true;
             }
+            every = every.max(patience);
         }
+        self.every = every;
         let mut gone = Vec::new();
         self.holders.retain(|h| {
-            let live = h.reporting || now < h.last_sent + HELD_FOR;
+            let live = h.reporting || now < h.last_sent + held_for(h.ttl);
             if !live {
                 gone.push(h.stream);
             }
@@ -251,7 +278,7 @@ impl Bucket {
     /// Whether a holder that is not reporting may still be spending its share: its assignment
     /// has not expired in its Envoy.
     pub(crate) fn reserved_by_gone(&self, open: impl Fn(StreamId) -> bool, now: Nanos) -> bool {
-        (self.holders.iter()).any(|h| !open(h.stream) && now < h.last_sent + HELD_FOR)
+        (self.holders.iter()).any(|h| !open(h.stream) && now < h.last_sent + held_for(h.ttl))
     }
 
     /// The bucket as the operator page shows it.

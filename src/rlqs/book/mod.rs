@@ -12,6 +12,7 @@
 mod allocation;
 mod bucket;
 mod demand;
+mod interval;
 mod portions;
 mod shadow;
 mod share;
@@ -33,12 +34,13 @@ use crate::store::{Claim, Claimed};
 use super::assign::{BucketId, Outbox, Outgoing, Reported, RlqsError, StreamId, Usage};
 use super::claims::wanted;
 use super::group::GroupPortion;
-use super::limits::{FORGET_AFTER, SPLIT_AT_ONCE};
+use super::limits::SPLIT_AT_ONCE;
 use super::view::{Page, PageQuery};
 
 pub(crate) use portions::Portions;
 pub(crate) use table::Key;
 
+use interval::{Cadence, Interval};
 use portions::Fraction;
 use state::{State, WarmUp, assign};
 use streams::Stream;
@@ -63,6 +65,10 @@ pub(crate) struct Book {
     max_buckets: usize,
     /// Up to how many holders a report re-splits its bucket at once.
     split_at_once: usize,
+    /// The longest report interval it learns: the shares of a limit other replicas or regions
+    /// share are reserved for them as long as Envoy 1.40's TTL (the store's terms), so there
+    /// the TTL stays that.
+    longest: Interval,
     state: State,
     /// When the clock last ran ([`Book::tick`]).
     ticked: Nanos,
@@ -88,6 +94,10 @@ impl Book {
             rules,
             max_buckets,
             split_at_once: SPLIT_AT_ONCE,
+            longest: match portions {
+                Portions::Whole => Interval::longest(),
+                Portions::Shared(_) => Interval::default(),
+            },
             state: State {
                 streams: Default::default(),
                 table: Default::default(),
@@ -104,6 +114,7 @@ impl Book {
     /// to the region's portion, and the region learns the demand of its buckets each second.
     pub(crate) fn with_group(mut self, group: Arc<dyn GroupPortion>) -> Book {
         self.state.group = Some(group);
+        self.longest = Interval::default();
         self
     }
 
@@ -128,6 +139,7 @@ impl Book {
             outbox,
             buckets: HashSet::new(),
             reported: false,
+            every: Cadence::default(),
         };
         self.state.streams.insert(id, stream);
     }
@@ -148,6 +160,7 @@ impl Book {
             return;
         };
         let domain = stream.domain.clone();
+        let every = (stream.every, self.longest);
         if let Err(error) = self.check_cap(id, usages) {
             return self.state.end(id, error, now);
         }
@@ -164,11 +177,17 @@ impl Book {
                 s.buckets.insert(key)
             });
             if first {
-                state.warm.returning(usage.elapsed, now);
+                state
+                    .warm
+                    .returning(usage.elapsed, self.longest.nanos(), now);
             }
             if let Some(bucket) = state.table.get_mut(key) {
-                tallies.push(bucket.record(id, usage, now));
+                tallies.push(bucket.record(id, usage, now, every));
                 keys.push(key);
+                let learned = bucket.find(id).map(|h| h.every);
+                if let Some((s, every)) = state.streams.get_mut(id).zip(learned) {
+                    s.every = every;
+                }
             }
         }
         let mut touched = keys.clone();
@@ -182,8 +201,8 @@ impl Book {
             let Some(bucket) = state.table.get_mut(key).filter(|_| !held_back) else {
                 continue;
             };
-            if let Some(strategy) = bucket.answer(id, now) {
-                answers.push(assign(&bucket.id, strategy));
+            if let Some((strategy, ttl)) = bucket.answer(id, now) {
+                answers.push(assign(&bucket.id, strategy, ttl));
             }
             if !bucket.holder_settled(id) {
                 state.table.unsettled.insert(key);
@@ -310,8 +329,8 @@ impl Book {
     /// ends, buckets whose shares moved since are split in full (pushing the changes), holders
     /// that stopped reporting are no longer pushed to and their shares return to
     /// the others once expired, portions that went stale while claims fail move, unsettled
-    /// splits are retried, and buckets no stream has reported for [`FORGET_AFTER`] are
-    /// forgotten.
+    /// splits are retried, and buckets no stream has reported for two of their holders'
+    /// longest report interval are forgotten.
     pub(crate) fn tick(&mut self) {
         let now = self.clock.now();
         let state = &mut self.state;
@@ -329,7 +348,7 @@ impl Book {
         keys.extend(state.portions.lapsed(self.ticked, now));
         let (mut stale, mut expired) = (Vec::new(), Vec::new());
         for (key, bucket) in state.table.iter_mut() {
-            if now.saturating_sub(bucket.last_report) >= FORGET_AFTER {
+            if now.saturating_sub(bucket.last_report) >= bucket.every.forget_after() {
                 stale.push(key);
                 continue;
             }

@@ -17,7 +17,10 @@ pub(crate) struct StrategyChange {
     pub stream: StreamId,
     pub old: Option<Strategy>,
     pub old_sent: Nanos,
+    pub old_ttl: u32,
     pub new: Strategy,
+    /// Its time to live, in seconds: two of the stream's report intervals.
+    pub ttl: u32,
 }
 
 /// The last full split of a bucket: what its reporting holders were split (the room holders
@@ -258,23 +261,24 @@ impl Bucket {
     }
 
     /// The reporter's answer: its blanket rule, or what it should hold cut to the room the
-    /// others leave (the same strategy again when that moved little). Constant time: the sum of
-    /// what the others hold is kept as it changes.
-    pub(crate) fn answer(&mut self, stream: StreamId, now: Nanos) -> Option<Strategy> {
+    /// others leave (the same strategy again when that moved little), with its TTL in seconds.
+    /// Constant time: the sum of what the others hold is kept as it changes.
+    pub(crate) fn answer(&mut self, stream: StreamId, now: Nanos) -> Option<(Strategy, u32)> {
         let at = self.position(stream)?;
         let h = &self.holders[at];
         let new = match self.grid {
             Some(grid) => fitted(h, grid, &mut self.held.clone()).or(h.held)?,
             None => h.desired?,
         };
-        self.set_held(at, Some(new), now);
-        Some(new)
+        let ttl = h.every.ttl_seconds();
+        self.set_held(at, Some(new), now, ttl);
+        Some((new, ttl))
     }
 
     /// Undoes a change that could not be delivered.
     pub(crate) fn revert(&mut self, change: &StrategyChange) {
         if let Some(at) = self.position(change.stream) {
-            self.set_held(at, change.old, change.old_sent);
+            self.set_held(at, change.old, change.old_sent, change.old_ttl);
         }
     }
 
@@ -291,9 +295,11 @@ impl Bucket {
             stream: h.stream,
             old: h.held,
             old_sent: h.last_sent,
+            old_ttl: h.ttl,
             new,
+            ttl: h.every.ttl_seconds(),
         };
-        self.set_held(at, Some(new), now);
+        self.set_held(at, Some(new), now, change.ttl);
         change
     }
 }

@@ -467,7 +467,8 @@ fn a_reload_pushes_new_assignments_at_once() {
 fn a_bucket_nobody_reports_is_forgotten_and_abandoned() {
     let mut rig = Rig::new();
     let a = rig.open(0);
-    rig.answer(a, usage("x", 0, 1, 0));
+    // Reports every 5 s (as its report covers): forgotten after two intervals.
+    rig.answer(a, usage("x", 5, 1, 0));
     rig.after(FORGET_AFTER / SECOND + 1);
     let pushes = rig.pushed();
     assert_eq!(
@@ -556,4 +557,27 @@ fn a_settling_store_leaves_a_new_bucket_unanswered() {
     assert!(rig.pushed().is_empty());
     let out = rig.report(a, &[usage("x", 5, 1, 0)]).unwrap();
     assert!(out.answers.is_empty());
+}
+
+/// A stream whose report interval is not known yet (its reports covered no time) may report
+/// rarely: its bucket is not forgotten, nor its holder taken for silent, before the longest
+/// interval has passed twice.
+#[test]
+fn a_bucket_of_an_unknown_interval_waits_for_the_longest() {
+    use crate::rlqs::limits::LONGEST_INTERVAL;
+    let mut rig = Rig::new();
+    let a = rig.open(0);
+    rig.answer(a, usage("x", 0, 1, 0));
+    rig.after(FORGET_AFTER / SECOND + 1);
+    assert!(rig.pushed().is_empty());
+    assert_eq!(rig.book.load().1, 1);
+    // Its next report, 30 s after the first, learns the interval: a TTL of 60 s.
+    rig.after(30 - (FORGET_AFTER / SECOND + 1));
+    let out = rig.report(a, &[usage("x", 30, 1, 0)]).unwrap();
+    let Assignment::Assign { ttl_seconds, .. } = &out.answers[0] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(*ttl_seconds, 60);
+    rig.after(2 * LONGEST_INTERVAL / SECOND);
+    assert_eq!(rig.book.load().1, 0);
 }

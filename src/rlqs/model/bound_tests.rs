@@ -19,7 +19,8 @@ const SECONDS: u64 = 120;
 
 #[derive(Debug, Clone)]
 enum Event {
-    Join(f64),
+    /// An Envoy joins with this demand, reporting every so many seconds.
+    Join(f64, u64),
     Leave(usize),
     Demand(usize, f64),
     Burst(usize, u64),
@@ -28,7 +29,8 @@ enum Event {
 
 fn event() -> impl Strategy<Value = Event> {
     prop_oneof![
-        3 => (0.0f64..2.0).prop_map(Event::Join),
+        3 => (0.0f64..2.0, prop_oneof![Just(1u64), Just(5), Just(30)])
+            .prop_map(|(d, every)| Event::Join(d, every)),
         2 => (0usize..16).prop_map(Event::Leave),
         3 => (0usize..16, 0.0f64..3.0).prop_map(|(i, d)| Event::Demand(i, d)),
         2 => (0usize..16, 1u64..400).prop_map(|(i, n)| Event::Burst(i, n)),
@@ -70,8 +72,8 @@ fn run(rate: SharedRate, initial: &[f64], events: &[(u64, Event)], split_at_once
         fleet.run_until(start + at * STEP);
         let members = fleet.members().len().max(1);
         match event {
-            Event::Join(d) => {
-                fleet.join(d * per_second);
+            Event::Join(d, every) => {
+                fleet.join_every(d * per_second, every * SECOND);
             }
             Event::Leave(i) => fleet.leave(i % members),
             Event::Demand(i, d) => fleet.set_demand(i % members, d * per_second),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::clock::{Clock, ManualClock, Nanos, SECOND};
 use crate::rlqs::assign::{BucketId, Outbox, Outgoing, RlqsError, Strategy, StreamId, Usage};
 use crate::rlqs::book::{Book, Portions, Resolve};
-use crate::rlqs::limits::MAX_BUCKETS_PER_STREAM;
+use crate::rlqs::limits::{MAX_BUCKETS_PER_STREAM, REPORT_INTERVAL};
 use crate::rlqs::view::rate_of;
 use crate::rules::bucket::{BucketAction, SharedRate};
 
@@ -171,8 +171,13 @@ impl Fleet {
 
     /// A new Envoy offered `demand` requests per second; its first request makes its bucket.
     pub fn join(&mut self, demand: f64) -> usize {
+        self.join_every(demand, REPORT_INTERVAL)
+    }
+
+    /// As [`Fleet::join`], an Envoy reporting every `every`.
+    pub fn join_every(&mut self, demand: f64, every: Nanos) -> usize {
         self.members.push(Member {
-            envoy: EnvoyModel::new(self.config.fallback),
+            envoy: EnvoyModel::new(self.config.fallback).reporting_every(every),
             stream: None,
             opened: false,
             demand,
@@ -217,20 +222,20 @@ impl Fleet {
     /// assignments and reconnect at their next report tick.
     #[cfg(test)]
     pub fn restart(&mut self) {
-        use crate::rlqs::limits::HELD_FOR;
         let now = self.now();
-        let live_for = HELD_FOR as f64 / SECOND as f64;
-        // Each old assignment may still spend its bucket and its refill until it expires.
-        let (mut slack, _) = self.previous;
+        // Each old assignment may still spend its bucket and its refill until it expires (and
+        // a second: Envoy counts whole seconds).
+        let (mut slack, mut until) = self.previous;
         for m in self.members.iter().filter(|m| m.alive) {
-            for (_, strategy, _) in m.envoy.held(now) {
+            m.envoy.each_held(now, |strategy, _, expires| {
                 if let Strategy::TokenBucket { max_tokens, .. } = strategy {
-                    let refill = rate_of(Some(strategy)) * live_for;
-                    slack += max_tokens.get() as f64 + refill;
+                    let live_for = (expires + SECOND - now) as f64 / SECOND as f64;
+                    slack += max_tokens.get() as f64 + rate_of(Some(strategy)) * live_for;
+                    until = until.max(expires + SECOND);
                 }
-            }
+            });
         }
-        self.previous = (slack, now + HELD_FOR);
+        self.previous = (slack, until);
         self.generation += 1;
         self.book = book(&self.clock, &self.config);
         self.log.lock().map(|mut l| l.clear()).ok();
@@ -384,7 +389,7 @@ impl Fleet {
     fn check(&mut self, now: Nanos, generation: Option<u64>, after: &str) {
         let (mut rate, mut burst, mut open) = (0.0, 0u64, false);
         for m in self.members.iter().filter(|m| m.alive) {
-            m.envoy.each_held(now, |strategy, g| {
+            m.envoy.each_held(now, |strategy, g, _| {
                 if generation.is_some_and(|want| want != g) {
                     return;
                 }
