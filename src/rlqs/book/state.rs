@@ -58,7 +58,7 @@ impl WarmUp {
         if elapsed == 0 || now >= open {
             return;
         }
-        let back = elapsed.div_ceil(SECOND) * SECOND;
+        let back = elapsed.div_ceil(SECOND).saturating_mul(SECOND);
         let back = back.min(longest.min(LONGEST_INTERVAL)) + SECOND;
         self.until = Some(open.max(self.started + back));
     }

@@ -581,3 +581,24 @@ fn a_bucket_of_an_unknown_interval_waits_for_the_longest() {
     rig.after(2 * LONGEST_INTERVAL / SECOND);
     assert_eq!(rig.book.load().1, 0);
 }
+
+/// A report covering any time, however long, neither panics nor holds shares back for longer
+/// than the longest interval and a second after a start.
+#[test]
+fn a_report_covering_ages_is_taken_in_stride() {
+    use crate::rlqs::limits::LONGEST_INTERVAL;
+    let mut rig = Rig::with(Portions::Whole, false);
+    let a = rig.open(0);
+    let ages = Usage {
+        elapsed: u64::MAX,
+        ..usage("x", 0, 1, 0)
+    };
+    let out = rig.report(a, &[ages.clone()]).unwrap();
+    assert!(out.answers.is_empty(), "held back in the warm-up: {out:?}");
+    rig.after(LONGEST_INTERVAL / SECOND + 1);
+    let out = rig.report(a, &[ages]).unwrap();
+    let Assignment::Assign { ttl_seconds, .. } = &out.answers[0] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(*ttl_seconds, 120);
+}
