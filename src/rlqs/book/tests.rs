@@ -593,7 +593,7 @@ fn a_report_covering_ages_is_taken_in_stride() {
         elapsed: u64::MAX,
         ..usage("x", 0, 1, 0)
     };
-    let out = rig.report(a, &[ages.clone()]).unwrap();
+    let out = rig.report(a, std::slice::from_ref(&ages)).unwrap();
     assert!(out.answers.is_empty(), "held back in the warm-up: {out:?}");
     rig.after(LONGEST_INTERVAL / SECOND + 1);
     let out = rig.report(a, &[ages]).unwrap();
