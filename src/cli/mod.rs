@@ -16,6 +16,7 @@ pub mod redis;
 mod reference_docs_tests;
 pub mod region;
 pub mod response;
+pub mod rlqs;
 pub mod serve;
 pub mod statsd;
 pub mod trace;

@@ -19,6 +19,7 @@ use super::listeners::ServingArgs;
 use super::redis::RedisArgs;
 use super::region::RegionArgs;
 use super::response::ResponseArgs;
+use super::rlqs::RlqsArgs;
 use super::statsd::StatsdArgs;
 use super::trace::TraceArgs;
 use super::xds::XdsArgs;
@@ -33,6 +34,9 @@ pub struct ServeArgs {
     /// Rules from an xDS control plane instead.
     #[command(flatten)]
     pub xds: XdsArgs,
+    /// RLQS caps.
+    #[command(flatten)]
+    pub rlqs: RlqsArgs,
     /// gRPC listen address (port 0 picks a free port).
     #[arg(long, env = "SLUICE_GRPC_ADDR", default_value_t = defaults::GRPC_ADDR)]
     pub grpc_addr: SocketAddr,
@@ -184,6 +188,7 @@ impl ServeArgs {
         };
         self.serving.apply(&mut settings);
         self.admin.apply(&mut settings);
+        self.rlqs.apply(&mut settings);
         let global_url = self.rules.global_redis_url.as_deref();
         self.region.apply(global_url, &mut settings);
         settings
@@ -311,6 +316,24 @@ mod tests {
             Command::Serve(args) => Ok(*args),
             other => panic!("parsed as {other:?}"),
         }
+    }
+
+    /// The RLQS caps are flags, with the wing's defaults.
+    #[test]
+    fn rlqs_caps_are_flags() {
+        let settings = serve(&[
+            "--rlqs-max-streams",
+            "20000",
+            "--rlqs-max-buckets-per-stream",
+            "5",
+        ])
+        .unwrap()
+        .settings();
+        assert_eq!(settings.rlqs.max_streams, 20_000);
+        assert_eq!(settings.rlqs.max_buckets_per_stream, 5);
+        let defaults = serve(&[]).unwrap().settings();
+        assert_eq!(defaults.rlqs, sluice::rlqs::RlqsSettings::default());
+        assert!(serve(&["--rlqs-max-streams", "0"]).is_err());
     }
 
     /// Every duration flag reads Go's grammar, and the defaults come from `app::defaults`.

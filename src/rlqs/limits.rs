@@ -4,11 +4,26 @@
 use crate::clock::{Nanos, SECOND};
 
 /// How often Envoy 1.40 reports every bucket of a stream (hard-coded there, whatever the
-/// bucket's `reporting_interval` says).
+/// bucket's `reporting_interval` says): the interval the book assumes of a stream until its
+/// reports show another. The TTL and the delays below are those of this interval; each holder's
+/// follow its own (`book/interval.rs`).
 pub const REPORT_INTERVAL: Nanos = 5 * SECOND;
 
-/// The `assignment_time_to_live` of every assignment, in whole seconds: two report intervals,
-/// so one lost or late answer never lets an assignment lapse (each report restarts it).
+/// The shortest report interval the book learns: Envoy counts TTLs and fill intervals in whole
+/// seconds, so a faster stream is served as one reporting every second.
+pub const SHORTEST_INTERVAL: Nanos = SECOND;
+
+/// The longest report interval the book learns: a stream reporting less often gets assignments
+/// of two minutes, which lapse between its reports.
+pub const LONGEST_INTERVAL: Nanos = 60 * SECOND;
+
+/// How long an assignment may be live in its Envoy at the longest (a TTL of two longest
+/// intervals, and a second).
+pub const LONGEST_HELD_FOR: Nanos = 2 * LONGEST_INTERVAL + SECOND;
+
+/// The `assignment_time_to_live` of an assignment to a stream reporting every
+/// [`REPORT_INTERVAL`], in whole seconds: two report intervals, so one lost or late answer never
+/// lets an assignment lapse (each report restarts it).
 pub const ASSIGNMENT_TTL_SECONDS: u32 = 10;
 
 /// The most buckets one stream may report; past it `report` fails with
@@ -36,8 +51,16 @@ pub const WARM_UP: Nanos = REPORT_INTERVAL + SECOND;
 /// Envoy: the TTL plus a second, since Envoy counts whole seconds and the tick runs each second.
 pub const HELD_FOR: Nanos = ASSIGNMENT_TTL_SECONDS as Nanos * SECOND + SECOND;
 
+/// A report to a bucket at most this many streams hold re-splits it at once (a bounded cost),
+/// pushing the others their changes before it is answered; past it the report is answered from
+/// the last split and the bucket re-split at the next tick, so a report costs the same however
+/// many streams share its bucket.
+pub const SPLIT_AT_ONCE: usize = 32;
+
 /// How much more than its demand a stream is offered, so a growing stream is not refused
-/// before its next report moves its share: a quarter more, at least one token per fill.
+/// before its next report moves its share: a quarter more, at least one token per fill. Only
+/// while the limit covers every stream's demand with it: when streams are refused, what a
+/// small stream is offered and does not use would be lost to them.
 pub const HEADROOM: f64 = 1.25;
 
 /// How long after a claim was sent its portion may be handed out; then only the floor. Claims

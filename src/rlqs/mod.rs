@@ -40,7 +40,7 @@ pub use assign::{
 pub use claims::{replica_name, wanted};
 pub use group::GroupPortion;
 pub use limits::{
-    ASSIGNMENT_TTL_SECONDS, FORGET_AFTER, HEADROOM, HELD_FOR, MAX_BUCKETS_PER_STREAM,
+    ASSIGNMENT_TTL_SECONDS, FORGET_AFTER, HEADROOM, HELD_FOR, MAX_BUCKETS_PER_STREAM, MAX_STREAMS,
     REPORT_INTERVAL, SILENT_AFTER, WARM_UP,
 };
 pub use model::simulate::{Scenario, SimulationOutcome, simulate};
@@ -68,7 +68,7 @@ pub struct RlqsSettings {
 impl Default for RlqsSettings {
     fn default() -> Self {
         RlqsSettings {
-            max_streams: limits::MAX_STREAMS,
+            max_streams: MAX_STREAMS,
             max_unbound_streams: limits::MAX_UNBOUND_STREAMS,
             max_buckets_per_stream: MAX_BUCKETS_PER_STREAM,
             first_report_within: Duration::from_nanos(limits::FIRST_REPORT_WITHIN),

@@ -73,6 +73,8 @@ pub async fn channel(addr: SocketAddr) -> Channel {
 pub struct RlqsStream {
     reports: mpsc::Sender<RateLimitQuotaUsageReports>,
     answers: Streaming<RateLimitQuotaResponse>,
+    /// The TTL (seconds) of the last assignment read for each bucket.
+    ttls: HashMap<Bucket, i64>,
 }
 
 /// A bucket id, sorted (the wire's map cannot be a map key).
@@ -115,7 +117,11 @@ impl RlqsStream {
             .stream_rate_limit_quotas(ReceiverStream::new(outgoing))
             .await?
             .into_inner();
-        Ok(Self { reports, answers })
+        Ok(Self {
+            reports,
+            answers,
+            ttls: HashMap::new(),
+        })
     }
 
     /// Sends one report message.
@@ -163,7 +169,26 @@ impl RlqsStream {
         let next = tokio::time::timeout(limit, self.answers.message())
             .await
             .expect("an answer in time")?;
-        Ok(next.map(flatten))
+        Ok(next.map(|response| self.read(response)))
+    }
+
+    /// The TTL in seconds of the last assignment read for bucket `id`.
+    pub fn ttl(&self, id: &Bucket) -> Option<i64> {
+        self.ttls.get(id).copied()
+    }
+
+    /// A response flattened, its TTLs noted.
+    fn read(&mut self, response: RateLimitQuotaResponse) -> HashMap<Bucket, Told> {
+        for action in &response.bucket_action {
+            if let (Some(id), Some(Action::QuotaAssignmentAction(assign))) =
+                (&action.bucket_id, &action.bucket_action)
+                && let Some(ttl) = &assign.assignment_time_to_live
+            {
+                self.ttls
+                    .insert(id.bucket.clone().into_iter().collect(), ttl.seconds);
+            }
+        }
+        flatten(response)
     }
 
     /// Every response that arrives within `wait`, merged (the last word for each bucket).
@@ -173,7 +198,7 @@ impl RlqsStream {
         while let Ok(Ok(Some(response))) =
             tokio::time::timeout_at(until, self.answers.message()).await
         {
-            told.extend(flatten(response));
+            told.extend(self.read(response));
         }
         told
     }
@@ -202,10 +227,8 @@ fn flatten(response: RateLimitQuotaResponse) -> HashMap<Bucket, Told> {
                 Action::AbandonAction(_) => Told::Abandon,
                 Action::QuotaAssignmentAction(assign) => {
                     let ttl = assign.assignment_time_to_live.expect("a TTL");
-                    assert!(
-                        ttl.seconds > 5,
-                        "TTL longer than the report interval: {ttl:?}"
-                    );
+                    // Two report intervals, the shortest of which is a second.
+                    assert!(ttl.seconds >= 2, "TTL under two seconds: {ttl:?}");
                     strategy(assign.rate_limit_strategy.and_then(|s| s.strategy))
                 }
             };

@@ -9,6 +9,8 @@ use common::rlqs::{RlqsStream, Told, bucket, usage};
 use common::{TestServer, sample};
 use sluice::clock::SECOND;
 use sluice::rlqs::{HELD_FOR, WARM_UP};
+use sluice::store::MemoryStore;
+use std::sync::Arc;
 use tonic::Code;
 
 /// A server whose RLQS book is past its warm-up (no shares of a counted limit are handed out
@@ -258,4 +260,118 @@ async fn the_page_of_buckets_is_bounded_and_pages_on() {
     assert!(rest["next"].is_null());
     let (status, _) = common::http(server.http_addr, "GET", "/ui/api/quota?page=2", "").await;
     assert_eq!(status, 400);
+}
+
+/// The stream caps are settings (`--rlqs-max-streams`, `--rlqs-max-buckets-per-stream`): past
+/// them a stream ends with RESOURCE_EXHAUSTED, and the streams within them are served.
+#[tokio::test]
+async fn the_stream_caps_apply() {
+    let server = TestServer::start_adjusted(RULES, Arc::new(MemoryStore::new()), |s| {
+        s.rlqs.max_streams = 2;
+        s.rlqs.max_buckets_per_stream = 2;
+    })
+    .await;
+    server.advance(Duration::from_nanos(WARM_UP) + Duration::from_secs(1));
+    let (a, b, c) = (
+        bucket(&[("tenant", "a")]),
+        bucket(&[("tenant", "b")]),
+        bucket(&[("tenant", "c")]),
+    );
+    let mut first = RlqsStream::open(server.grpc_addr).await.unwrap();
+    first.send("quota", vec![usage(a.clone(), 0, 1, 0)]).await;
+    first.until(&[&a]).await;
+    let mut second = RlqsStream::open(server.grpc_addr).await.unwrap();
+    second.send("quota", vec![usage(a.clone(), 0, 1, 0)]).await;
+    second.until(&[&a]).await;
+    let mut third = RlqsStream::open(server.grpc_addr).await.unwrap();
+    third.send("quota", vec![usage(a.clone(), 0, 1, 0)]).await;
+    let status = third.try_next().await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    // Two buckets fit; a third on the same stream ends it.
+    first.send("quota", vec![usage(b.clone(), 0, 1, 0)]).await;
+    first.until(&[&b]).await;
+    first.send("quota", vec![usage(c.clone(), 0, 1, 0)]).await;
+    let status = loop {
+        match first.try_next().await {
+            Err(status) => break status,
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("the stream ended without a status"),
+        }
+    };
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().contains("at most 2 buckets"), "{status:?}");
+}
+
+/// Each stream's TTL follows the interval it reports at, learned from `time_elapsed`: two
+/// intervals at 1 s, 5 s and 30 s (and 5 s assumed until a report covers time).
+#[tokio::test]
+async fn the_ttl_follows_each_streams_report_interval() {
+    let server = warmed().await;
+    for (seconds, ttl) in [(0, 10), (1, 2), (5, 10), (30, 60)] {
+        let id = bucket(&[("tenant", &format!("every-{seconds}"))]);
+        let mut stream = RlqsStream::open(server.grpc_addr).await.unwrap();
+        stream
+            .send("quota", vec![usage(id.clone(), seconds, 1, 0)])
+            .await;
+        stream.until(&[&id]).await;
+        assert_eq!(stream.ttl(&id), Some(ttl), "every {seconds} s");
+    }
+}
+
+/// A stream reporting every 30 s keeps its share and its bucket across reports: a stream
+/// reporting every 5 s beside it never grows into it, and it is never told to abandon the
+/// bucket (with Envoy 1.40's timing both would happen after 11 s).
+#[tokio::test]
+async fn a_stream_reporting_every_30_s_keeps_its_share() {
+    let server = warmed().await;
+    let id = bucket(&[("tenant", "a")]);
+    let mut slow = RlqsStream::open(server.grpc_addr).await.unwrap();
+    slow.send("quota", vec![usage(id.clone(), 30, 60, 0)]).await;
+    slow.until(&[&id]).await;
+    let mut fast = RlqsStream::open(server.grpc_addr).await.unwrap();
+    fast.send("quota", vec![usage(id.clone(), 5, 10, 0)]).await;
+    fast.until(&[&id]).await;
+    for _ in 0..6 {
+        server.advance(Duration::from_secs(5));
+        // Past a tick of the book's, which would find the slow stream silent.
+        let pushed = fast.drain(Duration::from_millis(1_200)).await;
+        assert!(
+            pushed.get(&id).is_none_or(|t| t.rate() <= 0.75),
+            "{pushed:?}"
+        );
+        fast.send("quota", vec![usage(id.clone(), 5, 10, 0)]).await;
+        let told = fast.until(&[&id]).await;
+        assert!(told[&id].rate() <= 0.75, "{told:?}");
+    }
+    let pushed = slow.drain(Duration::from_millis(100)).await;
+    assert!(!pushed.values().any(|t| *t == Told::Abandon), "{pushed:?}");
+    slow.send("quota", vec![usage(id.clone(), 30, 60, 0)]).await;
+    let told = slow.until(&[&id]).await;
+    assert!(told[&id].rate() > 0.0, "{told:?}");
+    assert_eq!(slow.ttl(&id), Some(60));
+}
+
+/// A stream reporting every second sees its share move within seconds: when the other stops,
+/// its share comes back once three seconds of silence and its two-second TTL have passed (with
+/// Envoy 1.40's timing, 11 s of each).
+#[tokio::test]
+async fn a_stream_reporting_every_second_sees_its_share_move_within_seconds() {
+    let server = warmed().await;
+    let id = bucket(&[("tenant", "a")]);
+    let mut left = RlqsStream::open(server.grpc_addr).await.unwrap();
+    let mut stays = RlqsStream::open(server.grpc_addr).await.unwrap();
+    left.send("quota", vec![usage(id.clone(), 1, 1, 0)]).await;
+    left.until(&[&id]).await;
+    stays.send("quota", vec![usage(id.clone(), 1, 1, 0)]).await;
+    let half = stays.until(&[&id]).await[&id].clone();
+    assert!(half.rate() < 1.0, "{half:?}");
+    server.advance(Duration::from_secs(4));
+    stays.send("quota", vec![usage(id.clone(), 1, 1, 0)]).await;
+    // The answer, then (at the book's next tick, if the answer came first) the push.
+    let mut told = stays.until(&[&id]).await[&id].clone();
+    if told.max_tokens() < 20 {
+        told = stays.until(&[&id]).await[&id].clone();
+    }
+    assert!((told.rate() - 1.0).abs() < 1e-9, "{told:?}");
+    assert_eq!(stays.ttl(&id), Some(2));
 }

@@ -29,6 +29,7 @@ mod helm;
 mod helm_spread;
 mod image;
 mod prometheus;
+mod rlqs_fleet;
 mod rlqs_isolation;
 mod signals;
 mod simulate;

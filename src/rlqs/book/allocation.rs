@@ -7,37 +7,57 @@
 /// wants little is spread evenly, so the shares add up to `total` exactly (after rounding, to
 /// `total` or just below, never above).
 pub(crate) fn water_fill(total: u64, wants: &[Option<f64>]) -> Vec<u64> {
-    if wants.is_empty() {
-        return Vec::new();
+    let water = water_level(total, wants);
+    let shares: Vec<f64> = wants.iter().map(|&w| water.fill(w)).collect();
+    round_down(total, &shares)
+}
+
+/// The level a water-fill reaches: every holder gets its want up to `level`, plus `extra`
+/// (what is left, spread evenly, when every want is below the level). Kept by a bucket so a
+/// report can be given its share without another fill over every holder.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Water {
+    /// Tokens a holder wanting more gets (infinite when every want is met).
+    pub level: f64,
+    /// Tokens added to every share (the leftover when every want is met).
+    pub extra: f64,
+}
+
+impl Water {
+    /// The (fractional) share of a holder wanting `want` (`None`: not known, the level).
+    pub(crate) fn fill(self, want: Option<f64>) -> f64 {
+        let want = want.unwrap_or(f64::INFINITY).max(0.0);
+        want.min(self.level) + self.extra
     }
-    let mut order: Vec<usize> = (0..wants.len()).collect();
+}
+
+/// The water level of `total` tokens among `wants` (see [`water_fill`]): one sort of the wants.
+pub(crate) fn water_level(total: u64, wants: &[Option<f64>]) -> Water {
+    if wants.is_empty() {
+        return Water {
+            level: f64::INFINITY,
+            extra: 0.0,
+        };
+    }
     // Unknown wants sort last: they take whatever level the known ones leave.
-    order.sort_by(|&a, &b| {
-        let key = |i: usize| wants[i].unwrap_or(f64::INFINITY);
-        key(a).total_cmp(&key(b))
-    });
-    let mut shares = vec![0.0; wants.len()];
+    let mut sorted: Vec<f64> = (wants.iter())
+        .map(|w| w.unwrap_or(f64::INFINITY).max(0.0))
+        .collect();
+    sorted.sort_unstable_by(f64::total_cmp);
     let mut remaining = total as f64;
-    let mut left = wants.len();
-    for (rank, &i) in order.iter().enumerate() {
+    let mut left = sorted.len();
+    for want in sorted {
         let level = remaining / left as f64;
-        let want = wants[i].unwrap_or(f64::INFINITY).max(0.0);
         if want >= level {
-            for &j in &order[rank..] {
-                shares[j] = level;
-            }
-            remaining = 0.0;
-            break;
+            return Water { level, extra: 0.0 };
         }
-        shares[i] = want;
         remaining -= want;
         left -= 1;
     }
-    if remaining > 0.0 {
-        let extra = remaining / wants.len() as f64;
-        shares.iter_mut().for_each(|s| *s += extra);
+    Water {
+        level: f64::INFINITY,
+        extra: remaining.max(0.0) / wants.len() as f64,
     }
-    round_down(total, &shares)
 }
 
 /// Splits `total` in proportion to `weights`, each positive weight getting at least 1 while

@@ -12,12 +12,14 @@
 mod allocation;
 mod bucket;
 mod demand;
+mod interval;
 mod portions;
 mod shadow;
 mod share;
 mod split;
 mod state;
 mod streams;
+mod sum;
 mod table;
 
 use std::collections::HashSet;
@@ -32,12 +34,13 @@ use crate::store::{Claim, Claimed};
 use super::assign::{BucketId, Outbox, Outgoing, Reported, RlqsError, StreamId, Usage};
 use super::claims::wanted;
 use super::group::GroupPortion;
-use super::limits::FORGET_AFTER;
+use super::limits::SPLIT_AT_ONCE;
 use super::view::{Page, PageQuery};
 
 pub(crate) use portions::Portions;
 pub(crate) use table::Key;
 
+use interval::{Cadence, Interval};
 use portions::Fraction;
 use state::{State, WarmUp, assign};
 use streams::Stream;
@@ -60,6 +63,12 @@ pub(crate) struct Book {
     rules: Arc<dyn Resolve>,
     /// The most buckets one stream may report.
     max_buckets: usize,
+    /// Up to how many holders a report re-splits its bucket at once.
+    split_at_once: usize,
+    /// The longest report interval it learns: the shares of a limit other replicas or regions
+    /// share are reserved for them as long as Envoy 1.40's TTL (the store's terms), so there
+    /// the TTL stays that.
+    longest: Interval,
     state: State,
     /// When the clock last ran ([`Book::tick`]).
     ticked: Nanos,
@@ -84,6 +93,11 @@ impl Book {
             clock,
             rules,
             max_buckets,
+            split_at_once: SPLIT_AT_ONCE,
+            longest: match portions {
+                Portions::Whole => Interval::longest(),
+                Portions::Shared(_) => Interval::default(),
+            },
             state: State {
                 streams: Default::default(),
                 table: Default::default(),
@@ -100,6 +114,14 @@ impl Book {
     /// to the region's portion, and the region learns the demand of its buckets each second.
     pub(crate) fn with_group(mut self, group: Arc<dyn GroupPortion>) -> Book {
         self.state.group = Some(group);
+        self.longest = Interval::default();
+        self
+    }
+
+    /// A book that re-splits a bucket at once on a report only while at most `holders` streams
+    /// hold it (the default is [`SPLIT_AT_ONCE`]; 0: only a bucket's first report).
+    pub(crate) fn with_split_at_once(mut self, holders: usize) -> Book {
+        self.split_at_once = holders;
         self
     }
 
@@ -117,21 +139,28 @@ impl Book {
             outbox,
             buckets: HashSet::new(),
             reported: false,
+            every: Cadence::default(),
         };
         self.state.streams.insert(id, stream);
     }
 
-    /// One usage report of a stream: new buckets resolved, demand recorded, the buckets
-    /// re-split. The shrinks this causes for other streams go out first, then the others'
-    /// grows, then this stream's answers, one per reported bucket (a new or changed strategy,
-    /// or the same again to restart its time to live) except buckets held back. A report past
-    /// the stream's bucket cap ends the stream, recording nothing.
+    /// One usage report of a stream: new buckets resolved, demand recorded, and this stream's
+    /// answers, one per reported bucket (a new or changed strategy, or the same again to restart
+    /// its time to live) except buckets held back. A bucket few streams hold
+    /// ([`SPLIT_AT_ONCE`]) is re-split at once: the shrinks this causes for other streams go
+    /// out first, then the others' grows, then this stream's answers. Past that, an answer
+    /// comes from the bucket's last split and the stream's demand now, cut to what the others
+    /// hold, so its cost does not grow with the streams sharing the bucket; where the stream's
+    /// share moved, the bucket is re-split at the next tick (within a second), which pushes the
+    /// others their changes, shrinks first. A report past the stream's bucket cap ends the
+    /// stream, recording nothing.
     pub(crate) fn report(&mut self, id: StreamId, usages: &[Usage]) {
         let now = self.clock.now();
         let Some(stream) = self.state.streams.get(id) else {
             return;
         };
         let domain = stream.domain.clone();
+        let every = (stream.every, self.longest);
         if let Err(error) = self.check_cap(id, usages) {
             return self.state.end(id, error, now);
         }
@@ -148,17 +177,23 @@ impl Book {
                 s.buckets.insert(key)
             });
             if first {
-                state.warm.returning(usage.elapsed, now);
+                state
+                    .warm
+                    .returning(usage.elapsed, self.longest.nanos(), now);
             }
             if let Some(bucket) = state.table.get_mut(key) {
-                tallies.push(bucket.record(id, usage, now));
+                tallies.push(bucket.record(id, usage, now, every));
                 keys.push(key);
+                let learned = bucket.find(id).map(|h| h.every);
+                if let Some((s, every)) = state.streams.get_mut(id).zip(learned) {
+                    s.every = every;
+                }
             }
         }
         let mut touched = keys.clone();
         touched.sort_unstable();
         touched.dedup();
-        self.state.settle(&touched, Some(id), now);
+        self.aim(id, &touched, now);
         let mut answers = Vec::with_capacity(keys.len());
         for key in keys {
             let state = &mut self.state;
@@ -166,8 +201,11 @@ impl Book {
             let Some(bucket) = state.table.get_mut(key).filter(|_| !held_back) else {
                 continue;
             };
-            if let Some(strategy) = bucket.answer(id, now) {
-                answers.push(assign(&bucket.id, strategy));
+            if let Some((strategy, ttl)) = bucket.answer(id, now) {
+                answers.push(assign(&bucket.id, strategy, ttl));
+            }
+            if !bucket.holder_settled(id) {
+                state.table.unsettled.insert(key);
             }
         }
         let out = Outgoing {
@@ -179,6 +217,26 @@ impl Book {
             let error = RlqsError::Exhausted("the RLQS stream is not reading its answers".into());
             self.state.end(id, error, now);
         }
+    }
+
+    /// Sets what stream `id` should hold in each of `keys` it reported: a bucket never split,
+    /// or held by few streams, is re-split at once (the others' changes pushed); any other from
+    /// its last split, redone at the next tick where the stream's share moved.
+    fn aim(&mut self, id: StreamId, keys: &[Key], now: Nanos) {
+        let state = &mut self.state;
+        let mut now_split = Vec::new();
+        for &key in keys {
+            let held_back = (state.table.get(key)).is_none_or(|b| state.held_back(key, b, now));
+            let Some(bucket) = state.table.get_mut(key).filter(|_| !held_back) else {
+                continue;
+            };
+            if bucket.unsplit() || bucket.holders.len() <= self.split_at_once {
+                now_split.push(key);
+            } else if bucket.aim(id) {
+                state.table.unsettled.insert(key);
+            }
+        }
+        state.settle(&now_split, Some(id), now);
     }
 
     /// The number of bucket `id` of `domain`, made (its action resolved) if new.
@@ -268,10 +326,11 @@ impl Book {
     }
 
     /// The clock's work, every second: streams whose client went are closed, the warm-up
-    /// ends, holders that stopped reporting are no longer pushed to and their shares return to
+    /// ends, buckets whose shares moved since are split in full (pushing the changes), holders
+    /// that stopped reporting are no longer pushed to and their shares return to
     /// the others once expired, portions that went stale while claims fail move, unsettled
-    /// splits are retried, and buckets no stream has reported for [`FORGET_AFTER`] are
-    /// forgotten.
+    /// splits are retried, and buckets no stream has reported for two of their holders'
+    /// longest report interval are forgotten.
     pub(crate) fn tick(&mut self) {
         let now = self.clock.now();
         let state = &mut self.state;
@@ -289,7 +348,7 @@ impl Book {
         keys.extend(state.portions.lapsed(self.ticked, now));
         let (mut stale, mut expired) = (Vec::new(), Vec::new());
         for (key, bucket) in state.table.iter_mut() {
-            if now.saturating_sub(bucket.last_report) >= FORGET_AFTER {
+            if now.saturating_sub(bucket.last_report) >= bucket.every.forget_after() {
                 stale.push(key);
                 continue;
             }

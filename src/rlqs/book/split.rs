@@ -6,9 +6,10 @@ use crate::clock::Nanos;
 use crate::rlqs::assign::{Strategy, StreamId};
 use crate::rlqs::limits::HEADROOM;
 
-use super::allocation::{proportional, water_fill};
+use super::allocation::{Water, proportional, water_fill, water_level};
 use super::bucket::{Bucket, Holder};
 use super::share::{Grid, Share, distinct, material};
+use super::sum::Sum;
 
 /// A strategy the book has decided to send, with what to restore if it cannot be delivered.
 #[derive(Debug, Clone)]
@@ -16,34 +17,59 @@ pub(crate) struct StrategyChange {
     pub stream: StreamId,
     pub old: Option<Strategy>,
     pub old_sent: Nanos,
+    pub old_ttl: u32,
     pub new: Strategy,
+    /// Its time to live, in seconds: two of the stream's report intervals.
+    pub ttl: u32,
 }
 
-/// Both parts of a sum of shares, wide enough that `ALLOW_ALL` holders never wrap it.
-#[derive(Debug, Clone, Copy, Default)]
-struct Sum {
-    tokens: u128,
-    burst: u128,
+/// The last full split of a bucket: what its reporting holders were split (the room holders
+/// that stopped reporting leave) and the water level reached. A report is answered from it in
+/// constant time, whatever the holders; the next full split (at the tick, once a second, when
+/// anything moved) brings every other holder up to date.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Level {
+    room: Share,
+    water: Water,
+    /// The room over the reporting holders: what a holder whose demand is not known yet asks.
+    fair: f64,
+    /// Whether wants include headroom: only when the room covers every holder's demand with
+    /// its headroom.
+    headroom: bool,
 }
 
-impl Sum {
-    fn add(&mut self, s: Share) {
-        self.tokens += s.tokens as u128;
-        self.burst += s.burst as u128;
-    }
-
-    fn sub(&mut self, s: Share) {
-        self.tokens -= s.tokens as u128;
-        self.burst -= s.burst as u128;
-    }
-
-    /// What is left of `grid` once this sum is taken (zero when over).
-    fn room(self, grid: Grid) -> Share {
-        let left = |total: u64, used: u128| (total as u128).saturating_sub(used) as u64;
-        Share {
-            tokens: left(grid.tokens, self.tokens),
-            burst: left(grid.burst, self.burst),
+impl Level {
+    /// What a holder with `demand` (requests per second) asks of `grid`, in tokens per fill:
+    /// its demand, with headroom when the room has it; a holder whose demand is not known yet
+    /// (`None`), the fair share. Without headroom, in whole tokens rounded up: Envoy fills whole
+    /// tokens, and a share a fraction of a token short of its demand would refuse it every fill
+    /// (at most one token a holder goes unused).
+    fn want(&self, demand: Option<f64>, grid: Grid) -> f64 {
+        let Some(demand) = demand else {
+            return self.fair;
+        };
+        let d = demand * grid.interval as f64;
+        if self.headroom {
+            (d * HEADROOM).max(d + 1.0)
+        } else {
+            (d - 1e-9).ceil().max(0.0)
         }
+    }
+
+    /// The share of a holder with `demand` under this split, rounded down (the full split
+    /// rounds by largest remainders, so this is at most one token below it).
+    fn target(&self, demand: Option<f64>, grid: Grid) -> Strategy {
+        let room = self.room;
+        let want = Some(self.want(demand, grid));
+        let tokens = (self.water.fill(want).floor() as u64).min(room.tokens);
+        let burst = match room.tokens {
+            0 => 0,
+            all => {
+                let part = (tokens as u128 * room.burst as u128 / all as u128) as u64;
+                part.max((tokens > 0) as u64).min(room.burst)
+            }
+        };
+        Share { tokens, burst }.strategy(grid.interval)
     }
 }
 
@@ -51,10 +77,15 @@ impl Bucket {
     /// Recomputes what every reporting holder should hold: the blanket rule, or a max–min fair
     /// split of what holders that stopped reporting leave of this replica's `portion` (0..=1) of
     /// the limit (their shares stay reserved until they expire), kept where the move is small and
-    /// the sum allows.
+    /// the sum allows. Each holder is offered its demand with headroom when the room covers all
+    /// of those; otherwise its demand alone (what a holder is offered and does not use is lost
+    /// to the others while they are refused). A holder whose demand is not known yet (a new
+    /// stream) asks the fair share, the room over the holders: given the level instead, a fleet
+    /// where streams come and go would hand most of the limit to streams that may ask little.
     pub(crate) fn retarget(&mut self, portion: f64) {
         if let Some(blanket) = self.blanket() {
             self.grid = None;
+            self.level = None;
             for h in self.holders.iter_mut().filter(|h| h.reporting) {
                 h.desired = Some(blanket);
             }
@@ -70,14 +101,26 @@ impl Bucket {
             reserved.add(Share::of(h.held, grid.interval));
         }
         let room = reserved.room(grid);
-        let seconds = grid.interval as f64;
-        let wants: Vec<Option<f64>> = self
-            .reporting()
-            .map(|h| {
-                let d = h.demand.per_second()?;
-                Some((d * seconds * HEADROOM).max(d * seconds + 1.0))
-            })
-            .collect();
+        let demands: Vec<Option<f64>> = self.reporting().map(|h| h.demand.per_second()).collect();
+        let mut level = Level {
+            room,
+            water: water_level(0, &[]),
+            fair: room.tokens as f64 / demands.len().max(1) as f64,
+            headroom: demands.iter().all(Option::is_some),
+        };
+        let want = |level: &Level| -> Vec<Option<f64>> {
+            (demands.iter())
+                .map(|&d| Some(level.want(d, grid)))
+                .collect()
+        };
+        let mut wants = want(&level);
+        let asked: f64 = wants.iter().flatten().sum();
+        if asked > room.tokens as f64 {
+            level.headroom = false;
+            wants = want(&level);
+        }
+        level.water = water_level(room.tokens, &wants);
+        self.level = Some(level);
         let tokens = water_fill(room.tokens, &wants);
         let bursts = proportional(room.burst, &tokens);
         let targets: Vec<Strategy> = tokens
@@ -86,6 +129,44 @@ impl Bucket {
             .map(|(&tokens, &burst)| Share { tokens, burst }.strategy(grid.interval))
             .collect();
         self.keep_small_moves(&targets, grid, room);
+    }
+
+    /// Sets what a reporting `stream` should hold from the last full split and its demand now,
+    /// in constant time. `true` when the bucket needs a full split (at the tick): the stream's
+    /// share moved materially, so the others' may too.
+    pub(crate) fn aim(&mut self, stream: StreamId) -> bool {
+        let Some(at) = self.position(stream) else {
+            return false;
+        };
+        let new = match (self.blanket(), self.grid, self.level) {
+            (Some(blanket), _, _) => blanket,
+            (None, Some(grid), Some(level)) => {
+                let h = &self.holders[at];
+                let target = level.target(h.demand.per_second(), grid);
+                match h.held {
+                    Some(held) if !material(Some(held), target, grid.interval) => held,
+                    held => distinct(held, target),
+                }
+            }
+            _ => return true,
+        };
+        let interval = self.grid.map_or(1, |g| g.interval);
+        let h = &mut self.holders[at];
+        let moved = h.desired.is_none_or(|d| material(Some(d), new, interval));
+        h.desired = Some(new);
+        moved
+    }
+
+    /// Whether the bucket has never been split since its limit was set: its first report is
+    /// split in full.
+    pub(crate) fn unsplit(&self) -> bool {
+        self.enforced().is_some() && self.level.is_none()
+    }
+
+    /// Whether `stream` holds what the split wants it to.
+    pub(crate) fn holder_settled(&self, stream: StreamId) -> bool {
+        self.find(stream)
+            .is_none_or(|h| h.desired.is_none() || h.desired == h.held)
     }
 
     fn reporting(&self) -> impl Iterator<Item = &Holder> {
@@ -125,18 +206,10 @@ impl Bucket {
             return 0.0;
         };
         let whole = Grid::of(rate, 1.0);
-        let sum = self.held_sum(whole.interval);
+        // `held` is counted on the limit's interval, the whole grid's.
+        let sum = self.held;
         let part = |used: u128, of: u64| (used as f64 / of.max(1) as f64).min(1.0);
         part(sum.tokens, whole.tokens).max(part(sum.burst, whole.burst))
-    }
-
-    /// The sum of what every holder holds now.
-    fn held_sum(&self, interval: u32) -> Sum {
-        let mut sum = Sum::default();
-        for h in &self.holders {
-            sum.add(Share::of(h.held, interval));
-        }
-        sum
     }
 
     /// The changes that take nothing from the limit, for streams other than `reporter`: sent
@@ -150,13 +223,14 @@ impl Bucket {
         let interval = self.grid.map_or(1, |g| g.interval);
         let blanket = self.grid.is_none();
         let mut out = Vec::new();
-        for h in self.holders.iter_mut() {
+        for at in 0..self.holders.len() {
+            let h = &self.holders[at];
             let Some(new) = h.desired.filter(|&d| Some(d) != h.held) else {
                 continue;
             };
             let shrinks = Share::of(Some(new), interval).within(Share::of(h.held, interval));
             if h.reporting && Some(h.stream) != reporter && (blanket || shrinks) {
-                out.push(apply(h, new, now));
+                out.push(self.apply(at, new, now));
             }
         }
         out
@@ -172,39 +246,39 @@ impl Bucket {
         let Some(grid) = self.grid else {
             return Vec::new();
         };
-        let mut sum = self.held_sum(grid.interval);
+        let mut sum = self.held;
         let mut out = Vec::new();
-        for h in self.holders.iter_mut() {
+        for at in 0..self.holders.len() {
+            let h = &self.holders[at];
             if !h.reporting || Some(h.stream) == reporter || h.desired == h.held {
                 continue;
             }
             if let Some(new) = fitted(h, grid, &mut sum).filter(|&new| Some(new) != h.held) {
-                out.push(apply(h, new, now));
+                out.push(self.apply(at, new, now));
             }
         }
         out
     }
 
     /// The reporter's answer: its blanket rule, or what it should hold cut to the room the
-    /// others leave (the same strategy again when that moved little).
-    pub(crate) fn answer(&mut self, stream: StreamId, now: Nanos) -> Option<Strategy> {
-        let grid = self.grid;
-        let mut sum = grid.map(|g| self.held_sum(g.interval));
-        let h = self.holders.iter_mut().find(|h| h.stream == stream)?;
-        let new = match (grid, sum.as_mut()) {
-            (Some(grid), Some(sum)) => fitted(h, grid, sum).or(h.held)?,
-            _ => h.desired?,
+    /// others leave (the same strategy again when that moved little), with its TTL in seconds.
+    /// Constant time: the sum of what the others hold is kept as it changes.
+    pub(crate) fn answer(&mut self, stream: StreamId, now: Nanos) -> Option<(Strategy, u32)> {
+        let at = self.position(stream)?;
+        let h = &self.holders[at];
+        let new = match self.grid {
+            Some(grid) => fitted(h, grid, &mut self.held.clone()).or(h.held)?,
+            None => h.desired?,
         };
-        h.held = Some(new);
-        h.last_sent = now;
-        Some(new)
+        let ttl = h.every.ttl_seconds();
+        self.set_held(at, Some(new), now, ttl);
+        Some((new, ttl))
     }
 
     /// Undoes a change that could not be delivered.
     pub(crate) fn revert(&mut self, change: &StrategyChange) {
-        if let Some(h) = self.holders.iter_mut().find(|h| h.stream == change.stream) {
-            h.held = change.old;
-            h.last_sent = change.old_sent;
+        if let Some(at) = self.position(change.stream) {
+            self.set_held(at, change.old, change.old_sent, change.old_ttl);
         }
     }
 
@@ -212,6 +286,21 @@ impl Bucket {
     pub(crate) fn settled(&self) -> bool {
         self.reporting()
             .all(|h| h.desired.is_none() || h.desired == h.held)
+    }
+
+    /// Sends holder `at` `new`: the change, with what to restore if it cannot be delivered.
+    fn apply(&mut self, at: usize, new: Strategy, now: Nanos) -> StrategyChange {
+        let h = &self.holders[at];
+        let change = StrategyChange {
+            stream: h.stream,
+            old: h.held,
+            old_sent: h.last_sent,
+            old_ttl: h.ttl,
+            new,
+            ttl: h.every.ttl_seconds(),
+        };
+        self.set_held(at, Some(new), now, change.ttl);
+        change
     }
 }
 
@@ -231,16 +320,4 @@ fn fitted(h: &Holder, grid: Grid, sum: &mut Sum) -> Option<Strategy> {
     let chosen = if keep { h.held } else { Some(new) };
     sum.add(Share::of(chosen, interval));
     if keep { None } else { chosen }
-}
-
-fn apply(h: &mut Holder, new: Strategy, now: Nanos) -> StrategyChange {
-    let change = StrategyChange {
-        stream: h.stream,
-        old: h.held,
-        old_sent: h.last_sent,
-        new,
-    };
-    h.held = Some(new);
-    h.last_sent = now;
-    change
 }

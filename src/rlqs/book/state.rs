@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::clock::Nanos;
+use crate::clock::{Nanos, SECOND};
 use crate::rlqs::GroupPortion;
 use crate::rlqs::assign::{Assignment, BucketId, Outgoing, RlqsError, Strategy, StreamId};
-use crate::rlqs::limits::{ASSIGNMENT_TTL_SECONDS, WARM_UP};
+use crate::rlqs::limits::{LONGEST_INTERVAL, WARM_UP};
 
 use super::bucket::Bucket;
 use super::portions::{Fraction, Portions};
@@ -50,11 +50,17 @@ impl WarmUp {
     /// from an Envoy that held the bucket before it reached this book — after a restart, from a
     /// previous process whose assignments may still be live. In the book's first [`WARM_UP`]
     /// that starts the warm-up; a fresh start, whose Envoys report new buckets (elapsed 0), is
-    /// answered at once.
-    pub(crate) fn returning(&mut self, elapsed: Nanos, now: Nanos) {
-        if elapsed > 0 && now < self.started + WARM_UP && self.until.is_none() {
-            self.until = Some(self.started + WARM_UP);
+    /// answered at once. An Envoy reporting less often than every 5 s shows it in its report
+    /// (`elapsed`: about its interval), and the others reporting as rarely return within that
+    /// long: the warm-up lasts that long and a second (at most `longest` and a second).
+    pub(crate) fn returning(&mut self, elapsed: Nanos, longest: Nanos, now: Nanos) {
+        let open = self.until.unwrap_or(self.started + WARM_UP);
+        if elapsed == 0 || now >= open {
+            return;
         }
+        let back = elapsed.div_ceil(SECOND).saturating_mul(SECOND);
+        let back = back.min(longest.min(LONGEST_INTERVAL)) + SECOND;
+        self.until = Some(open.max(self.started + back));
     }
 
     pub(crate) fn active(&self) -> bool {
@@ -142,7 +148,7 @@ impl State {
         }
         for (stream, changes) in by_stream {
             let answers: Vec<Assignment> = (changes.iter())
-                .filter_map(|(key, c)| Some(assign(&self.table.get(*key)?.id, c.new)))
+                .filter_map(|(key, c)| Some(assign(&self.table.get(*key)?.id, c.new, c.ttl)))
                 .collect();
             if !self.send(stream, answers) {
                 for (key, change) in &changes {
@@ -185,12 +191,7 @@ impl State {
                 continue;
             };
             let enforced = bucket.enforced().is_some();
-            let mut held = false;
-            for h in bucket.holders.iter_mut().filter(|h| h.stream == stream) {
-                h.reporting = false;
-                held = true;
-            }
-            if held && enforced {
+            if bucket.stop(stream) && enforced {
                 reserved.push(key);
             }
         }
@@ -215,8 +216,7 @@ impl State {
             return;
         }
         let id = bucket.id.clone();
-        let holding: Vec<StreamId> = (bucket.holders.iter())
-            .map(|h| h.stream)
+        let holding: Vec<StreamId> = (bucket.streams())
             .filter(|&s| streams.contains(s))
             .collect();
         let mut lost = false;
@@ -237,11 +237,11 @@ impl State {
     }
 }
 
-/// An assignment of `strategy` for `bucket` with the book's TTL.
-pub(crate) fn assign(bucket: &BucketId, strategy: Strategy) -> Assignment {
+/// An assignment of `strategy` for `bucket` with a TTL of `ttl_seconds`.
+pub(crate) fn assign(bucket: &BucketId, strategy: Strategy, ttl_seconds: u32) -> Assignment {
     Assignment::Assign {
         bucket: bucket.clone(),
         strategy,
-        ttl_seconds: ASSIGNMENT_TTL_SECONDS,
+        ttl_seconds,
     }
 }

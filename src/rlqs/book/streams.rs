@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use crate::clock::Nanos;
 use crate::rlqs::assign::{Outbox, StreamId};
-use crate::rlqs::limits::HELD_FOR;
+use crate::rlqs::limits::LONGEST_HELD_FOR;
 
+use super::interval::Cadence;
 use super::table::Key;
 
 /// One open stream.
@@ -21,6 +22,9 @@ pub(crate) struct Stream {
     pub buckets: HashSet<Key>,
     /// Whether it has reported yet.
     pub reported: bool,
+    /// How often it reports, as its last report showed: where it holds a new bucket, the
+    /// holder starts from it.
+    pub every: Cadence,
 }
 
 /// A stream that ended while it held shares its Envoy may still be spending.
@@ -104,8 +108,9 @@ impl Streams {
         Some(self.departed.swap_remove(at))
     }
 
-    /// Forgets departed streams whose shares have all expired by `now`.
+    /// Forgets departed streams whose shares have all expired by `now` (kept as long as the
+    /// longest TTL may run: a take-over checks the share is still held anyway).
     pub(crate) fn prune(&mut self, now: Nanos) {
-        self.departed.retain(|d| now < d.ended + HELD_FOR);
+        self.departed.retain(|d| now < d.ended + LONGEST_HELD_FOR);
     }
 }

@@ -23,7 +23,8 @@ pub(crate) struct Table {
     index: HashMap<Arc<str>, HashMap<BucketId, Key>>,
     /// By number, so a page of them is a range, however many there are.
     buckets: BTreeMap<Key, Bucket>,
-    /// Buckets whose holders do not all hold what the last split wants (retried each tick).
+    /// Buckets to re-split at the next tick: a report moved a holder's share, or the last split
+    /// is not all delivered yet.
     pub unsettled: HashSet<Key>,
 }
 

@@ -202,21 +202,82 @@ fn a_second_stream_shrinks_the_first_before_it_is_answered() {
 }
 
 #[test]
-fn a_stream_asking_little_gets_its_ask_with_headroom() {
+fn a_stream_asking_little_gets_its_ask() {
     let mut rig = Rig::new();
     let (a, b) = (rig.open(0), rig.open(1));
     rig.answer(a, usage("x", 0, 1, 0));
     rig.answer(b, usage("x", 0, 1, 0));
-    // a offers 1/s: 10 per 10 s interval, with headroom 12.5 of the 100 tokens.
+    rig.answer(b, usage("x", 5, 100, 0));
+    // a offers 1/s: 10 per 10 s interval of the 100 tokens. b asks 20/s, more than all the
+    // rest, so no headroom is offered: a would not use it, and b would be refused it.
     let small = rig.answer(a, usage("x", 5, 5, 0)).unwrap();
-    assert_eq!(Share::of(Some(small), 10).tokens, 13);
+    assert_eq!(Share::of(Some(small), 10).tokens, 10);
     // b is pushed the rest once the tick sees a's answer taken.
     rig.after(1);
     let pushes = rig.pushed();
     assert_eq!(
         strategy_of(&pushes[0].1[0]).map(|s| Share::of(Some(s), 10).tokens),
-        Some(87)
+        Some(90)
     );
+}
+
+#[test]
+fn headroom_is_offered_when_the_limit_covers_it() {
+    let mut rig = Rig::new();
+    let (a, b) = (rig.open(0), rig.open(1));
+    rig.answer(a, usage("x", 0, 1, 0));
+    rig.answer(b, usage("x", 0, 1, 0));
+    // b asks 9/s (90 tokens, 112.5 with headroom): with a's 10 (12.5) more than the 100.
+    rig.answer(b, usage("x", 5, 45, 0));
+    let small = rig.answer(a, usage("x", 5, 5, 0)).unwrap();
+    assert_eq!(Share::of(Some(small), 10).tokens, 10);
+    // b asks 4/s (40, 50 with headroom; the larger of its last two reports): both with
+    // headroom fit, and the 37.5 left are spread: a gets 12.5 + 18.75.
+    rig.answer(b, usage("x", 5, 20, 0));
+    rig.answer(b, usage("x", 5, 20, 0));
+    let small = rig.answer(a, usage("x", 5, 5, 0)).unwrap();
+    assert_eq!(Share::of(Some(small), 10).tokens, 31);
+}
+
+/// A bucket many streams share (here past none) answers a report from its last split in
+/// constant time and pushes nothing; the tick re-splits it and pushes the others' changes,
+/// shrinks first, and what streams hold never sums above the limit.
+#[test]
+fn past_a_few_streams_a_report_is_answered_from_the_last_split() {
+    let mut rig = Rig::new();
+    let book = std::mem::replace(&mut rig.book, Rig::new().book);
+    rig.book = book.with_split_at_once(0);
+    let (a, b) = (rig.open(0), rig.open(1));
+    assert_eq!(rig.answer(a, usage("x", 0, 1, 0)), Some(tb(20, 100, 10)));
+    // The first split gave a everything: b gets what is left, nothing, until the tick.
+    assert_eq!(rig.answer(b, usage("x", 0, 1, 0)), Some(Strategy::DenyAll));
+    assert!(rig.pushed().is_empty());
+    rig.after(1);
+    let pushes = rig.pushed();
+    assert_eq!(pushes.len(), 2, "{pushes:?}");
+    assert_eq!(
+        (pushes[0].0, strategy_of(&pushes[0].1[0])),
+        (0, Some(tb(10, 50, 10)))
+    );
+    assert_eq!(
+        (pushes[1].0, strategy_of(&pushes[1].1[0])),
+        (1, Some(tb(10, 50, 10)))
+    );
+    // b asks 20/s: its answer stays (it holds what the split gives it).
+    assert_eq!(rig.answer(b, usage("x", 5, 100, 0)), Some(tb(10, 50, 10)));
+    // a now asks 1/s: its answer falls to its ask at once, b grows at the next tick.
+    let small = rig.answer(a, usage("x", 5, 5, 0)).unwrap();
+    assert_eq!(Share::of(Some(small), 10).tokens, 10);
+    assert!(rig.pushed().is_empty());
+    rig.after(1);
+    let pushes = rig.pushed();
+    assert_eq!(pushes.len(), 1, "{pushes:?}");
+    let grown = strategy_of(&pushes[0].1[0]).unwrap();
+    assert_eq!((pushes[0].0, Share::of(Some(grown), 10).tokens), (1, 90));
+    // Unchanged demand: the same strategy again, nothing pushed.
+    assert_eq!(rig.answer(a, usage("x", 5, 5, 0)), Some(small));
+    rig.after(1);
+    assert!(rig.pushed().is_empty());
 }
 
 #[test]
@@ -406,7 +467,8 @@ fn a_reload_pushes_new_assignments_at_once() {
 fn a_bucket_nobody_reports_is_forgotten_and_abandoned() {
     let mut rig = Rig::new();
     let a = rig.open(0);
-    rig.answer(a, usage("x", 0, 1, 0));
+    // Reports every 5 s (as its report covers): forgotten after two intervals.
+    rig.answer(a, usage("x", 5, 1, 0));
     rig.after(FORGET_AFTER / SECOND + 1);
     let pushes = rig.pushed();
     assert_eq!(
@@ -495,4 +557,48 @@ fn a_settling_store_leaves_a_new_bucket_unanswered() {
     assert!(rig.pushed().is_empty());
     let out = rig.report(a, &[usage("x", 5, 1, 0)]).unwrap();
     assert!(out.answers.is_empty());
+}
+
+/// A stream whose report interval is not known yet (its reports covered no time) may report
+/// rarely: its bucket is not forgotten, nor its holder taken for silent, before the longest
+/// interval has passed twice.
+#[test]
+fn a_bucket_of_an_unknown_interval_waits_for_the_longest() {
+    use crate::rlqs::limits::LONGEST_INTERVAL;
+    let mut rig = Rig::new();
+    let a = rig.open(0);
+    rig.answer(a, usage("x", 0, 1, 0));
+    rig.after(FORGET_AFTER / SECOND + 1);
+    assert!(rig.pushed().is_empty());
+    assert_eq!(rig.book.load().1, 1);
+    // Its next report, 30 s after the first, learns the interval: a TTL of 60 s.
+    rig.after(30 - (FORGET_AFTER / SECOND + 1));
+    let out = rig.report(a, &[usage("x", 30, 1, 0)]).unwrap();
+    let Assignment::Assign { ttl_seconds, .. } = &out.answers[0] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(*ttl_seconds, 60);
+    rig.after(2 * LONGEST_INTERVAL / SECOND);
+    assert_eq!(rig.book.load().1, 0);
+}
+
+/// A report covering any time, however long, neither panics nor holds shares back for longer
+/// than the longest interval and a second after a start.
+#[test]
+fn a_report_covering_ages_is_taken_in_stride() {
+    use crate::rlqs::limits::LONGEST_INTERVAL;
+    let mut rig = Rig::with(Portions::Whole, false);
+    let a = rig.open(0);
+    let ages = Usage {
+        elapsed: u64::MAX,
+        ..usage("x", 0, 1, 0)
+    };
+    let out = rig.report(a, std::slice::from_ref(&ages)).unwrap();
+    assert!(out.answers.is_empty(), "held back in the warm-up: {out:?}");
+    rig.after(LONGEST_INTERVAL / SECOND + 1);
+    let out = rig.report(a, &[ages]).unwrap();
+    let Assignment::Assign { ttl_seconds, .. } = &out.answers[0] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(*ttl_seconds, 120);
 }

@@ -51,8 +51,10 @@ pub struct EnvoyModel {
     /// `no_assignment_behavior`, also used after an assignment expires.
     fallback: Strategy,
     buckets: BTreeMap<BucketId, ModelBucket>,
-    /// The next report (or reconnection) on the 5 s grid; `None` before the first bucket.
+    /// The next report (or reconnection) on its grid; `None` before the first bucket.
     next_tick: Option<Nanos>,
+    /// How often it reports: Envoy 1.40's 5 s, or what a later Envoy is configured with.
+    every: Nanos,
     /// Buckets made since the last report, waiting for their immediate report.
     fresh: Vec<BucketId>,
 }
@@ -65,8 +67,15 @@ impl EnvoyModel {
             fallback,
             buckets: BTreeMap::new(),
             next_tick: None,
+            every: REPORT_INTERVAL,
             fresh: Vec::new(),
         }
+    }
+
+    /// The same Envoy reporting every `every` instead.
+    pub fn reporting_every(mut self, every: Nanos) -> Self {
+        self.every = every;
+        self
     }
 
     /// `count` requests falling in `bucket` at `now`; returns how many were admitted. The first
@@ -87,7 +96,7 @@ impl EnvoyModel {
                 },
             );
             self.fresh.push(bucket.clone());
-            self.next_tick.get_or_insert(now + REPORT_INTERVAL);
+            self.next_tick.get_or_insert(now + self.every);
         }
         let fallback = self.fallback;
         let Some(b) = self.buckets.get_mut(bucket) else {
@@ -138,7 +147,7 @@ impl EnvoyModel {
     pub fn report(&mut self, now: Nanos) -> Vec<Usage> {
         if let Some(tick) = self.next_tick.as_mut() {
             while *tick <= now {
-                *tick += REPORT_INTERVAL;
+                *tick += self.every;
             }
         }
         self.fresh.clear();
@@ -194,8 +203,20 @@ impl EnvoyModel {
         jump
     }
 
+    /// Calls `each` with every strategy in force now and the generation of the server process
+    /// that sent it: [`EnvoyModel::held`] without copying bucket ids, for checks after every
+    /// report of a large fleet.
+    pub fn each_held(&self, now: Nanos, mut each: impl FnMut(Strategy, u64, Nanos)) {
+        for b in self.buckets.values() {
+            if let Some(a) = b.assigned.filter(|a| now < a.expires) {
+                each(a.strategy, a.generation, a.expires);
+            }
+        }
+    }
+
     /// What each bucket enforces now (`None`: no assignment, the fallback applies), with the
     /// generation of the server process that sent it.
+    #[cfg(test)]
     pub fn held(&self, now: Nanos) -> Vec<(BucketId, Strategy, u64)> {
         self.buckets
             .iter()

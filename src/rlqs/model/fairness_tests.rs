@@ -6,7 +6,7 @@ use crate::rules::bucket::SharedRate;
 
 use super::fleet::{Fleet, FleetConfig};
 use crate::rlqs::assign::Strategy;
-use crate::rlqs::limits::{REPORT_INTERVAL, WARM_UP};
+use crate::rlqs::limits::{REPORT_INTERVAL, SPLIT_AT_ONCE, WARM_UP};
 
 const START: Nanos = 1_000 * SECOND;
 const STEP: Nanos = SECOND / 10;
@@ -25,6 +25,7 @@ fn fleet() -> Fleet {
         step: STEP,
         start: START,
         check_pushes: true,
+        split_at_once: SPLIT_AT_ONCE,
     })
 }
 
@@ -112,4 +113,43 @@ fn a_restart_keeps_the_next_fifteen_seconds_within_the_bound() {
     let later = admitted(&fleet, 45, 60) as f64;
     assert!(later >= 0.85 * RATE * 15.0, "{later}");
     assert!(fleet.violations().is_empty(), "{:?}", fleet.violations());
+}
+
+/// Two Envoys reporting every 30 s, each asking the whole limit: once each has reported over
+/// an interval (its first assignment assumes 5 s), their assignments last across reports and
+/// together they admit the limit.
+#[test]
+fn envoys_reporting_every_30_s_keep_their_shares() {
+    let mut fleet = fleet();
+    for _ in 0..2 {
+        fleet.join_every(RATE, 30 * SECOND);
+    }
+    fleet.run_until(at(35));
+    for second in 35..=150 {
+        fleet.run_until(at(second));
+        for m in 0..2 {
+            assert!(
+                fleet.assigned_rate(m) > 0.0,
+                "{m} without an assignment at {second} s"
+            );
+        }
+    }
+    let used = admitted(&fleet, 40, 150) as f64 / (RATE * 110.0);
+    assert!(used > 0.9, "{used}");
+    assert!(fleet.violations().is_empty(), "{:?}", fleet.violations());
+}
+
+/// Envoys reporting every second: when one of three stops, the other two hold at least 80 %
+/// of its share within five seconds (with 5 s reports it takes three intervals).
+#[test]
+fn envoys_reporting_every_second_see_shares_move_within_seconds() {
+    let mut fleet = fleet();
+    for _ in 0..3 {
+        fleet.join_every(RATE, SECOND);
+    }
+    fleet.run_until(at(20));
+    fleet.leave(0);
+    fleet.run_until(at(25));
+    let rest = fleet.assigned_rate(1) + fleet.assigned_rate(2);
+    assert!(rest >= RATE * (2.0 + 0.8) / 3.0, "{rest}");
 }

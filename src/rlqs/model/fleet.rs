@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::clock::{Clock, ManualClock, Nanos, SECOND};
 use crate::rlqs::assign::{BucketId, Outbox, Outgoing, RlqsError, Strategy, StreamId, Usage};
 use crate::rlqs::book::{Book, Portions, Resolve};
-use crate::rlqs::limits::MAX_BUCKETS_PER_STREAM;
+use crate::rlqs::limits::{MAX_BUCKETS_PER_STREAM, REPORT_INTERVAL};
 use crate::rlqs::view::rate_of;
 use crate::rules::bucket::{BucketAction, SharedRate};
 
@@ -29,6 +29,9 @@ pub struct FleetConfig {
     /// Check the book's own view after every single push (costly with many Envoys), besides
     /// every Envoy's assignments after every operation.
     pub check_pushes: bool,
+    /// Up to how many holders a report re-splits its bucket at once (0: only its first
+    /// report, so every other report takes the path of large fleets).
+    pub split_at_once: usize,
 }
 
 /// One modelled Envoy of a fleet.
@@ -100,6 +103,12 @@ impl Resolve for Fixed {
     }
 }
 
+/// Up to this many Envoys the invariant is checked after every report; a larger fleet is
+/// checked after every step's reports and every tick instead: the check walks every Envoy, and
+/// after each of thousands of reports a second it would be most of the run (and would evict the
+/// book from the caches between the reports it times).
+const CHECKED_EACH_REPORT: usize = 1_000;
+
 /// The fleet.
 pub struct Fleet {
     config: FleetConfig,
@@ -123,7 +132,7 @@ impl Fleet {
     /// A fleet with no Envoys; the book starts (and warms up) at `config.start`.
     pub fn new(config: FleetConfig) -> Self {
         let clock = ManualClock::new(config.start);
-        let book = book(&clock, &config.rate);
+        let book = book(&clock, &config);
         Fleet {
             config,
             clock,
@@ -168,8 +177,13 @@ impl Fleet {
 
     /// A new Envoy offered `demand` requests per second; its first request makes its bucket.
     pub fn join(&mut self, demand: f64) -> usize {
+        self.join_every(demand, REPORT_INTERVAL)
+    }
+
+    /// As [`Fleet::join`], an Envoy reporting every `every`.
+    pub fn join_every(&mut self, demand: f64, every: Nanos) -> usize {
         self.members.push(Member {
-            envoy: EnvoyModel::new(self.config.fallback),
+            envoy: EnvoyModel::new(self.config.fallback).reporting_every(every),
             stream: None,
             opened: false,
             demand,
@@ -214,22 +228,22 @@ impl Fleet {
     /// assignments and reconnect at their next report tick.
     #[cfg(test)]
     pub fn restart(&mut self) {
-        use crate::rlqs::limits::HELD_FOR;
         let now = self.now();
-        let live_for = HELD_FOR as f64 / SECOND as f64;
-        // Each old assignment may still spend its bucket and its refill until it expires.
-        let (mut slack, _) = self.previous;
+        // Each old assignment may still spend its bucket and its refill until it expires (and
+        // a second: Envoy counts whole seconds).
+        let (mut slack, mut until) = self.previous;
         for m in self.members.iter().filter(|m| m.alive) {
-            for (_, strategy, _) in m.envoy.held(now) {
+            m.envoy.each_held(now, |strategy, _, expires| {
                 if let Strategy::TokenBucket { max_tokens, .. } = strategy {
-                    let refill = rate_of(Some(strategy)) * live_for;
-                    slack += max_tokens.get() as f64 + refill;
+                    let live_for = (expires + SECOND - now) as f64 / SECOND as f64;
+                    slack += max_tokens.get() as f64 + rate_of(Some(strategy)) * live_for;
+                    until = until.max(expires + SECOND);
                 }
-            }
+            });
         }
-        self.previous = (slack, now + HELD_FOR);
+        self.previous = (slack, until);
         self.generation += 1;
-        self.book = book(&self.clock, &self.config.rate);
+        self.book = book(&self.clock, &self.config);
         self.log.lock().map(|mut l| l.clear()).ok();
         for m in &mut self.members {
             m.stream = None;
@@ -283,6 +297,9 @@ impl Fleet {
             let (a, j) = self.requests(i, now);
             admitted += a;
             jumps += j;
+        }
+        if self.members.len() > CHECKED_EACH_REPORT {
+            self.check_all(now, "a step's reports");
         }
         self.records.push(StepRecord {
             admitted,
@@ -346,7 +363,9 @@ impl Fleet {
         self.report_time += started.elapsed();
         self.reports += 1;
         let jumps = self.flush(now);
-        self.check_all(now, "report");
+        if self.members.len() <= CHECKED_EACH_REPORT {
+            self.check_all(now, "report");
+        }
         jumps
     }
 
@@ -381,9 +400,9 @@ impl Fleet {
     fn check(&mut self, now: Nanos, generation: Option<u64>, after: &str) {
         let (mut rate, mut burst, mut open) = (0.0, 0u64, false);
         for m in self.members.iter().filter(|m| m.alive) {
-            for (_, strategy, g) in m.envoy.held(now) {
+            m.envoy.each_held(now, |strategy, g, _| {
                 if generation.is_some_and(|want| want != g) {
-                    continue;
+                    return;
                 }
                 match strategy {
                     Strategy::AllowAll => open = true,
@@ -393,7 +412,7 @@ impl Fleet {
                         burst += max_tokens.get() as u64;
                     }
                 }
-            }
+            });
         }
         let limit = &self.config.rate;
         let per_second = limit.per_second();
@@ -427,11 +446,11 @@ impl Fleet {
     }
 }
 
-/// A book past nothing yet, alone, whose every bucket is the limit `rate`.
-fn book(clock: &ManualClock, rate: &SharedRate) -> Book {
+/// A book past nothing yet, alone, whose every bucket is the limit of `config`.
+fn book(clock: &ManualClock, config: &FleetConfig) -> Book {
     let action = BucketAction::Limited {
         rule: "edge.shared".into(),
-        rate: *rate,
+        rate: config.rate,
         shadow: false,
     };
     let rules = Arc::new(Fixed(action));
@@ -441,4 +460,5 @@ fn book(clock: &ManualClock, rate: &SharedRate) -> Book {
         Portions::Whole,
         MAX_BUCKETS_PER_STREAM,
     )
+    .with_split_at_once(config.split_at_once)
 }

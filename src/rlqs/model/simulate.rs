@@ -4,7 +4,7 @@
 
 use crate::clock::{Nanos, SECOND};
 use crate::rlqs::assign::Strategy;
-use crate::rlqs::limits::WARM_UP;
+use crate::rlqs::limits::{SPLIT_AT_ONCE, WARM_UP};
 use crate::rules::bucket::SharedRate;
 
 use super::fleet::{Fleet, FleetConfig, Member};
@@ -64,6 +64,7 @@ pub fn simulate(s: &Scenario) -> SimulationOutcome {
         step: STEP,
         start: START,
         check_pushes: false,
+        split_at_once: SPLIT_AT_ONCE,
     });
     let demands = zipf(s.streams, s.skew, s.load * s.rate as f64);
     let mut rank: Vec<usize> = Vec::with_capacity(s.streams);
