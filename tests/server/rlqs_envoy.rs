@@ -147,8 +147,10 @@ fn a_small_asker_is_served_and_a_freed_share_moves() {
     let rate = (big.admitted() - before) as f64 / 10.0;
     // The freed share is the leaver's; the big asker held about half of the rest before.
     let expected = RATE - 0.15 * RATE;
+    // Counts are whole: 34 of the 34 that 80 % of 4.25/s over 10 s asks must pass, whatever
+    // the float product's last bit.
     assert!(
-        rate >= 0.8 * expected,
+        rate >= 0.8 * expected - 1e-9,
         "the remaining big asker admitted {rate:.2}/s of {expected:.2}/s"
     );
 }
