@@ -24,6 +24,7 @@ mod region_claims;
 mod regions;
 mod replicas;
 mod rlqs_load;
+mod rlqs_many_buckets;
 mod rlqs_outage;
 mod rlqs_replicas;
 mod secure;
