@@ -18,6 +18,14 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
 use tonic::transport::Channel;
 
+/// One RLQS domain whose buckets (`tenant=…`) share 100 a second, a burst of 100.
+pub const HUNDRED_A_SECOND: &str = r#"
+domain: quota
+descriptors:
+  - key: tenant
+    rate_limit: { unit: second, requests_per_unit: 100, algorithm: token_bucket, burst: 100 }
+"#;
+
 /// One RLQS domain whose buckets (`tenant=…`) share 10 a second, a burst of 10.
 pub const TEN_A_SECOND: &str = r#"
 domain: quota

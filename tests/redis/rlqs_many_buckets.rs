@@ -20,12 +20,7 @@ use crate::common::sample;
 
 /// An enforced limit for each tenant, far above what a tenant reports (10 a second), so no
 /// bucket's portion has a reason to move: the cost measured is that of buckets at rest.
-const RULES: &str = r#"
-domain: quota
-descriptors:
-  - key: tenant
-    rate_limit: { unit: second, requests_per_unit: 100, algorithm: token_bucket, burst: 100 }
-"#;
+const RULES: &str = crate::common::rlqs::HUNDRED_A_SECOND;
 
 const REPLICAS: usize = 3;
 const STREAMS: usize = 1_000;

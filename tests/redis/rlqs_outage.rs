@@ -14,12 +14,7 @@ use crate::common::redis::RedisServer;
 use crate::common::rlqs::{RlqsStream, Told, bucket, usage};
 
 /// 100 a second, bursts of 100, one bucket shared by every replica.
-const RULES: &str = r#"
-domain: quota
-descriptors:
-  - key: tenant
-    rate_limit: { unit: second, requests_per_unit: 100, algorithm: token_bucket, burst: 100 }
-"#;
+const RULES: &str = crate::common::rlqs::HUNDRED_A_SECOND;
 const LIMIT: f64 = 100.0;
 
 fn replica(redis: &RedisServer) -> Sluice {

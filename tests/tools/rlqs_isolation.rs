@@ -28,12 +28,7 @@ descriptors:
     rate_limit: { unit: second, requests_per_unit: 1000000 }
 "#;
 
-const RLQS_RULES: &str = r#"
-domain: quota
-descriptors:
-  - key: tenant
-    rate_limit: { unit: second, requests_per_unit: 100, algorithm: token_bucket, burst: 100 }
-"#;
+const RLQS_RULES: &str = common::rlqs::HUNDRED_A_SECOND;
 
 const STREAMS: usize = 100;
 const BUCKETS: usize = 1_000;
