@@ -41,18 +41,22 @@ pub(crate) struct Level {
 impl Level {
     /// What a holder with `demand` (requests per second) asks of `grid`, in tokens per fill:
     /// its demand, with headroom when the room has it; a holder whose demand is not known yet
-    /// (`None`), the fair share. Without headroom, in whole tokens rounded up: Envoy fills whole
-    /// tokens, and a share a fraction of a token short of its demand would refuse it every fill
-    /// (at most one token a holder goes unused).
+    /// (`None`), the fair share. Without headroom for all, a holder asking less than the fair
+    /// share keeps its headroom up to the fair share (a small asker's requests arrive unevenly:
+    /// held to its mean it is refused a tenth of them), the others ask their demand in whole
+    /// tokens rounded up: Envoy fills whole tokens, and a share a fraction of a token short of
+    /// its demand would refuse it every fill.
     fn want(&self, demand: Option<f64>, grid: Grid) -> f64 {
         let Some(demand) = demand else {
             return self.fair;
         };
         let d = demand * grid.interval as f64;
+        let with_headroom = (d * HEADROOM).max(d + 1.0);
         if self.headroom {
-            (d * HEADROOM).max(d + 1.0)
+            with_headroom
         } else {
-            (d - 1e-9).ceil().max(0.0)
+            let whole = (d - 1e-9).ceil().max(0.0);
+            whole.max(with_headroom.min(self.fair))
         }
     }
 

@@ -209,15 +209,16 @@ fn a_stream_asking_little_gets_its_ask() {
     rig.answer(b, usage("x", 0, 1, 0));
     rig.answer(b, usage("x", 5, 100, 0));
     // a offers 1/s: 10 per 10 s interval of the 100 tokens. b asks 20/s, more than all the
-    // rest, so no headroom is offered: a would not use it, and b would be refused it.
+    // rest, so no headroom is offered to all; a, asking less than the fair share, keeps its
+    // headroom (12.5, rounded by largest remainders) and b gets the rest.
     let small = rig.answer(a, usage("x", 5, 5, 0)).unwrap();
-    assert_eq!(Share::of(Some(small), 10).tokens, 10);
+    assert_eq!(Share::of(Some(small), 10).tokens, 13);
     // b is pushed the rest once the tick sees a's answer taken.
     rig.after(1);
     let pushes = rig.pushed();
     assert_eq!(
         strategy_of(&pushes[0].1[0]).map(|s| Share::of(Some(s), 10).tokens),
-        Some(90)
+        Some(87)
     );
 }
 
@@ -230,7 +231,7 @@ fn headroom_is_offered_when_the_limit_covers_it() {
     // b asks 9/s (90 tokens, 112.5 with headroom): with a's 10 (12.5) more than the 100.
     rig.answer(b, usage("x", 5, 45, 0));
     let small = rig.answer(a, usage("x", 5, 5, 0)).unwrap();
-    assert_eq!(Share::of(Some(small), 10).tokens, 10);
+    assert_eq!(Share::of(Some(small), 10).tokens, 13);
     // b asks 4/s (40, 50 with headroom; the larger of its last two reports): both with
     // headroom fit, and the 37.5 left are spread: a gets 12.5 + 18.75.
     rig.answer(b, usage("x", 5, 20, 0));
@@ -265,15 +266,16 @@ fn past_a_few_streams_a_report_is_answered_from_the_last_split() {
     );
     // b asks 20/s: its answer stays (it holds what the split gives it).
     assert_eq!(rig.answer(b, usage("x", 5, 100, 0)), Some(tb(10, 50, 10)));
-    // a now asks 1/s: its answer falls to its ask at once, b grows at the next tick.
+    // a now asks 1/s: its answer falls to its ask with headroom at once (12.5, rounded down
+    // from the level), b grows at the next tick.
     let small = rig.answer(a, usage("x", 5, 5, 0)).unwrap();
-    assert_eq!(Share::of(Some(small), 10).tokens, 10);
+    assert_eq!(Share::of(Some(small), 10).tokens, 12);
     assert!(rig.pushed().is_empty());
     rig.after(1);
     let pushes = rig.pushed();
     assert_eq!(pushes.len(), 1, "{pushes:?}");
     let grown = strategy_of(&pushes[0].1[0]).unwrap();
-    assert_eq!((pushes[0].0, Share::of(Some(grown), 10).tokens), (1, 90));
+    assert_eq!((pushes[0].0, Share::of(Some(grown), 10).tokens), (1, 87));
     // Unchanged demand: the same strategy again, nothing pushed.
     assert_eq!(rig.answer(a, usage("x", 5, 5, 0)), Some(small));
     rig.after(1);
