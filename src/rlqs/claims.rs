@@ -12,11 +12,8 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::Clock;
 use crate::store::{ClaimTerms, PortionStore};
 
-use super::limits::{MEMBER_FOR, PORTION_TTL, SETTLE};
+use super::limits::{CLAIM_EVERY, MEMBER_FOR, PORTION_TTL, SETTLE};
 use super::owner::{BookHandle, Command};
-
-/// How often this replica claims.
-const CLAIM_EVERY: Duration = Duration::from_secs(1);
 
 /// The fraction of a limit of `rate` requests a second a replica whose streams ask `demand`
 /// should claim, beside `others` replicas asking `others_demand`: everything it asks plus an
@@ -48,7 +45,7 @@ pub(crate) async fn run(
     stop: CancellationToken,
 ) {
     tracing::info!(%replica, "sharing RLQS limits with the other replicas through the store");
-    let mut every = super::owner::every(CLAIM_EVERY);
+    let mut every = super::owner::every(Duration::from_nanos(CLAIM_EVERY));
     let mut failing = false;
     loop {
         tokio::select! {

@@ -64,8 +64,18 @@ pub const SPLIT_AT_ONCE: usize = 32;
 pub const HEADROOM: f64 = 1.25;
 
 /// How long after a claim was sent its portion may be handed out; then only the floor. Claims
-/// run every second, so one may fail or be slow without the portion going stale.
+/// run every second (every [`AT_REST_CLAIM_EVERY`] for a bucket at rest), so one may fail or be
+/// slow without the portion going stale.
 pub const PORTION_FRESH: Nanos = 3 * SECOND;
+
+/// How often a replica sharing a store claims its portions (`rlqs::claims`).
+pub const CLAIM_EVERY: Nanos = SECOND;
+
+/// How often a bucket at rest is claimed: its last claim got all it asked, and neither what this
+/// replica wants of it nor its demand moved materially since. Claims run once a second; such a
+/// bucket is left out of every other one, which halves the store's work for a fleet whose
+/// portions do not move, and it is still claimed before its portion goes stale.
+pub const AT_REST_CLAIM_EVERY: Nanos = 2 * SECOND;
 
 /// How long the store reserves a portion after its claim: as long as a share handed out under
 /// it (up to [`PORTION_FRESH`] after the claim) may be live in an Envoy.

@@ -41,7 +41,7 @@ pub(crate) use portions::Portions;
 pub(crate) use table::Key;
 
 use interval::{Cadence, Interval};
-use portions::Fraction;
+use portions::{Asked, Fraction};
 use state::{State, WarmUp, assign};
 use streams::Stream;
 
@@ -408,11 +408,12 @@ impl Book {
         self.state.settle(&keys, None, now);
     }
 
-    /// This replica's claims: every bucket of an enforced limit with its streams' summed
-    /// demand, what it wants and what it holds; with the buckets' numbers, in the same order.
-    /// Where it wants less than it holds, its streams are split on what it wants first (the
-    /// shrinks pushed now), and the claim asks no less than they still hold: a portion is
-    /// given back only once no Envoy of this replica may be spending it.
+    /// This replica's claims: every bucket of an enforced limit not at rest (see
+    /// [`Portions::at_rest`]) with its streams' summed demand, what it wants and what it holds;
+    /// with the buckets' numbers, in the same order. Where it wants less than it holds, its
+    /// streams are split on what it wants first (the shrinks pushed now), and the claim asks no
+    /// less than they still hold: a portion is given back only once no Envoy of this replica
+    /// may be spending it.
     pub(crate) fn claims(&mut self) -> (Vec<Key>, Vec<Claim>) {
         let now = self.clock.now();
         self.claim_due = false;
@@ -431,12 +432,20 @@ impl Book {
                 moved.push(key);
             }
             let out = bucket.outstanding();
+            let asked = Asked {
+                demand,
+                wanted: wants.max(out),
+            };
+            if state.portions.at_rest(key, rate.per_second(), asked, now) {
+                continue;
+            }
+            state.portions.asking(key, asked);
             keys.push(key);
             claims.push(Claim {
                 domain: bucket.domain.to_string(),
                 bucket: bucket.id.clone(),
                 demand,
-                wanted: wants.max(out),
+                wanted: asked.wanted,
                 held: state.portions.held(key, now).max(out),
             });
         }

@@ -5,12 +5,14 @@
 use std::collections::HashMap;
 
 use crate::clock::Nanos;
-use crate::rlqs::limits::{FLOOR_USABLE, MEMBER_FOR, PORTION_FRESH, PORTION_TTL};
+use crate::rlqs::limits::{
+    AT_REST_CLAIM_EVERY, CLAIM_EVERY, FLOOR_USABLE, MEMBER_FOR, PORTION_FRESH, PORTION_TTL,
+};
 use crate::store::Claimed;
 
 use super::table::Key;
 
-/// A portion that moved by less than this is not worth a re-split.
+/// A portion that moved by less than this is not worth a re-split (nor a claim, at rest).
 const MATERIAL: f64 = 0.01;
 
 /// This replica's part of each limit.
@@ -25,6 +27,8 @@ pub(crate) enum Portions {
 #[derive(Default)]
 pub(crate) struct Shared {
     by_bucket: HashMap<Key, Last>,
+    /// What the last claim of each bucket asked.
+    asked: HashMap<Key, Asked>,
     /// The most other replicas seen on any bucket lately: a new bucket's first guess of
     /// how many share it.
     others: u32,
@@ -42,6 +46,18 @@ struct Last {
     /// rest back (a claim never asks less than the streams hold).
     wanted: f64,
 }
+
+/// What a claim of a bucket asked: the streams' demand (requests a second) and the fraction of
+/// the limit wanted.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Asked {
+    pub demand: f64,
+    pub wanted: f64,
+}
+
+/// A claim granted what it asked if it fell short by no more than this (parts per million are
+/// rounded by the store).
+const GRANTED_WITHIN: f64 = 2e-6;
 
 /// What this replica may hand out of a bucket now.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -150,10 +166,40 @@ impl Portions {
         moved_materially(before, self.fraction(key, now))
     }
 
+    /// Whether bucket `key`, whose limit is `rate` requests a second, may be left out of the
+    /// claim sent at `now` that would ask `asked`: its last claim is younger than
+    /// [`AT_REST_CLAIM_EVERY`] (half a claim period early, so a bucket at rest is claimed every
+    /// other second, not every third), got all it asked from a store that was not settling, and
+    /// neither the fraction wanted nor the demand (counted in the limit) moved materially since.
+    /// Whatever moved is claimed at once; the others learn this replica's demand within
+    /// [`AT_REST_CLAIM_EVERY`].
+    pub(crate) fn at_rest(&self, key: Key, rate: f64, asked: Asked, now: Nanos) -> bool {
+        let Portions::Shared(shared) = self else {
+            return false;
+        };
+        let (Some(last), Some(before)) = (shared.by_bucket.get(&key), shared.asked.get(&key))
+        else {
+            return false;
+        };
+        let young = now.saturating_sub(last.at) + CLAIM_EVERY / 2 < AT_REST_CLAIM_EVERY;
+        let granted = last.claimed.portion + GRANTED_WITHIN >= before.wanted;
+        let still = (asked.wanted - before.wanted).abs() < MATERIAL
+            && (rate > 0.0 && (asked.demand - before.demand).abs() < MATERIAL * rate);
+        young && granted && still && !last.claimed.settling
+    }
+
+    /// Notes what the claim about to be sent asks of bucket `key`.
+    pub(crate) fn asking(&mut self, key: Key, asked: Asked) {
+        if let Portions::Shared(shared) = self {
+            shared.asked.insert(key, asked);
+        }
+    }
+
     /// Forgets a bucket the book forgot.
     pub(crate) fn forget(&mut self, key: Key) {
         if let Portions::Shared(shared) = self {
             shared.by_bucket.remove(&key);
+            shared.asked.remove(&key);
         }
     }
 
