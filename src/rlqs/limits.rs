@@ -60,7 +60,7 @@ pub const SPLIT_AT_ONCE: usize = 32;
 /// How much more than its demand a stream is offered, so a growing stream is not refused
 /// before its next report moves its share: a quarter more, at least one token per fill. To all
 /// while the limit covers every stream's demand with it; when streams are refused, only to
-/// streams asking less than the fair share, up to it.
+/// streams asking less than the fair share that were refused lately, up to it.
 pub const HEADROOM: f64 = 1.25;
 
 /// How long after a claim was sent its portion may be handed out; then only the floor. Claims

@@ -136,6 +136,7 @@ fn a_small_asker_is_served_and_a_freed_share_moves() {
     let leaving = Load::start(envoys[2].listener, "acme", 2.0 * RATE);
     std::thread::sleep(Duration::from_secs(30));
     let served = small.admitted() as f64 / small.sent() as f64;
+    eprintln!("the small asker got {served:.3} of its requests");
     assert!(
         served >= 0.90,
         "the small asker got {served:.2} of its requests"

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::clock::Nanos;
+use crate::clock::{Nanos, SECOND};
 use crate::rules::bucket::{BucketAction, SharedRate};
 
 use super::demand::Demand;
@@ -31,6 +31,9 @@ pub(crate) struct Holder {
     pub last_sent: Nanos,
     /// The TTL of that assignment, in seconds (0: nothing sent yet).
     pub ttl: u32,
+    /// Since when it has held an assignment without a break (`None`: it holds none): only
+    /// refusals under one say its share is short.
+    pub assigned_since: Option<Nanos>,
     /// How often its stream reports it, as learned.
     pub every: Cadence,
     /// `false` once the stream closed or went silent: no more pushes, share still reserved.
@@ -113,6 +116,11 @@ impl Bucket {
         let h = &mut self.holders[at];
         self.held.sub(Share::of(h.held, interval));
         self.held.add(Share::of(new, interval));
+        h.assigned_since = match (h.held, new) {
+            (_, None) => None,
+            (None, Some(_)) => Some(sent),
+            (Some(_), Some(_)) => h.assigned_since,
+        };
         h.held = new;
         h.last_sent = sent;
         h.ttl = ttl;
@@ -164,6 +172,7 @@ impl Bucket {
                     last_report: now,
                     last_sent: now,
                     ttl: 0,
+                    assigned_since: None,
                     every,
                     reporting: true,
                 });
@@ -189,7 +198,12 @@ impl Bucket {
         let holder = self.holder(stream, now, every);
         let since = known.then(|| now.saturating_sub(holder.last_report));
         holder.every.record(usage.elapsed, since, longest);
-        holder.demand.record(offered, usage.elapsed);
+        // Requests refused while the Envoy had no assignment (its own fallback), or in the
+        // first second of one (its bucket filling), say nothing of the share.
+        let assigned = (holder.assigned_since)
+            .is_some_and(|t| t.saturating_add(usage.elapsed).saturating_add(SECOND) <= now);
+        let refused = if assigned { usage.denied } else { 0 };
+        holder.demand.record(offered, refused, usage.elapsed);
         holder.last_report = now;
         holder.reporting = true;
         let shadow_refused = match (&mut self.shadow, &self.action) {

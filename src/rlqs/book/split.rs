@@ -8,6 +8,7 @@ use crate::rlqs::limits::HEADROOM;
 
 use super::allocation::{Water, proportional, water_fill, water_level};
 use super::bucket::{Bucket, Holder};
+use super::demand::Demand;
 use super::share::{Grid, Share, distinct, material};
 use super::sum::Sum;
 
@@ -39,30 +40,34 @@ pub(crate) struct Level {
 }
 
 impl Level {
-    /// What a holder with `demand` (requests per second) asks of `grid`, in tokens per fill:
-    /// its demand, with headroom when the room has it; a holder whose demand is not known yet
-    /// (`None`), the fair share. Without headroom for all, a holder asking less than the fair
-    /// share keeps its headroom up to the fair share (a small asker's requests arrive unevenly:
-    /// held to its mean it is refused a tenth of them), the others ask their demand in whole
-    /// tokens rounded up: Envoy fills whole tokens, and a share a fraction of a token short of
-    /// its demand would refuse it every fill.
-    fn want(&self, demand: Option<f64>, grid: Grid) -> f64 {
-        let Some(demand) = demand else {
+    /// What a holder with `demand` asks of `grid`, in tokens per fill: its demand, with
+    /// headroom when the room has it; a holder whose demand is not known yet, the fair share.
+    /// Without headroom for all, a holder asking less than the fair share that was refused
+    /// lately keeps its headroom up to the fair share (a small asker's requests may arrive
+    /// unevenly: held to its mean such a one is refused a tenth of them), the others ask their
+    /// demand in whole tokens rounded up: Envoy fills whole tokens, and a share a fraction of a
+    /// token short of its demand would refuse it every fill. Headroom nobody uses is lost to
+    /// the streams refused, so it goes only where refusals show it is needed.
+    fn want(&self, demand: &Demand, grid: Grid) -> f64 {
+        let Some(per_second) = demand.per_second() else {
             return self.fair;
         };
-        let d = demand * grid.interval as f64;
+        let d = per_second * grid.interval as f64;
         let with_headroom = (d * HEADROOM).max(d + 1.0);
         if self.headroom {
             with_headroom
         } else {
             let whole = (d - 1e-9).ceil().max(0.0);
-            whole.max(with_headroom.min(self.fair))
+            match demand.refused_lately() {
+                true => whole.max(with_headroom.min(self.fair)),
+                false => whole,
+            }
         }
     }
 
     /// The share of a holder with `demand` under this split, rounded down (the full split
     /// rounds by largest remainders, so this is at most one token below it).
-    fn target(&self, demand: Option<f64>, grid: Grid) -> Strategy {
+    fn target(&self, demand: &Demand, grid: Grid) -> Strategy {
         let room = self.room;
         let want = Some(self.want(demand, grid));
         let tokens = (self.water.fill(want).floor() as u64).min(room.tokens);
@@ -105,16 +110,16 @@ impl Bucket {
             reserved.add(Share::of(h.held, grid.interval));
         }
         let room = reserved.room(grid);
-        let demands: Vec<Option<f64>> = self.reporting().map(|h| h.demand.per_second()).collect();
+        let demands: Vec<Demand> = self.reporting().map(|h| h.demand).collect();
         let mut level = Level {
             room,
             water: water_level(0, &[]),
             fair: room.tokens as f64 / demands.len().max(1) as f64,
-            headroom: demands.iter().all(Option::is_some),
+            headroom: demands.iter().all(|d| d.per_second().is_some()),
         };
         let want = |level: &Level| -> Vec<Option<f64>> {
             (demands.iter())
-                .map(|&d| Some(level.want(d, grid)))
+                .map(|d| Some(level.want(d, grid)))
                 .collect()
         };
         let mut wants = want(&level);
@@ -146,7 +151,7 @@ impl Bucket {
             (Some(blanket), _, _) => blanket,
             (None, Some(grid), Some(level)) => {
                 let h = &self.holders[at];
-                let target = level.target(h.demand.per_second(), grid);
+                let target = level.target(&h.demand, grid);
                 match h.held {
                     Some(held) if !material(Some(held), target, grid.interval) => held,
                     held => distinct(held, target),

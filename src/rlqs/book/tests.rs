@@ -222,6 +222,30 @@ fn a_stream_asking_little_gets_its_ask() {
     );
 }
 
+/// Issue 41, item 2: a stream asking less than the fair share is offered headroom while it is
+/// new or was refused lately; its first three reports made without a refusal, it is
+/// held to its ask in whole tokens (headroom it does not use is lost to the streams refused), and
+/// a refusal brings the headroom back. Refusals in a report covering time before it held its
+/// share do not count.
+#[test]
+fn headroom_goes_to_small_askers_that_are_refused() {
+    let mut rig = Rig::new();
+    let (a, b) = (rig.open(0), rig.open(1));
+    rig.answer(a, usage("x", 0, 1, 0));
+    rig.answer(b, usage("x", 0, 1, 0));
+    let tokens = |s: Option<Strategy>| s.map(|s| Share::of(Some(s), 10).tokens);
+    let round = |rig: &mut Rig, allowed, denied| {
+        rig.after(5);
+        rig.answer(b, usage("x", 5, 100, 0));
+        tokens(rig.answer(a, usage("x", 5, allowed, denied)))
+    };
+    // Its first report covers time before it held its share: its refusal does not count.
+    let mut shares = vec![round(&mut rig, 4, 1)];
+    shares.extend((0..4).map(|_| round(&mut rig, 5, 0)));
+    assert_eq!(shares, [Some(13), Some(13), Some(10), Some(10), Some(10)]);
+    assert_eq!(round(&mut rig, 4, 1), Some(13));
+}
+
 #[test]
 fn headroom_is_offered_when_the_limit_covers_it() {
     let mut rig = Rig::new();
