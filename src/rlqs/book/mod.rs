@@ -170,6 +170,7 @@ impl Book {
         let mut keys = Vec::with_capacity(usages.len());
         let mut tallies = Vec::with_capacity(usages.len());
         for usage in usages {
+            crate::priority::pace();
             let key = self.bucket(&domain, &usage.bucket, now);
             let state = &mut self.state;
             let first = (state.streams.get_mut(id)).is_some_and(|s| {
@@ -348,6 +349,7 @@ impl Book {
         keys.extend(state.portions.lapsed(self.ticked, now));
         let (mut stale, mut expired) = (Vec::new(), Vec::new());
         for (key, bucket) in state.table.iter_mut() {
+            crate::priority::pace();
             if now.saturating_sub(bucket.last_report) >= bucket.every.forget_after() {
                 stale.push(key);
                 continue;
@@ -422,6 +424,7 @@ impl Book {
         let mut claims = Vec::new();
         let mut moved = Vec::new();
         for (key, bucket) in state.table.iter() {
+            crate::priority::pace();
             let Some(rate) = bucket.enforced() else {
                 continue;
             };

@@ -91,6 +91,7 @@ impl State {
     pub(crate) fn settle(&mut self, keys: &[Key], reporter: Option<StreamId>, now: Nanos) {
         let mut live = Vec::with_capacity(keys.len());
         for &key in keys {
+            crate::priority::pace();
             let Some(bucket) = self.table.get(key) else {
                 continue;
             };
@@ -129,6 +130,7 @@ impl State {
     ) -> Vec<(Key, StrategyChange)> {
         let mut out = Vec::new();
         for &key in keys {
+            crate::priority::pace();
             if let Some(bucket) = self.table.get_mut(key) {
                 out.extend(step(bucket).into_iter().map(|c| (key, c)));
             }
