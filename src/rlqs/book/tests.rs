@@ -101,14 +101,6 @@ impl Rig {
         self.open_from(name, name as u8)
     }
 
-    /// Streams 0 and 1, each having reported bucket "x" once (no time covered yet).
-    fn two_on_x(&mut self) -> (StreamId, StreamId) {
-        let (a, b) = (self.open(0), self.open(1));
-        self.answer(a, usage("x", 0, 1, 0));
-        self.answer(b, usage("x", 0, 1, 0));
-        (a, b)
-    }
-
     fn set(&self, name: &str, action: BucketAction) {
         self.actions.0.lock().unwrap().insert(name.into(), action);
     }
@@ -212,7 +204,9 @@ fn a_second_stream_shrinks_the_first_before_it_is_answered() {
 #[test]
 fn a_stream_asking_little_gets_its_ask() {
     let mut rig = Rig::new();
-    let (a, b) = rig.two_on_x();
+    let (a, b) = (rig.open(0), rig.open(1));
+    rig.answer(a, usage("x", 0, 1, 0));
+    rig.answer(b, usage("x", 0, 1, 0));
     rig.answer(b, usage("x", 5, 100, 0));
     // a offers 1/s: 10 per 10 s interval of the 100 tokens. b asks 20/s, more than all the
     // rest, so no headroom is offered to all; a, asking less than the fair share, keeps its
@@ -236,7 +230,9 @@ fn a_stream_asking_little_gets_its_ask() {
 #[test]
 fn headroom_goes_to_small_askers_that_are_refused() {
     let mut rig = Rig::new();
-    let (a, b) = rig.two_on_x();
+    let (a, b) = (rig.open(0), rig.open(1));
+    rig.answer(a, usage("x", 0, 1, 0));
+    rig.answer(b, usage("x", 0, 1, 0));
     let tokens = |s: Option<Strategy>| s.map(|s| Share::of(Some(s), 10).tokens);
     let round = |rig: &mut Rig, allowed, denied| {
         rig.after(5);
@@ -253,7 +249,9 @@ fn headroom_goes_to_small_askers_that_are_refused() {
 #[test]
 fn headroom_is_offered_when_the_limit_covers_it() {
     let mut rig = Rig::new();
-    let (a, b) = rig.two_on_x();
+    let (a, b) = (rig.open(0), rig.open(1));
+    rig.answer(a, usage("x", 0, 1, 0));
+    rig.answer(b, usage("x", 0, 1, 0));
     // b asks 9/s (90 tokens, 112.5 with headroom): with a's 10 (12.5) more than the 100.
     rig.answer(b, usage("x", 5, 45, 0));
     let small = rig.answer(a, usage("x", 5, 5, 0)).unwrap();
@@ -311,7 +309,9 @@ fn past_a_few_streams_a_report_is_answered_from_the_last_split() {
 #[test]
 fn a_small_move_re_sends_the_same_strategy() {
     let mut rig = Rig::new();
-    let (a, b) = rig.two_on_x();
+    let (a, b) = (rig.open(0), rig.open(1));
+    rig.answer(a, usage("x", 0, 1, 0));
+    rig.answer(b, usage("x", 0, 1, 0));
     let first = rig.answer(a, usage("x", 5, 20, 0));
     rig.after(1);
     let again = rig.answer(a, usage("x", 5, 21, 0));
@@ -376,7 +376,9 @@ fn blanket_rules_and_tallies() {
 #[test]
 fn a_closed_stream_gives_its_share_back_once_it_has_expired() {
     let mut rig = Rig::new();
-    let (a, b) = rig.two_on_x();
+    let (a, b) = (rig.open(0), rig.open(1));
+    rig.answer(a, usage("x", 0, 1, 0));
+    rig.answer(b, usage("x", 0, 1, 0));
     rig.book.close(b);
     assert_eq!(rig.book.load().0, 1);
     // Two reports of a within b's TTL plus a second (HELD_FOR, 11 s).
@@ -457,7 +459,9 @@ fn a_report_past_the_bucket_cap_ends_the_stream_recording_nothing() {
 #[test]
 fn a_reload_pushes_new_assignments_at_once() {
     let mut rig = Rig::new();
-    let (a, b) = rig.two_on_x();
+    let (a, b) = (rig.open(0), rig.open(1));
+    rig.answer(a, usage("x", 0, 1, 0));
+    rig.answer(b, usage("x", 0, 1, 0));
     let halved = BucketAction::Limited {
         rule: "edge.name".into(),
         rate: SharedRate {
