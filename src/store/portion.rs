@@ -49,6 +49,10 @@ pub struct Claim {
     /// claims (its live portion, or its floor). A store that lost its portions (Redis came back
     /// empty) grants no more than this while the replicas declare what they hold.
     pub held: f64,
+    /// How much longer than the terms' `ttl` and `member_for` this bucket's portion and floor
+    /// stay reserved: the shares handed out of it live longer (its streams report less often
+    /// than Envoy 1.40's 5 s, so their assignments' TTLs are longer). 0 for most buckets.
+    pub reserve_longer: Nanos,
 }
 
 /// What a replica got for one claim.
@@ -98,7 +102,8 @@ pub struct ClaimTerms<'a> {
 pub trait PortionStore: Send + Sync {
     /// Records the `claims` made on `terms`, atomically per bucket, and answers each, in the
     /// order of `claims`. At any instant the reservations of a bucket (each replica's portion
-    /// within `ttl` of its claim, else its floor within `member_for`) sum to at most the limit.
+    /// within `ttl` of its claim, else its floor within `member_for`, each the claim's
+    /// `reserve_longer` more) sum to at most the limit.
     fn claim<'a>(&'a self, terms: ClaimTerms<'a>, claims: &'a [Claim]) -> ClaimFuture<'a>;
 
     /// The same claim one level up, by a region's replica in the global store regions share

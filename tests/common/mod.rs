@@ -111,6 +111,14 @@ impl TestServer {
         Self::start_full_adjusted(dir, limiter, store, tls, |_| {}).await
     }
 
+    /// Starts a server on `store` whose manual clock is `other`'s: one `advance` moves both (two
+    /// replicas sharing a store that takes the time from them).
+    pub async fn start_beside(yaml: &str, store: Arc<dyn Store>, other: &TestServer) -> Self {
+        let dir = rules_dir(yaml);
+        let limiter = LimiterOptions::default();
+        Self::start_clocked(dir, limiter, store, None, |_| {}, other.clock.clone()).await
+    }
+
     async fn start_full_adjusted(
         dir: tempfile::TempDir,
         limiter: LimiterOptions,
@@ -119,6 +127,17 @@ impl TestServer {
         adjust: impl FnOnce(&mut Settings),
     ) -> Self {
         let clock = ManualClock::new(START);
+        Self::start_clocked(dir, limiter, store, tls, adjust, clock).await
+    }
+
+    async fn start_clocked(
+        dir: tempfile::TempDir,
+        limiter: LimiterOptions,
+        store: Arc<dyn Store>,
+        tls: Option<TlsSettings>,
+        adjust: impl FnOnce(&mut Settings),
+        clock: ManualClock,
+    ) -> Self {
         let settings = Settings {
             grpc_addr: "127.0.0.1:0".parse().unwrap(),
             http_addr: "127.0.0.1:0".parse().unwrap(),

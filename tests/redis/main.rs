@@ -52,6 +52,17 @@ pub async fn store_with_timeout(url: &str, timeout: Duration) -> Arc<RedisStore>
     connect(settings(url, timeout)).await
 }
 
+/// A Redis store on `url` that takes the time from the server's (manual) clock, as
+/// `--redis-clock caller` does: replicas beside one another on one manual clock (see
+/// `TestServer::start_beside`) see the same time in Redis as in their books.
+pub async fn caller_clock_store(url: &str) -> Arc<RedisStore> {
+    connect(RedisSettings {
+        clock: RedisClock::Caller,
+        ..settings(url, Duration::from_secs(1))
+    })
+    .await
+}
+
 /// As [`store_with_timeout`], with one run slot (one connection, one script run in flight):
 /// calls beyond the first queue behind its run.
 pub async fn one_run_slot_store(url: &str, timeout: Duration) -> Arc<RedisStore> {

@@ -63,6 +63,7 @@ fn held(name: &str, wanted: f64, demand: f64, held: f64) -> Claim {
         demand,
         wanted,
         held,
+        reserve_longer: 0,
     }
 }
 
@@ -214,6 +215,46 @@ async fn a_silent_member_keeps_its_floor_until_its_membership_ends() {
     // Once its membership is over, nothing.
     let alone = b_at(T0 + member + 3).await.unwrap()[0];
     assert_eq!((alone.portion, alone.floor), (1.0, 1.0));
+}
+
+/// A bucket whose shares live longer (its streams report every 30 s) keeps its portion, and
+/// then its floor, reserved that much longer than the terms say; the bucket beside it claimed
+/// without it lapses on time.
+#[tokio::test]
+#[ignore = "needs redis-server (scripts/test installs it)"]
+async fn a_longer_reservation_holds_the_portion_and_floor_longer() {
+    let redis = RedisServer::start();
+    let a = portions_on(&redis.url(), RedisClock::Caller).await;
+    let b = portions_on(&redis.url(), RedisClock::Caller).await;
+    let (member, longer) = (3 * TTL, TTL);
+    let at = |r, now| ClaimTerms {
+        member_for: member,
+        ..terms(r, now, TTL)
+    };
+    let slow = Claim {
+        reserve_longer: longer,
+        ..claim("slow", 0.8, 8.0)
+    };
+    let got = a.claim(at("a", T0), &[slow, claim("fast", 0.8, 8.0)]).await;
+    let got = got.unwrap();
+    assert_eq!((got[0].portion, got[1].portion), (0.8, 0.8));
+    let wanting = [claim("slow", 1.0, 9.0), claim("fast", 1.0, 9.0)];
+    let b_at = |now| b.claim(at("b", now), &wanting);
+    // Past the ttl: the fast bucket is down to a's floor (all of it, a was alone), the slow
+    // one still reserves the whole portion: b is refused both.
+    let after_ttl = b_at(T0 + TTL + 1).await.unwrap();
+    assert_eq!((after_ttl[0].portion, after_ttl[0].others), (0.2, 1));
+    assert_eq!((after_ttl[1].portion, after_ttl[1].others), (0.2, 0));
+    // Past the ttl and the longer reservation: the slow one is down to its floor.
+    let after_longer = b_at(T0 + TTL + longer + 1).await.unwrap();
+    assert_eq!((after_longer[0].portion, after_longer[0].others), (0.2, 0));
+    // Past the membership: the fast bucket is free, the slow one is not yet.
+    let after_member = b_at(T0 + member + 1).await.unwrap();
+    assert_eq!(after_member[1].portion, 1.0);
+    assert_eq!(after_member[0].portion.to_bits(), 0.2f64.to_bits());
+    // Past the membership and the longer reservation: both free.
+    let free = b_at(T0 + member + longer + 1).await.unwrap();
+    assert_eq!((free[0].portion, free[1].portion), (1.0, 1.0));
 }
 
 /// A store that lost its portions (a restart without them) grants no replica more than it
@@ -406,7 +447,16 @@ async fn live_portions_never_exceed_the_limit() {
                     // Each bucket in two claims of three, wanting 0 to all of it.
                     if !next(&mut state).is_multiple_of(3) {
                         let wanted = (next(&mut state) % 1001) as f64 / 1000.0;
-                        claims.push(claim(n, wanted, 1.0));
+                        // One in four reserved up to 40 ms longer (streams that report less
+                        // often).
+                        let reserve_longer = match next(&mut state) % 4 {
+                            0 => next(&mut state) % 41 * 1_000_000,
+                            _ => 0,
+                        };
+                        claims.push(Claim {
+                            reserve_longer,
+                            ..claim(n, wanted, 1.0)
+                        });
                     }
                 }
                 // 5 to 50 ms: some portions lapse while others are claimed again; floors

@@ -64,6 +64,10 @@ pub(crate) struct Bucket {
     pub grid: Option<Grid>,
     /// The last full split, which answers reports until the next (`None`: not split yet).
     pub(super) level: Option<Level>,
+    /// Until when what this replica hands out of the limit now stays reserved for it in the
+    /// store replicas share (`None`: alone, the whole limit always): no assignment is sent
+    /// with a TTL that outlives it.
+    pub covered: Option<Nanos>,
 }
 
 impl Bucket {
@@ -84,6 +88,7 @@ impl Bucket {
             every: Interval::default(),
             grid: None,
             level: None,
+            covered: None,
         }
     }
 
@@ -287,6 +292,36 @@ impl Bucket {
             moved = true;
         }
         (gone, moved)
+    }
+
+    /// The TTL to send holder `h` with `strategy` at `now`: two of its report intervals, cut so
+    /// a share expires before this replica's reservation of what it is handed out of
+    /// ([`Bucket::covered`]) lapses (a stream whose reports just slowed gets its longer TTL once
+    /// a claim has reserved for it). At least a second; a refusal, which spends nothing, is not
+    /// cut.
+    pub(crate) fn ttl_for(&self, h: &Holder, strategy: Strategy, now: Nanos) -> u32 {
+        let ttl = h.every.ttl_seconds();
+        let Some(until) = self.covered.filter(|_| strategy != Strategy::DenyAll) else {
+            return ttl;
+        };
+        let room = (until.saturating_sub(now) / SECOND).saturating_sub(1);
+        ttl.min(u32::try_from(room).unwrap_or(u32::MAX)).max(1)
+    }
+
+    /// How long from `now` a share of this bucket may live in an Envoy: one handed out now (the
+    /// TTL its reporting holders get, and a second), or one already out.
+    pub(crate) fn lives_for(&self, now: Nanos) -> Nanos {
+        (self.holders.iter())
+            .map(|h| {
+                let next = if h.reporting {
+                    held_for(h.every.ttl_seconds())
+                } else {
+                    0
+                };
+                next.max((h.last_sent + held_for(h.ttl)).saturating_sub(now))
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     /// Whether a holder that is not reporting may still be spending its share: its assignment

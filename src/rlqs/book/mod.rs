@@ -65,9 +65,9 @@ pub(crate) struct Book {
     max_buckets: usize,
     /// Up to how many holders a report re-splits its bucket at once.
     split_at_once: usize,
-    /// The longest report interval it learns: the shares of a limit other replicas or regions
-    /// share are reserved for them as long as Envoy 1.40's TTL (the store's terms), so there
-    /// the TTL stays that.
+    /// The longest report interval it learns: a minute, alone or among replicas (each claim
+    /// reserves a bucket's portion as long as its shares live); in a region, Envoy 1.40's 5 s,
+    /// as the global store reserves a region's portion no longer than that TTL.
     longest: Interval,
     state: State,
     /// When the clock last ran ([`Book::tick`]).
@@ -94,10 +94,7 @@ impl Book {
             rules,
             max_buckets,
             split_at_once: SPLIT_AT_ONCE,
-            longest: match portions {
-                Portions::Whole => Interval::longest(),
-                Portions::Shared(_) => Interval::default(),
-            },
+            longest: Interval::longest(),
             state: State {
                 streams: Default::default(),
                 table: Default::default(),
@@ -199,9 +196,11 @@ impl Book {
         for key in keys {
             let state = &mut self.state;
             let held_back = (state.table.get(key)).is_none_or(|b| state.held_back(key, b, now));
+            let covered = state.portions.covers(key, now);
             let Some(bucket) = state.table.get_mut(key).filter(|_| !held_back) else {
                 continue;
             };
+            bucket.covered = covered;
             if let Some((strategy, ttl)) = bucket.answer(id, now) {
                 answers.push(assign(&bucket.id, strategy, ttl));
             }
@@ -438,6 +437,7 @@ impl Book {
             let asked = Asked {
                 demand,
                 wanted: wants.max(out),
+                reserve_longer: Asked::reserve_longer(bucket.lives_for(now)),
             };
             if state.portions.at_rest(key, rate.per_second(), asked, now) {
                 continue;
@@ -450,6 +450,7 @@ impl Book {
                 demand,
                 wanted: asked.wanted,
                 held: state.portions.held(key, now).max(out),
+                reserve_longer: asked.reserve_longer,
             });
         }
         state.settle(&moved, None, now);

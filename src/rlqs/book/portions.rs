@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::clock::Nanos;
+use crate::clock::{Nanos, SECOND};
 use crate::rlqs::limits::{
     AT_REST_CLAIM_EVERY, CLAIM_EVERY, FLOOR_USABLE, MEMBER_FOR, PORTION_FRESH, PORTION_TTL,
 };
@@ -45,14 +45,31 @@ struct Last {
     /// streams are split on it first, and only once they hold no more does a claim give the
     /// rest back (a claim never asks less than the streams hold).
     wanted: f64,
+    /// How much longer than [`PORTION_TTL`] and [`MEMBER_FOR`] the claim reserved the portion
+    /// and the floor (see [`Asked::reserve_longer`]).
+    reserve_longer: Nanos,
 }
 
-/// What a claim of a bucket asked: the streams' demand (requests a second) and the fraction of
-/// the limit wanted.
+/// What a claim of a bucket asked: the streams' demand (requests a second), the fraction of
+/// the limit wanted, and how much longer than [`PORTION_TTL`] and [`MEMBER_FOR`] it is
+/// reserved (its shares live longer: streams reporting less often than every 5 s).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Asked {
     pub demand: f64,
     pub wanted: f64,
+    pub reserve_longer: Nanos,
+}
+
+impl Asked {
+    /// How much longer than [`PORTION_TTL`] a claim sent now must reserve a bucket whose shares
+    /// live `lives` from now (handed out now or already out): as long as one handed out while
+    /// the portion is fresh lives, in whole seconds (so a bucket at rest asks the same).
+    pub(crate) fn reserve_longer(lives: Nanos) -> Nanos {
+        (PORTION_FRESH + lives)
+            .saturating_sub(PORTION_TTL)
+            .div_ceil(SECOND)
+            .saturating_mul(SECOND)
+    }
 }
 
 /// A claim granted what it asked if it fell short by no more than this (parts per million are
@@ -107,10 +124,28 @@ impl Portions {
         };
         let age = now.saturating_sub(last.at);
         match age {
-            a if a < PORTION_TTL => last.claimed.portion,
-            a if a < MEMBER_FOR => last.claimed.floor,
+            a if a < PORTION_TTL + last.reserve_longer => last.claimed.portion,
+            a if a < MEMBER_FOR.max(PORTION_TTL) + last.reserve_longer => last.claimed.floor,
             _ => 0.0,
         }
+    }
+
+    /// Until when what may be handed out of bucket `key` at `now` stays reserved for this
+    /// replica: the portion's reservation while it is fresh, then the floor's. Every share
+    /// handed out expires before it ([`super::bucket::Bucket::ttl_for`]). `None` when nothing
+    /// is reserved because nothing needs it: alone (the whole limit, always), or a bucket never
+    /// claimed (a blanket rule takes no portion; a limit not claimed yet is held back).
+    pub(crate) fn covers(&self, key: Key, now: Nanos) -> Option<Nanos> {
+        let Portions::Shared(shared) = self else {
+            return None;
+        };
+        let last = shared.by_bucket.get(&key)?;
+        let lasts = if now.saturating_sub(last.at) < PORTION_FRESH {
+            PORTION_TTL
+        } else {
+            MEMBER_FOR.max(PORTION_TTL)
+        };
+        Some(last.at + lasts + last.reserve_longer)
     }
 
     /// The other replicas' demand and number for bucket `key`, as its last claim saw them (a
@@ -128,28 +163,42 @@ impl Portions {
     }
 
     /// Records a claim sent at `at` for `keys` and answered with `answers` (in the same
-    /// order); returns the buckets whose fraction moved materially.
+    /// order); returns the buckets whose fraction moved materially, or whose reservation now
+    /// lasts longer (shares whose TTL was cut to the last may be sent again, longer).
     pub(crate) fn claimed(&mut self, at: Nanos, keys: &[Key], answers: &[Claimed]) -> Vec<Key> {
         let before: Vec<Fraction> = keys.iter().map(|&k| self.fraction(k, at)).collect();
         let Portions::Shared(shared) = self else {
             return Vec::new();
         };
+        let mut longer: Vec<Key> = (keys.iter())
+            .filter(|&key| {
+                let was = shared.by_bucket.get(key).map(|l| l.reserve_longer);
+                let now = shared.asked.get(key).map(|a| a.reserve_longer);
+                now > was.or(Some(0))
+            })
+            .copied()
+            .collect();
         shared.others = answers.iter().map(|c| c.others).max().unwrap_or(0);
         for (&key, &claimed) in keys.iter().zip(answers) {
             let wanted = shared.by_bucket.get(&key).map_or(1.0, |l| l.wanted);
+            let reserve_longer = shared.asked.get(&key).map_or(0, |a| a.reserve_longer);
             shared.by_bucket.insert(
                 key,
                 Last {
                     claimed,
                     at,
                     wanted,
+                    reserve_longer,
                 },
             );
         }
-        (keys.iter().zip(before))
+        let moved = (keys.iter().zip(before))
             .filter(|&(&key, old)| moved_materially(old, self.fraction(key, at)))
-            .map(|(&key, _)| key)
-            .collect()
+            .map(|(&key, _)| key);
+        longer.extend(moved);
+        longer.sort_unstable();
+        longer.dedup();
+        longer
     }
 
     /// Notes what this replica wants of bucket `key` before it claims again: its streams are
@@ -184,7 +233,8 @@ impl Portions {
         let young = now.saturating_sub(last.at) + CLAIM_EVERY / 2 < AT_REST_CLAIM_EVERY;
         let granted = last.claimed.portion + GRANTED_WITHIN >= before.wanted;
         let still = (asked.wanted - before.wanted).abs() < MATERIAL
-            && (rate > 0.0 && (asked.demand - before.demand).abs() < MATERIAL * rate);
+            && (rate > 0.0 && (asked.demand - before.demand).abs() < MATERIAL * rate)
+            && asked.reserve_longer <= before.reserve_longer;
         young && granted && still && !last.claimed.settling
     }
 

@@ -259,7 +259,14 @@ impl Bucket {
         let mut out = Vec::new();
         for at in 0..self.holders.len() {
             let h = &self.holders[at];
-            if !h.reporting || Some(h.stream) == reporter || h.desired == h.held {
+            if !h.reporting || Some(h.stream) == reporter {
+                continue;
+            }
+            if h.desired == h.held {
+                // Its TTL was cut to a reservation that has since grown: the same again, longer.
+                if let Some(held) = h.held.filter(|&held| h.ttl < self.ttl_for(h, held, now)) {
+                    out.push(self.apply(at, held, now));
+                }
                 continue;
             }
             if let Some(new) = fitted(h, grid, &mut sum).filter(|&new| Some(new) != h.held) {
@@ -279,7 +286,7 @@ impl Bucket {
             Some(grid) => fitted(h, grid, &mut self.held.clone()).or(h.held)?,
             None => h.desired?,
         };
-        let ttl = h.every.ttl_seconds();
+        let ttl = self.ttl_for(h, new, now);
         self.set_held(at, Some(new), now, ttl);
         Some((new, ttl))
     }
@@ -306,7 +313,7 @@ impl Bucket {
             old_sent: h.last_sent,
             old_ttl: h.ttl,
             new,
-            ttl: h.every.ttl_seconds(),
+            ttl: self.ttl_for(h, new, now),
         };
         self.set_held(at, Some(new), now, change.ttl);
         change

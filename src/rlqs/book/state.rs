@@ -107,7 +107,9 @@ impl State {
                 portion *= group.portion(&bucket.domain, &bucket.id, now);
             }
             live.push(key);
+            let covered = self.portions.covers(key, now);
             if let Some(bucket) = self.table.get_mut(key) {
+                bucket.covered = covered;
                 bucket.retarget(portion);
             }
         }

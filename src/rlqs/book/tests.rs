@@ -685,3 +685,58 @@ fn a_bucket_at_rest_is_claimed_every_other_second() {
     rig.report(a, &[usage("x", 5, 40, 0)]);
     assert!(claim_round(&mut rig, "y").contains(&"x".to_string()));
 }
+
+/// The TTL of the assignment in the first answer of `out`.
+fn ttl_of(out: &Outgoing) -> u32 {
+    match &out.answers[0] {
+        Assignment::Assign { ttl_seconds, .. } => *ttl_seconds,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Issue 41, item 3, among replicas: a stream whose reports slow to every 30 s gets a TTL cut
+/// to what the last claim reserved until a claim reserves its bucket as long as its shares
+/// live (two intervals and a second, from the claim's freshness on); then its share is sent
+/// again with its full TTL, and the replica declares its portion held (not just its floor) for
+/// that long without a claim.
+#[test]
+fn a_replica_reserves_a_slow_streams_share_as_long_as_it_lives() {
+    let mut rig = Rig::with(Portions::Shared(Default::default()), true);
+    let a = rig.open(0);
+    rig.report(a, &[usage("x", 0, 1, 0)]);
+    let (keys, claims) = rig.book.claims();
+    assert_eq!(claims[0].reserve_longer, 0);
+    let at = rig.clock.now();
+    rig.book.claimed(at, &keys, &[claimed(0.5, 0.25, false)]);
+    rig.after(1);
+    // Reserved for 14 s from the claim, a second ago: the 60 s TTL is cut to 12 s.
+    let out = rig.report(a, &[usage("x", 30, 1, 0)]).unwrap();
+    assert_eq!(ttl_of(&out), 12);
+    let (keys, claims) = rig.book.claims();
+    // A share handed out while the portion is fresh lives 61 s: 3 + 61 - 14 = 50 s longer.
+    assert_eq!(claims[0].reserve_longer, 50 * SECOND);
+    let at = rig.clock.now();
+    rig.book.claimed(at, &keys, &[claimed(0.5, 0.25, false)]);
+    // Reserved: the same share is sent again at once with its full TTL, so the Envoy keeps it
+    // until its next report.
+    let pushed = rig.pushed();
+    assert_eq!(pushed.len(), 1, "{pushed:?}");
+    let Assignment::Assign {
+        strategy,
+        ttl_seconds,
+        ..
+    } = &pushed[0].1[0]
+    else {
+        panic!("{pushed:?}")
+    };
+    assert_eq!((*strategy, *ttl_seconds), (tb(10, 50, 10), 60));
+    let out = rig.report(a, &[usage("x", 30, 1, 0)]).unwrap();
+    assert_eq!(ttl_of(&out), 60);
+    // No claim for 40 s (the store down): the portion is stale, the floor is handed out, and
+    // the whole portion is still declared held, as shares of it live until 64 s.
+    rig.after(40);
+    let out = rig.report(a, &[usage("x", 30, 1, 0)]).unwrap();
+    assert_eq!(strategy_of(&out.answers[0]), Some(tb(5, 25, 10)));
+    assert_eq!(ttl_of(&out), 60);
+    assert_eq!(rig.book.claims().1[0].held, 0.5);
+}

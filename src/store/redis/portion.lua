@@ -18,7 +18,8 @@
 -- ARGV[1]: the replica's name. ARGV[2]: one binary string of little-endian fields (struct):
 --   now (i8, us; -1 for Redis's own clock, TIME), ttl (i8, us: how long a portion is reserved),
 --   member for (i8, us: how long a floor is), settle (i8, us), then per bucket: wanted (i8, ppm,
---   0..=1000000), demand (d), held (i8, ppm).
+--   0..=1000000), demand (d), held (i8, ppm), longer (i8, us: how much longer than ttl and
+--   member for its portion and floor are reserved, for shares that live longer).
 -- Reply: one binary string, per bucket: the portion (i8, ppm), the others' demand (d), the number
 --   of other replicas holding a live portion (i8), the floor (i8, ppm), settling (i8, 0 or 1).
 local unpack_args, pack, format, match = struct.unpack, struct.pack, string.format, string.match
@@ -188,12 +189,13 @@ else
   redis.call('SET', KEYS[1], now)
 end
 local settling = now < since + settle
-local portion_until, member_until = now + ttl, now + max(ttl, member_for)
 local reply = {}
 for i = 2, #KEYS do
   local key = KEYS[i]
-  local wanted, demand, held
-  wanted, demand, held, at = unpack_args('<i8di8', packed, at)
+  local wanted, demand, held, longer
+  wanted, demand, held, longer, at = unpack_args('<i8di8i8', packed, at)
+  longer = max(0, longer)
+  local portion_until, member_until = now + ttl + longer, now + max(ttl, member_for) + longer
   local fields = redis.call('HGETALL', key)
   local reserved, others_demand, others, members = 0, 0, 0, 1
   local longest, dead = member_until, {}

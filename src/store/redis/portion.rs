@@ -267,7 +267,7 @@ pub fn to_ppm(fraction: f64) -> i64 {
 /// claim's wanted portion (ppm), demand (a negative or non-finite demand counts as none) and
 /// held portion (ppm).
 fn pack_args<'a>(head: &Head<'_>, claims: impl ExactSizeIterator<Item = &'a Claim>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(32 + 24 * claims.len());
+    let mut out = Vec::with_capacity(32 + 32 * claims.len());
     let word = |n: u64| i64::try_from(n).unwrap_or(i64::MAX).to_le_bytes();
     let now = head
         .now_us
@@ -287,6 +287,7 @@ fn pack_args<'a>(head: &Head<'_>, claims: impl ExactSizeIterator<Item = &'a Clai
         // Held comes back from the store's own parts per million: the nearest, not below.
         let held = (claim.held.clamp(0.0, 1.0) * WHOLE).round();
         out.extend_from_slice(&(if held.is_nan() { 0 } else { held as i64 }).to_le_bytes());
+        out.extend_from_slice(&word(claim.reserve_longer / MICRO));
     }
     out
 }

@@ -113,20 +113,21 @@ fn markers_follow_slots() {
 }
 
 /// The argument carries the clock, the ttl, the membership and the settling time, and each
-/// claim's wanted ppm, demand and held ppm, sanitised.
+/// claim's wanted ppm, demand, held ppm and longer reservation (us), sanitised.
 #[test]
 fn arguments_are_packed() {
-    let claim = |wanted, demand, held| Claim {
+    let claim = |wanted, demand, held, reserve_longer| Claim {
         domain: "d".into(),
         bucket: bucket(&[]),
         demand,
         wanted,
         held,
+        reserve_longer,
     };
     let claims = [
-        claim(0.25, 12.5, 0.3),
-        claim(2.0, f64::NAN, f64::NAN),
-        claim(0.5, -3.0, 1.5),
+        claim(0.25, 12.5, 0.3, 0),
+        claim(2.0, f64::NAN, f64::NAN, 50 * crate::clock::SECOND),
+        claim(0.5, -3.0, 1.5, 1),
     ];
     let head = Head {
         replica: "r",
@@ -138,14 +139,20 @@ fn arguments_are_packed() {
     let packed = pack_args(&head, claims.iter());
     let i = |at: usize| i64::from_le_bytes(packed[at..at + 8].try_into().unwrap());
     let f = |at: usize| f64::from_le_bytes(packed[at..at + 8].try_into().unwrap());
-    assert_eq!(packed.len(), 32 + 3 * 24);
+    assert_eq!(packed.len(), 32 + 3 * 32);
     assert_eq!(
         (i(0), i(8), i(16), i(24)),
         (-1, 5_000_000, 60_000_000, 3_000_000)
     );
-    assert_eq!((i(32), f(40), i(48)), (250_000, 12.5, 300_000));
-    assert_eq!((i(56), f(64), i(72)), (1_000_000, 0.0, 0));
-    assert_eq!((i(80), f(88), i(96)), (500_000, 0.0, 1_000_000));
+    assert_eq!((i(32), f(40), i(48), i(56)), (250_000, 12.5, 300_000, 0));
+    assert_eq!(
+        (i(64), f(72), i(80), i(88)),
+        (1_000_000, 0.0, 0, 50_000_000)
+    );
+    assert_eq!(
+        (i(96), f(104), i(112), i(120)),
+        (500_000, 0.0, 1_000_000, 0)
+    );
 }
 
 /// The reply is read as portions; a short or negative one is refused.
