@@ -50,6 +50,18 @@ struct Last {
     reserve_longer: Nanos,
 }
 
+impl Last {
+    /// Until when the store reserves the portion for this replica.
+    fn portion_until(&self) -> Nanos {
+        self.at + PORTION_TTL + self.reserve_longer
+    }
+
+    /// Until when the store reserves the floor for this replica.
+    fn floor_until(&self) -> Nanos {
+        self.at + MEMBER_FOR.max(PORTION_TTL) + self.reserve_longer
+    }
+}
+
 /// What a claim of a bucket asked: the streams' demand (requests a second), the fraction of
 /// the limit wanted, and how much longer than [`PORTION_TTL`] and [`MEMBER_FOR`] it is
 /// reserved (its shares live longer: streams reporting less often than every 5 s).
@@ -122,10 +134,9 @@ impl Portions {
         let Some(last) = shared.by_bucket.get(&key) else {
             return 0.0;
         };
-        let age = now.saturating_sub(last.at);
-        match age {
-            a if a < PORTION_TTL + last.reserve_longer => last.claimed.portion,
-            a if a < MEMBER_FOR.max(PORTION_TTL) + last.reserve_longer => last.claimed.floor,
+        match now {
+            t if t < last.portion_until() => last.claimed.portion,
+            t if t < last.floor_until() => last.claimed.floor,
             _ => 0.0,
         }
     }
@@ -140,12 +151,11 @@ impl Portions {
             return None;
         };
         let last = shared.by_bucket.get(&key)?;
-        let lasts = if now.saturating_sub(last.at) < PORTION_FRESH {
-            PORTION_TTL
+        Some(if now.saturating_sub(last.at) < PORTION_FRESH {
+            last.portion_until()
         } else {
-            MEMBER_FOR.max(PORTION_TTL)
-        };
-        Some(last.at + lasts + last.reserve_longer)
+            last.floor_until()
+        })
     }
 
     /// The other replicas' demand and number for bucket `key`, as its last claim saw them (a
