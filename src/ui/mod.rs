@@ -6,9 +6,11 @@
 //! `region_json.rs` shape them): rules, live figures, an explanation, the walk of an RLQS bucket
 //! id, a page of the RLQS book's buckets with each stream's demand and share (built on the book's
 //! own thread, at most 200 buckets: bounded work, off the request workers), and the region's
-//! portions of global limits.
+//! portions of global limits. The API is paced (`pace.rs`: 50 calls a second across its
+//! routes), so clients polling it back to back cannot take the CPU the data path needs.
 
 mod json;
+mod pace;
 mod region_json;
 mod rlqs_json;
 
@@ -16,6 +18,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
@@ -70,11 +73,7 @@ pub struct UiState {
 /// The `/ui` routes, with their state.
 pub fn router(state: UiState) -> Router {
     let pages = Arc::new(rlqs_json::Pages::default());
-    let mut router = Router::new();
-    for (path, content_type, body) in ASSETS {
-        router = router.route(path, get(move || async move { asset(content_type, body) }));
-    }
-    router
+    let api = Router::new()
         .route("/ui/api/rules", get(rules))
         .route("/ui/api/live", get(live))
         .route("/ui/api/explain", post(explain))
@@ -84,7 +83,15 @@ pub fn router(state: UiState) -> Router {
             get(move |state, query| rlqs_page(state, query, pages)),
         )
         .route("/ui/api/region", get(region))
-        .with_state(state)
+        .route_layer(middleware::from_fn_with_state(
+            pace::Pacer::new(),
+            pace::paced,
+        ));
+    let mut router = api.with_state(state);
+    for (path, content_type, body) in ASSETS {
+        router = router.route(path, get(move || async move { asset(content_type, body) }));
+    }
+    router
 }
 
 /// A static file with the page's security headers.

@@ -348,6 +348,27 @@ pub async fn http_with(
     headers: &[(&str, &str)],
     body: &str,
 ) -> (u16, String) {
+    let reply = http_reply(addr, method, path, headers, body).await;
+    let status = reply
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status line");
+    let body = reply
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// As [`http_with`], the whole reply: status line, headers and body.
+pub async fn http_reply(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr)
         .await
@@ -367,16 +388,7 @@ pub async fn http_with(
     stream.write_all(request.as_bytes()).await.expect("send");
     let mut reply = String::new();
     stream.read_to_string(&mut reply).await.expect("read");
-    let status = reply
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status line");
-    let body = reply
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
+    reply
 }
 
 /// The value of one Prometheus sample, by its exact name-and-labels text (0 when absent).

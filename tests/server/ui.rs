@@ -489,3 +489,39 @@ async fn ui_posts_refuse_other_origins_and_rebound_names() {
     }
     server.stop().await;
 }
+
+/// The page's API serves fifty calls a second, the rest waiting their turn for at most a
+/// second: 150 calls at once get at most 51 answers before the pace frees more turns, the
+/// others `429` with `Retry-After` and a JSON error; meanwhile `/healthcheck` and the page's
+/// own files are answered (they are not paced, and the waiting calls hold few connections).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_api_is_paced_and_a_flood_is_refused() {
+    let server = TestServer::start(RULES).await;
+    let addr = server.http_addr;
+    let flood: Vec<_> = (0..150)
+        .map(|_| tokio::spawn(http_reply(addr, "GET", "/ui/api/live", &[], "")))
+        .collect();
+    let (health, _) = http(addr, "GET", "/healthcheck", "").await;
+    let (script, _) = http(addr, "GET", "/ui/app.js", "").await;
+    let mut refused = 0;
+    for call in flood {
+        let reply = call.await.unwrap();
+        if reply.starts_with("HTTP/1.0 200") {
+            continue;
+        }
+        assert!(reply.starts_with("HTTP/1.0 429"), "{reply}");
+        assert!(
+            reply
+                .to_ascii_lowercase()
+                .contains("\r\nretry-after: 1\r\n"),
+            "{reply}"
+        );
+        let body = reply.split_once("\r\n\r\n").unwrap().1;
+        let error: Value = serde_json::from_str(body).unwrap();
+        assert!(error["error"].as_str().unwrap().contains("busy"), "{body}");
+        refused += 1;
+    }
+    assert!(refused > 0, "a flood of 150 is refused in part");
+    assert_eq!((health, script), (200, 200));
+    server.stop().await;
+}
