@@ -194,6 +194,7 @@ impl Book {
         self.aim(id, &touched, now);
         let mut answers = Vec::with_capacity(keys.len());
         for key in keys {
+            crate::priority::pace();
             let state = &mut self.state;
             let held_back = (state.table.get(key)).is_none_or(|b| state.held_back(key, b, now));
             let covered = state.portions.covers(key, now);
@@ -226,6 +227,7 @@ impl Book {
         let state = &mut self.state;
         let mut now_split = Vec::new();
         for &key in keys {
+            crate::priority::pace();
             let held_back = (state.table.get(key)).is_none_or(|b| state.held_back(key, b, now));
             let Some(bucket) = state.table.get_mut(key).filter(|_| !held_back) else {
                 continue;
@@ -276,6 +278,7 @@ impl Book {
         };
         let mut adopted = 0;
         for key in old.buckets {
+            crate::priority::pace();
             let moved = (state.table.get_mut(key)).is_some_and(|b| b.adopt(old.stream, id, now));
             if moved && let Some(s) = state.streams.get_mut(id) {
                 s.buckets.insert(key);
@@ -302,6 +305,7 @@ impl Book {
         }
         let mut new: HashSet<&BucketId> = HashSet::new();
         for usage in usages {
+            crate::priority::pace();
             let known = (self.state.table.find(&s.domain, &usage.bucket))
                 .is_some_and(|key| s.buckets.contains(&key));
             if !known {
@@ -363,10 +367,12 @@ impl Book {
         keys.dedup();
         state.settle(&keys, None, now);
         for key in stale {
+            crate::priority::pace();
             state.forget(key, now);
         }
         // Streams forget buckets whose holder expired, so the cap counts what they hold.
         for (stream, key) in expired {
+            crate::priority::pace();
             if let Some(s) = state.streams.get_mut(stream) {
                 s.buckets.remove(&key);
             }

@@ -118,6 +118,7 @@ impl State {
         let grows = self.plan(&live, |b| b.plan_grows(reporter, now));
         self.deliver(grows, now);
         for key in live {
+            crate::priority::pace();
             match self.table.get(key) {
                 Some(b) if !b.settled() => self.table.unsettled.insert(key),
                 _ => self.table.unsettled.remove(&key),
@@ -145,12 +146,14 @@ impl State {
     fn deliver(&mut self, changes: Vec<(Key, StrategyChange)>, now: Nanos) {
         let mut by_stream: BTreeMap<StreamId, Vec<(Key, StrategyChange)>> = BTreeMap::new();
         for (key, change) in changes {
+            crate::priority::pace();
             by_stream
                 .entry(change.stream)
                 .or_default()
                 .push((key, change));
         }
         for (stream, changes) in by_stream {
+            crate::priority::pace();
             let answers: Vec<Assignment> = (changes.iter())
                 .filter_map(|(key, c)| Some(assign(&self.table.get(*key)?.id, c.new, c.ttl)))
                 .collect();
@@ -191,6 +194,7 @@ impl State {
         };
         let mut reserved = Vec::new();
         for key in gone.buckets {
+            crate::priority::pace();
             let Some(bucket) = self.table.get_mut(key) else {
                 continue;
             };
