@@ -109,13 +109,14 @@ impl Portions {
             return Fraction::Unknown;
         };
         let c = &last.claimed;
+        // A settling store granted nothing to a replica that held nothing (no floor either):
+        // wait, as for a bucket not claimed yet, rather than refuse everything; and keep
+        // waiting if no claim answers after it (the store went away), not refuse once stale.
+        if c.settling && c.portion == 0.0 && c.floor == 0.0 {
+            return Fraction::Unknown;
+        }
         let age = now.saturating_sub(last.at);
         let may = if age < PORTION_FRESH {
-            // A settling store granted nothing to a replica that held nothing: wait, as for a
-            // bucket not claimed yet, rather than refuse everything.
-            if c.settling && c.portion == 0.0 {
-                return Fraction::Unknown;
-            }
             c.portion
         } else if age < FLOOR_USABLE {
             c.floor

@@ -583,6 +583,12 @@ fn a_settling_store_leaves_a_new_bucket_unanswered() {
     assert!(rig.pushed().is_empty());
     let out = rig.report(a, &[usage("x", 5, 1, 0)]).unwrap();
     assert!(out.answers.is_empty());
+    // No claim answers after it (the store went away): the bucket still waits, as one never
+    // claimed does, rather than be refused once the empty portion is stale.
+    rig.after(PORTION_FRESH / SECOND + 1);
+    assert!(rig.pushed().is_empty());
+    let out = rig.report(a, &[usage("x", 5, 1, 0)]).unwrap();
+    assert!(out.answers.is_empty(), "{out:?}");
 }
 
 /// A stream whose report interval is not known yet (its reports covered no time) may report
