@@ -11,6 +11,10 @@ use std::time::Duration;
 
 use redis::{ErrorKind, RedisError, RetryMethod, ServerErrorKind, Value};
 
+/// Why a claim of portions failed (replicas' or regions'): the shared store's own error, as
+/// it came.
+pub type ClaimError = Box<dyn std::error::Error + Send + Sync>;
+
 /// A store failure. `Clone`: a failed batched script run fails every call in it.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {

@@ -4,6 +4,7 @@
 //! the cost and how a denial gates the call) and answers one [`ChargeOutcome`] per charge,
 //! committing the admitted charges only if the call as a whole is not blocked (see [`gate`]).
 
+mod bucket;
 mod error;
 mod fingerprint;
 pub mod gate;
@@ -25,15 +26,14 @@ use std::time::Duration;
 use crate::algorithm::{Limit, Verdict};
 use crate::clock::Nanos;
 
-pub use error::{BadReply, StoreError, UrlProblem};
+pub use bucket::{BucketId, bucket_identity};
+pub use error::{BadReply, ClaimError, StoreError, UrlProblem};
 pub use fingerprint::{Fingerprint, Fingerprinter};
 pub use gate::Gate;
 pub use key::{CounterKey, CounterKeyBuilder, KeyParts};
 pub use memory::{MemoryOptions, MemoryStore};
 pub use persist::{PersistSettings, PersistentStore};
-pub use portion::{
-    BucketId, Claim, ClaimError, ClaimFuture, ClaimTerms, Claimed, PortionStore, bucket_identity,
-};
+pub use portion::{Claim, ClaimFuture, ClaimTerms, Claimed, PortionStore};
 pub use redis::{RedisSettings, RedisStore};
 pub use region_claim::{
     Membership, RegionAnswer, RegionClaim, RegionClaimFuture, RegionClaimed, RegionTerms, SETTLE,

@@ -6,33 +6,13 @@
 //! *floor*: the part of it the replica keeps through an outage of the store, which the others'
 //! claims leave alone while the replica is a member (it claimed within `member_for`).
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 
+use super::bucket::BucketId;
+use super::error::ClaimError;
 use super::region_claim::{RegionClaim, RegionClaimFuture, RegionTerms};
 use crate::clock::Nanos;
-
-/// A bucket's identity: Envoy's `BucketId.bucket` map. Sorted, so two maps with the same entries
-/// are the same bucket whatever order they arrived in. Defined here, the lowest layer that names
-/// buckets (a replica's claim is per bucket); the quota book uses the same type.
-pub type BucketId = BTreeMap<String, String>;
-
-/// A bucket's identity as bytes: its domain and entries, each length-prefixed (so `a=bc` and
-/// `ab=c` differ), in sorted order (a `BucketId` iterates sorted): no two buckets share one.
-pub fn bucket_identity(domain: &str, bucket: &BucketId) -> Vec<u8> {
-    let mut identity = Vec::with_capacity(64);
-    let mut field = |bytes: &[u8]| {
-        identity.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-        identity.extend_from_slice(bytes);
-    };
-    field(domain.as_bytes());
-    for (name, value) in bucket {
-        field(name.as_bytes());
-        field(value.as_bytes());
-    }
-    identity
-}
 
 /// What a replica asks for one bucket when it claims.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,9 +52,6 @@ pub struct Claimed {
     /// the portion was cut to what the replica declared it held.
     pub settling: bool,
 }
-
-/// Why a claim failed: the store's own error.
-pub type ClaimError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The future of one claim.
 pub type ClaimFuture<'a> =

@@ -11,7 +11,8 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use super::portion::{BucketId, ClaimError};
+use super::bucket::BucketId;
+use super::error::ClaimError;
 use crate::clock::{Nanos, SECOND};
 
 /// The longest any portion in the global store lives unless claimed again (a longer ttl is cut
