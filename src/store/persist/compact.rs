@@ -180,7 +180,7 @@ fn remove_older(dir: &Path, seq: u64) {
         };
         let path = entry.path();
         if !super::file::is_ours(&path, kind) {
-            super::restore::set_aside(&path, "not a data file this sluice wrote");
+            super::file::set_aside(&path, "not a data file this sluice wrote");
         } else if let Err(e) = std::fs::remove_file(&path) {
             tracing::warn!(file = %path.display(), error = %e, "cannot delete an old data file");
         }

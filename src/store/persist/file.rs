@@ -1,4 +1,4 @@
-//! The files under `--data-dir`: their names, their 8-byte header, and checksummed frames.
+//! The files under `--data-dir`: their names, their 8-byte header, checksummed frames, and setting a bad one aside.
 //!
 //! ```text
 //! file   = "SLUICE" kind:u8 version:u8 frame*        kind: b'J' journal, b'S' snapshot
@@ -223,6 +223,27 @@ pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
     match std::fs::File::open(dir) {
         Ok(d) => d.sync_all().or(Ok(())),
         Err(_) => Ok(()),
+    }
+}
+
+/// Renames `path` to `<name>.bad` so no later start reads it, with a warning saying why;
+/// whether it was moved.
+pub(super) fn set_aside(path: &Path, why: &str) -> bool {
+    match crate::files::set_aside(path) {
+        Some(aside) => {
+            tracing::warn!(
+                file = %path.display(), moved_to = %aside.display(),
+                "data directory: {why}; set aside"
+            );
+            true
+        }
+        None => {
+            tracing::warn!(
+                file = %path.display(),
+                "data directory: {why}; skipped (it could not be renamed)"
+            );
+            false
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::file::{self, FileKind};
+use super::file::{self, FileKind, set_aside};
 use super::{LOCK_FILE, PersistError, codec};
 use crate::clock::Nanos;
 use crate::store::MemoryStore;
@@ -55,27 +55,6 @@ pub fn lock(dir: &Path) -> Result<File, PersistError> {
         Ok(()) => Ok(lock),
         Err(std::fs::TryLockError::WouldBlock) => Err(PersistError::Locked(dir.to_path_buf())),
         Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
-    }
-}
-
-/// Renames `path` to `<name>.bad` so no later start reads it, with a warning saying why;
-/// whether it was moved.
-pub(super) fn set_aside(path: &Path, why: &str) -> bool {
-    match crate::files::set_aside(path) {
-        Some(aside) => {
-            tracing::warn!(
-                file = %path.display(), moved_to = %aside.display(),
-                "data directory: {why}; set aside"
-            );
-            true
-        }
-        None => {
-            tracing::warn!(
-                file = %path.display(),
-                "data directory: {why}; skipped (it could not be renamed)"
-            );
-            false
-        }
     }
 }
 

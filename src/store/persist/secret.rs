@@ -16,8 +16,7 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use super::file::sync_dir;
-use super::restore::set_aside;
+use super::file::{set_aside, sync_dir};
 use crate::store::fingerprint::random_key;
 
 /// The file holding the key, as 32 hexadecimal digits.
