@@ -15,23 +15,6 @@ use crate::store::{ClaimTerms, PortionStore};
 use super::limits::{CLAIM_EVERY, MEMBER_FOR, PORTION_TTL, SETTLE};
 use super::owner::{BookHandle, Command};
 
-/// The fraction of a limit of `rate` requests a second a replica whose streams ask `demand`
-/// should claim, beside `others` replicas asking `others_demand`: everything it asks plus an
-/// equal part of what nobody asks when the limit covers all, else its part in proportion to
-/// demand. With no demand known anywhere, an equal part.
-pub fn wanted(rate: f64, demand: f64, others_demand: f64, others: u32) -> f64 {
-    let replicas = f64::from(others + 1);
-    let total = demand + others_demand;
-    let fraction = if rate <= 0.0 || total <= 0.0 {
-        1.0 / replicas
-    } else if total <= rate {
-        (demand + (rate - total) / replicas) / rate
-    } else {
-        demand / total
-    };
-    fraction.clamp(0.0, 1.0)
-}
-
 /// Claims this replica's portions in `store` as `replica` until `stop`: once a second, and when
 /// `due` is woken. A store that cannot be reached leaves the last portions to go stale, then
 /// the floors (the book's clock moves them); its failures are logged when they start and when
@@ -97,6 +80,3 @@ pub fn replica_name(now: crate::clock::Nanos) -> String {
     let host = crate::files::hostname().unwrap_or_else(|| "sluice".to_string());
     format!("{host}-{}-{now:x}-{order}", std::process::id())
 }
-
-#[cfg(test)]
-mod tests;

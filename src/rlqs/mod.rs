@@ -37,7 +37,7 @@ pub use crate::store::{Claim, ClaimError, ClaimFuture, ClaimTerms, Claimed, Port
 pub use assign::{
     Assignment, BucketId, Outgoing, Reported, RlqsError, Strategy, StreamId, Tally, Usage,
 };
-pub use claims::{replica_name, wanted};
+pub use claims::replica_name;
 pub use group::GroupPortion;
 pub use limits::{
     ASSIGNMENT_TTL_SECONDS, FORGET_AFTER, HEADROOM, HELD_FOR, MAX_BUCKETS_PER_STREAM, MAX_STREAMS,

@@ -10,9 +10,9 @@ use crate::rules::bucket::{BucketAction, SharedRate};
 
 use super::demand::Demand;
 use super::interval::{Cadence, Interval, held_for};
+use super::level::Level;
 use super::shadow::Shadow;
 use super::share::{Grid, Share};
-use super::split::Level;
 use super::sum::Sum;
 use crate::rlqs::assign::{BucketId, Strategy, StreamId, Tally, Usage};
 use crate::rlqs::view::{BucketView, HolderView, rate_of};

@@ -13,6 +13,7 @@ mod allocation;
 mod bucket;
 mod demand;
 mod interval;
+mod level;
 mod portions;
 mod shadow;
 mod share;
@@ -32,7 +33,6 @@ use crate::rules::bucket::{BucketAction, bucket_action};
 use crate::store::{Claim, Claimed};
 
 use super::assign::{BucketId, Outbox, Outgoing, Reported, RlqsError, StreamId, Usage};
-use super::claims::wanted;
 use super::group::GroupPortion;
 use super::limits::SPLIT_AT_ONCE;
 use super::view::{Page, PageQuery};
@@ -41,7 +41,7 @@ pub(crate) use portions::Portions;
 pub(crate) use table::Key;
 
 use interval::{Cadence, Interval};
-use portions::{Asked, Fraction};
+use portions::{Asked, Fraction, wanted};
 use state::{State, WarmUp, assign};
 use streams::Stream;
 

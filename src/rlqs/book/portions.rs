@@ -285,3 +285,23 @@ fn moved_materially(old: Fraction, new: Fraction) -> bool {
         (a, b) => a != b,
     }
 }
+
+/// The fraction of a limit of `rate` requests a second a replica whose streams ask `demand`
+/// should claim, beside `others` replicas asking `others_demand`: everything it asks plus an
+/// equal part of what nobody asks when the limit covers all, else its part in proportion to
+/// demand. With no demand known anywhere, an equal part.
+pub(crate) fn wanted(rate: f64, demand: f64, others_demand: f64, others: u32) -> f64 {
+    let replicas = f64::from(others + 1);
+    let total = demand + others_demand;
+    let fraction = if rate <= 0.0 || total <= 0.0 {
+        1.0 / replicas
+    } else if total <= rate {
+        (demand + (rate - total) / replicas) / rate
+    } else {
+        demand / total
+    };
+    fraction.clamp(0.0, 1.0)
+}
+
+#[cfg(test)]
+mod tests;

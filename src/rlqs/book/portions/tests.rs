@@ -1,4 +1,4 @@
-//! What a replica claims.
+//! What a replica claims of a limit.
 
 use super::*;
 
