@@ -12,6 +12,7 @@
 //! [`Running::wait`] returns once the server has stopped and the store's last flush has run;
 //! [`AppError`] says why it could not start.
 
+mod build;
 pub mod defaults;
 mod error;
 mod file_limit;
@@ -49,7 +50,7 @@ pub use crate::statsd::{Mogrifier, MogrifierError, StatsdFormat, StatsdProtocol,
 pub use crate::tls::{ReloadOutcome, ServerTls, TlsSettings, TlsStatus};
 pub use crate::xds::{Backoff, XdsSettings, XdsTls};
 
-use self::parts::start_inner;
+use self::build::start_inner;
 
 /// Loads the rules, builds the store `settings.store` asks for (restoring the embedded store's
 /// counters before the listeners open), binds both listeners and serves in the background.
