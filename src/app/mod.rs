@@ -2,10 +2,11 @@
 //! [`Settings`], serves until shutdown, and owns the shutdown sequence (one cancellation token
 //! for every task).
 //!
-//! [`start`] loads the rules ([`Reloader::load`], or with an xDS source [`Reloader::pending`]
-//! until the control plane sends them), the certificates and the admin tokens, builds the store
-//! (`store::build`), the [`Limiter`](crate::limiter::Limiter) and the RLQS wing (`launch.rs`),
-//! binds the listeners (`listen::Listeners::bind`) and spawns the tasks (`launch.rs`): the gRPC
+//! [`start`] (`build.rs`) loads the rules ([`Reloader::load`], or with an xDS source
+//! [`Reloader::pending`] until the control plane sends them), the certificates and the admin
+//! tokens, builds the store (`store::build`) and the [`Limiter`](crate::limiter::Limiter),
+//! binds the listeners (`listen::Listeners::bind`); `launch.rs` builds the RLQS wing and spawns
+//! the tasks: the gRPC
 //! and HTTP servers (`listen::spawn`), the rule watcher or the xDS client, the certificate
 //! watcher, the store's background work, housekeeping (`tasks::sweep`), the statsd sink
 //! (`statsd::run`), gRPC health (`health::follow`) and the shutdown sequence (`shutdown`).

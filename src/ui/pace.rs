@@ -66,9 +66,7 @@ pub(super) async fn paced(
                 StatusCode::TOO_MANY_REQUESTS,
                 serde_json::json!({ "error": "the page's API is busy: try again later" }),
             );
-            if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
-                response.headers_mut().insert(header::RETRY_AFTER, value);
-            }
+            (response.headers_mut()).insert(header::RETRY_AFTER, HeaderValue::from(seconds));
             response.into_response()
         }
     }
